@@ -265,7 +265,8 @@ def _fit_per_arm(pm: str, rows: Sequence[Sample], same: set[str]) -> Fit:
         ps = [_finite_or_none(p) for p in ols.pvalues]
         curve_p[cc] = dict(zip("abc", ps, strict=True))
         coefficients += [
-            Coefficient(f"{cc}:{name}", v, p) for name, v, p in zip("abc", (a, b, c), ps, strict=True)
+            Coefficient(f"{cc}:{name}", v, p)
+            for name, v, p in zip("abc", (a, b, c), ps, strict=True)
         ]
         buffer_ps.append(_buffer_test(ols, [1, 2]))
         y_all.append(y)

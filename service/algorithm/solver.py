@@ -1,9 +1,9 @@
 """Eq. 9-12: the delta-relaxed minimum buffer, in the reading that reproduces Table 5.
 
-T* is the largest throughput any (PM, CC) curve reaches on [bs_min, bs_max]; every arm's obs is the
-smallest buffer at which its curve reaches (1 - delta) * T*, solved on the continuous interval through
-the curve's inverse; OBS is the smallest obs. Ties (obs within 0.01 MiB) prefer FullMesh over a PCDC
-arm that runs the very same subflows, then the higher tp(OBS).
+T* is the largest throughput any (PM, CC) curve reaches on [bs_min, bs_max]; every arm's obs is
+the smallest buffer at which its curve reaches (1 - delta) * T*, solved on the continuous interval
+through the curve's inverse; OBS is the smallest obs. Ties (obs within 0.01 MiB) prefer FullMesh
+over a PCDC arm that runs the very same subflows, then the higher tp(OBS).
 """
 
 from __future__ import annotations

@@ -41,7 +41,9 @@ def traditional_buffer(
                 raise ValueError(f"{name}[{k}]: must be a positive number, got {v!r}")
     rtt, rto, bw = max(rtts_s), max(rtos_s), sum(bandwidths_kbps)
     buffer_mib = (3 * rtt + rto) * bw * 1000 / BITS_PER_MIB
-    return TraditionalBuffer(rtt_max_s=rtt, rto_max_s=rto, bandwidth_sum_kbps=bw, buffer_mib=buffer_mib)
+    return TraditionalBuffer(
+        rtt_max_s=rtt, rto_max_s=rto, bandwidth_sum_kbps=bw, buffer_mib=buffer_mib
+    )
 
 
 def rto_from_rtt(rtt_s: float, rttvar_s: float | None = None) -> float:

@@ -1,0 +1,165 @@
+"""`mpcoa solve | fit | impact | recommend`: the algorithm on files, JSON out (docs/formats.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from service.algorithm.regression import MODEL_KINDS, fit
+from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA, solve
+from service.formats import (
+    FormatError,
+    fits_to_dict,
+    impact_results,
+    impact_to_dict,
+    parse_curves,
+    parse_impact,
+    parse_samples,
+    solution_to_dict,
+)
+
+EXIT_BAD_INPUT = 2
+
+
+def fail(message: str) -> None:
+    """One line on stderr and status 2: bad input never shows a traceback."""
+    typer.echo(f"mpcoa: error: {message}", err=True)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def bad_input_exits(func: Callable) -> Callable:
+    @wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except (FormatError, ValueError) as exc:
+            fail(str(exc))
+
+    return wrapper
+
+
+def read_text(path: Path) -> str:
+    name = str(path)
+    try:
+        return sys.stdin.read() if name == "-" else path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        fail(f"{name}: no such file")
+    except IsADirectoryError:
+        fail(f"{name}: is a directory")
+    except PermissionError:
+        fail(f"{name}: permission denied")
+    except UnicodeDecodeError:
+        fail(f"{name}: not UTF-8 text")
+    except OSError as exc:
+        fail(f"{name}: {exc.strerror}")
+    raise AssertionError("unreachable")
+
+
+def emit(document: dict) -> None:
+    typer.echo(json.dumps(document, indent=2, allow_nan=False))
+
+
+FileArg = Annotated[Path, typer.Option(help="input file, or - for standard input")]
+DeltaOpt = Annotated[
+    float | None, typer.Option(help=f"throughput sacrificed, in [0, 1) [default {DEFAULT_DELTA}]")
+]
+BsMinOpt = Annotated[
+    float | None,
+    typer.Option("--bs-min", help=f"smallest buffer, MiB [default {DEFAULT_BS_MIN_MIB}]"),
+]
+BsMaxOpt = Annotated[
+    float | None,
+    typer.Option("--bs-max", help=f"largest buffer, MiB [default {DEFAULT_BS_MAX_MIB}]"),
+]
+ModelOpt = Annotated[str, typer.Option(help=f"regression model: {' | '.join(MODEL_KINDS)}")]
+SameOpt = Annotated[
+    list[str] | None,
+    typer.Option("--same-as-fullmesh", help="a CC whose PCDC subset keeps every subflow"),
+]
+
+
+def _pick(flag: float | None, from_file: float | None, default: float) -> float:
+    if flag is not None:
+        return flag
+    return default if from_file is None else from_file
+
+
+def _fit_samples(samples: Path, model: str, same_as_fullmesh: list[str] | None) -> list:
+    parsed = parse_samples(read_text(samples))
+    same = [*parsed.same_as_fullmesh, *(same_as_fullmesh or [])]
+    return fit((s.to_sample() for s in parsed.samples), model=model, same_as_fullmesh=same)
+
+
+@bad_input_exits
+def solve_cmd(
+    curves: FileArg,
+    delta: DeltaOpt = None,
+    bs_min: BsMinOpt = None,
+    bs_max: BsMaxOpt = None,
+) -> None:
+    """The delta-relaxed minimum buffer (Eq. 9-12) from fitted curves."""
+    parsed = parse_curves(read_text(curves))
+    solution = solve(
+        [c.to_curve() for c in parsed.curves],
+        delta=_pick(delta, parsed.delta, DEFAULT_DELTA),
+        bs_min=_pick(bs_min, parsed.bs_min_mib, DEFAULT_BS_MIN_MIB),
+        bs_max=_pick(bs_max, parsed.bs_max_mib, DEFAULT_BS_MAX_MIB),
+    )
+    emit(solution_to_dict(solution))
+
+
+@bad_input_exits
+def fit_cmd(samples: FileArg, model: ModelOpt = "paper", same_as_fullmesh: SameOpt = None) -> None:
+    """Regression per path manager (Eq. 8): curves JSON that `mpcoa solve` reads, with R^2 and p."""
+    emit(fits_to_dict(_fit_samples(samples, model, same_as_fullmesh)))
+
+
+@bad_input_exits
+def impact_cmd(
+    omega: Annotated[Path | None, typer.Option(help="Omega per CC and subflow (JSON)")] = None,
+    series: Annotated[Path | None, typer.Option(help="TP_0 and TP_i series per CC (JSON)")] = None,
+) -> None:
+    """Impact factors (Eq. 5) and the PCDC subsets (Eq. 6) per congestion control."""
+    if (omega is None) == (series is None):
+        fail("give exactly one of --omega FILE and --series FILE")
+    text = read_text(omega if omega is not None else series)
+    parsed = parse_impact(text)
+    if (omega is not None) != (parsed.omega is not None):
+        fail(f"{'omega' if omega is not None else 'series'}: missing in the file")
+    emit(impact_to_dict(impact_results(parsed)))
+
+
+@bad_input_exits
+def recommend_cmd(
+    samples: FileArg,
+    model: ModelOpt = "paper",
+    same_as_fullmesh: SameOpt = None,
+    delta: DeltaOpt = None,
+    bs_min: BsMinOpt = None,
+    bs_max: BsMaxOpt = None,
+) -> None:
+    """Fit then solve: OPM, OCC, OBS, OTP from measured samples."""
+    fits = _fit_samples(samples, model, same_as_fullmesh)
+    solution = solve(
+        [c for f in fits for c in f.curves],
+        delta=DEFAULT_DELTA if delta is None else delta,
+        bs_min=DEFAULT_BS_MIN_MIB if bs_min is None else bs_min,
+        bs_max=DEFAULT_BS_MAX_MIB if bs_max is None else bs_max,
+    )
+    document = solution_to_dict(solution)
+    document["fits"] = fits_to_dict(fits)["fits"]
+    document["quality_gate_passed"] = all(f.gate_passed for f in fits)
+    emit(document)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("solve")(solve_cmd)
+    app.command("fit")(fit_cmd)
+    app.command("impact")(impact_cmd)
+    app.command("recommend")(recommend_cmd)

@@ -1,0 +1,286 @@
+"""The stable JSON/CSV formats of the algorithm's inputs and outputs (docs/formats.md).
+
+Parsing is strict (unknown keys, NaN, wrong types are refused) and every error is a `FormatError`
+whose message names the offending field, so the CLI can print one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .algorithm.curve import Curve, normalize_cc, normalize_pm
+from .algorithm.impact import ImpactResult, impact_from_omegas, impact_from_series
+from .algorithm.regression import Fit, Sample
+from .algorithm.solver import Solution
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+DIGITS = 6  # output precision: well below the paper's two decimals, stable across platforms
+
+
+class FormatError(ValueError):
+    """Bad input; the message names the field."""
+
+
+def _strict() -> ConfigDict:
+    return ConfigDict(extra="forbid", frozen=True)
+
+
+class _PmCc(BaseModel):
+    model_config = _strict()
+    pm: str
+    cc: str
+
+    @field_validator("pm")
+    @classmethod
+    def _pm(cls, v: str) -> str:
+        return normalize_pm(v)
+
+    @field_validator("cc")
+    @classmethod
+    def _cc(cls, v: str) -> str:
+        return normalize_cc(v)
+
+
+class CurveIn(_PmCc):
+    a: Finite
+    b: Finite
+    c: Finite
+    same_as_fullmesh: bool = False
+
+    def to_curve(self) -> Curve:
+        return Curve(self.pm, self.cc, self.a, self.b, self.c, self.same_as_fullmesh)
+
+
+class CurvesFile(BaseModel):
+    model_config = _strict()
+    delta: Finite | None = None
+    bs_min_mib: Finite | None = None
+    bs_max_mib: Finite | None = None
+    curves: list[CurveIn] = Field(min_length=1)
+    # `mpcoa fit` writes its statistics next to the curves; `solve` accepts and ignores them.
+    model: str | None = None
+    fits: list[dict[str, Any]] | None = None
+
+
+class SampleIn(_PmCc):
+    bs_mib: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    tp_mbps: NonNegative
+
+    def to_sample(self) -> Sample:
+        return Sample(self.pm, self.cc, self.bs_mib, self.tp_mbps)
+
+
+class SamplesFile(BaseModel):
+    model_config = _strict()
+    samples: list[SampleIn] = Field(min_length=1)
+    same_as_fullmesh: list[str] = Field(default_factory=list)
+
+
+class SeriesIn(BaseModel):
+    model_config = _strict()
+    tp0: list[NonNegative] = Field(min_length=1)
+    excluded: dict[str, list[NonNegative]] = Field(min_length=1)
+
+
+class ImpactFile(BaseModel):
+    """Either Omega values per CC and subflow, or the TP_0 / TP_i series to compute them from."""
+
+    model_config = _strict()
+    omega: dict[str, dict[str, Finite]] | None = None
+    series: dict[str, SeriesIn] | None = None
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+
+def _field_path(loc: tuple) -> str:
+    return ".".join(str(part) for part in loc) or "(top level)"
+
+
+def _validate(model: type[BaseModel], data: Any) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        msg = err["msg"].removeprefix("Value error, ")
+        raise FormatError(f"{_field_path(err['loc'])}: {msg}") from None
+
+
+def load_json(text: str) -> Any:
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise FormatError(
+            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+
+
+def _refuse_constant(name: str) -> float:
+    raise FormatError(f"invalid JSON: {name} is not a number")
+
+
+def parse_curves(text: str) -> CurvesFile:
+    return _validate(CurvesFile, load_json(text))
+
+
+def parse_impact(text: str) -> ImpactFile:
+    parsed = _validate(ImpactFile, load_json(text))
+    if (parsed.omega is None) == (parsed.series is None):
+        raise FormatError("omega/series: give exactly one of the two")
+    return parsed
+
+
+SAMPLE_COLUMNS = ("pm", "cc", "bs_mib", "tp_mbps")
+
+
+def parse_samples(text: str) -> SamplesFile:
+    """JSON `{"samples": [...]}` or CSV with the header pm,cc,bs_mib,tp_mbps."""
+    if text.lstrip().startswith(("{", "[")):
+        return _validate(SamplesFile, load_json(text))
+    reader = csv.DictReader(io.StringIO(text))
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    if sorted(header) != sorted(SAMPLE_COLUMNS):
+        raise FormatError(
+            f"CSV header: expected {','.join(SAMPLE_COLUMNS)}, got {','.join(header)}"
+        )
+    rows = []
+    for line, row in enumerate(reader, start=2):
+        values = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
+        if None in row:
+            raise FormatError(f"CSV line {line}: more fields than the header")
+        for key in ("bs_mib", "tp_mbps"):
+            try:
+                number = float(values[key])
+            except ValueError:
+                raise FormatError(
+                    f"CSV line {line}, {key}: not a number: {values[key]!r}"
+                ) from None
+            if not math.isfinite(number):
+                raise FormatError(f"CSV line {line}, {key}: must be finite")
+            values[key] = number
+        try:
+            rows.append(SampleIn.model_validate(values))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            msg = err["msg"].removeprefix("Value error, ")
+            raise FormatError(f"CSV line {line}, {_field_path(err['loc'])}: {msg}") from None
+    if not rows:
+        raise FormatError("samples: no data rows")
+    return SamplesFile(samples=rows)
+
+
+# --- computing on parsed input ----------------------------------------------------------------
+
+
+def impact_results(parsed: ImpactFile) -> list[ImpactResult]:
+    results = []
+    try:
+        if parsed.omega is not None:
+            for cc, omegas in parsed.omega.items():
+                if not omegas:
+                    raise FormatError(f"omega.{cc}: no subflows")
+                results.append(impact_from_omegas(normalize_cc(cc), omegas))
+        else:
+            for cc, series in parsed.series.items():
+                results.append(impact_from_series(normalize_cc(cc), series.tp0, series.excluded))
+    except FormatError:
+        raise
+    except ValueError as exc:  # the algorithm's own checks (empty series, zero TP_0, ...)
+        raise FormatError(str(exc)) from None
+    return results
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(float(value), DIGITS)
+
+
+def curve_to_dict(curve: Curve) -> dict:
+    return {
+        "pm": curve.pm,
+        "cc": curve.cc,
+        "a": _r(curve.a),
+        "b": _r(curve.b),
+        "c": _r(curve.c),
+        "same_as_fullmesh": curve.same_as_fullmesh,
+    }
+
+
+def fit_to_dict(fit: Fit) -> dict:
+    return {
+        "pm": fit.pm,
+        "model": fit.model,
+        "n": fit.n,
+        "r2": _r(fit.r2),
+        "adj_r2": _r(fit.adj_r2),
+        "buffer_p_value": fit.buffer_p_value,
+        "max_p_value": fit.max_p_value,
+        "gate_passed": fit.gate_passed,
+        "coefficients": [
+            {"name": c.name, "value": _r(c.value), "p_value": c.p_value} for c in fit.coefficients
+        ],
+        "curve_p_values": fit.curve_p_values,
+        "warnings": fit.warnings,
+    }
+
+
+def fits_to_dict(fits: list[Fit]) -> dict:
+    return {
+        "model": fits[0].model,
+        "curves": [curve_to_dict(c) for f in fits for c in f.curves],
+        "fits": [fit_to_dict(f) for f in fits],
+    }
+
+
+def solution_to_dict(solution: Solution) -> dict:
+    return {
+        "opm": solution.opm,
+        "occ": solution.occ,
+        "obs_mib": _r(solution.obs_mib),
+        "otp_mbps": _r(solution.otp_mbps),
+        "tp_max_mbps": _r(solution.tp_max_mbps),
+        "tp_max_bs_mib": _r(solution.tp_max_bs_mib),
+        "tp_max_pm": solution.tp_max_pm,
+        "tp_max_cc": solution.tp_max_cc,
+        "target_mbps": _r(solution.target_mbps),
+        "delta": solution.delta,
+        "bs_min_mib": solution.bs_min_mib,
+        "bs_max_mib": solution.bs_max_mib,
+        "arms": [
+            {
+                "pm": arm.pm,
+                "cc": arm.cc,
+                "peak_bs_mib": _r(arm.peak_bs_mib),
+                "peak_tp_mbps": _r(arm.peak_tp_mbps),
+                "obs_mib": _r(arm.obs_mib),
+                "tp_at_obs_mbps": _r(arm.tp_at_obs_mbps),
+                "same_as_fullmesh": arm.same_as_fullmesh,
+                "chosen": (arm.pm, arm.cc) == (solution.opm, solution.occ),
+            }
+            for arm in solution.arms
+        ],
+    }
+
+
+def impact_to_dict(results: list[ImpactResult]) -> dict:
+    return {
+        "impact": [
+            {
+                "cc": r.cc,
+                "omegas": {name: _r(v) for name, v in r.omegas.items()},
+                "subset": r.subset,
+                "standby": r.standby,
+                "same_as_fullmesh": r.same_as_fullmesh,
+            }
+            for r in results
+        ]
+    }

@@ -1,0 +1,133 @@
+"""`mpcoa solve | fit | impact | recommend` as a user runs them: the installed command."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MPCOA = str(Path(sys.executable).parent / "mpcoa")
+
+
+def run(*args, stdin=None):
+    return subprocess.run(
+        [MPCOA, *args], input=stdin, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_solve_reproduces_table5_srl_hu():
+    out = run("solve", "--curves", str(ROOT / "examples/srl-hu-curves.json"))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert (doc["opm"], doc["occ"]) == ("PCDC", "hybla")
+    assert doc["obs_mib"] == pytest.approx(12.36, abs=0.05)
+    assert doc["otp_mbps"] == pytest.approx(74.65, rel=1e-3)
+    assert len(doc["arms"]) == 12 and sum(a["chosen"] for a in doc["arms"]) == 1
+
+
+def test_solve_flags_override_the_file():
+    out = run("solve", "--curves", str(ROOT / "examples/srl-hu-curves.json"), "--delta", "0")
+    doc = json.loads(out.stdout)
+    assert doc["delta"] == 0 and doc["obs_mib"] == pytest.approx(doc["tp_max_bs_mib"], abs=1e-4)
+
+
+def test_fit_output_is_accepted_by_solve(tmp_path):
+    fitted = run("fit", "--samples", str(ROOT / "examples/srl-hu-samples.csv"))
+    assert fitted.returncode == 0, fitted.stderr
+    doc = json.loads(fitted.stdout)
+    assert {f["pm"] for f in doc["fits"]} == {"PCDC", "FullMesh"}
+    assert all(0 <= f["r2"] <= 1 and "gate_passed" in f for f in doc["fits"])
+    curves = tmp_path / "curves.json"
+    curves.write_text(fitted.stdout)
+    solved = run("solve", "--curves", str(curves))
+    assert solved.returncode == 0, solved.stderr
+    assert json.loads(solved.stdout)["occ"] == "hybla"
+
+
+def test_recommend_is_fit_then_solve_and_json_samples_work(tmp_path):
+    rows = [
+        line.split(",")
+        for line in (ROOT / "examples/srl-hu-samples.csv").read_text().splitlines()[1:]
+    ]
+    samples = {
+        "samples": [
+            {"pm": p, "cc": c, "bs_mib": float(b), "tp_mbps": float(t)} for p, c, b, t in rows
+        ],
+        "same_as_fullmesh": ["vegas"],
+    }
+    path = tmp_path / "samples.json"
+    path.write_text(json.dumps(samples))
+    out = run("recommend", "--samples", str(path), "--model", "per-arm")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert (doc["opm"], doc["occ"]) == ("PCDC", "hybla")
+    assert doc["fits"][0]["model"] == "per-arm"
+
+
+def test_impact_omega_and_series():
+    out = run("impact", "--omega", str(ROOT / "examples/srl-hu-omega.json"))
+    doc = json.loads(out.stdout)
+    by_cc = {r["cc"]: r for r in doc["impact"]}
+    assert set(by_cc["hybla"]["subset"]) == {"K-C", "K-CU", "U-C", "U-CU"}
+    series = json.dumps({"series": {"Reno": {"tp0": [10, 10], "excluded": {"A-B": [9, 9]}}}})
+    out = run("impact", "--series", "-", stdin=series)
+    assert json.loads(out.stdout)["impact"][0]["omegas"]["A-B"] == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "needle"),
+    [
+        (["solve", "--curves", "-"], "{not json", "invalid JSON"),
+        (["solve", "--curves", "-"], '{"curves": []}', "curves"),
+        (
+            ["solve", "--curves", "-"],
+            '{"curves": [{"pm": "x", "cc": "cubic", "a": 1, "b": 1, "c": 0}]}',
+            "curves.0.pm",
+        ),
+        (
+            ["solve", "--curves", "-"],
+            '{"curves": [{"pm": "PCDC", "cc": "cubic", "a": NaN, "b": 1, "c": 0}]}',
+            "NaN",
+        ),
+        (
+            ["solve", "--curves", "-"],
+            '{"curves": [{"pm": "PCDC", "cc": "cubic", "a": 1e999, "b": 1, "c": 0}]}',
+            "curves.0.a",
+        ),
+        (
+            ["solve", "--curves", "-", "--delta", "1"],
+            '{"curves": [{"pm": "PCDC", "cc": "cubic", "a": 1, "b": 1, "c": 0}]}',
+            "delta",
+        ),
+        (
+            ["solve", "--curves", "-"],
+            '{"delta": -1, "curves": [{"pm": "PCDC", "cc": "cubic", "a": 1, "b": 1, "c": 0}]}',
+            "delta",
+        ),
+        (["solve", "--curves", "/no/such/file"], None, "no such file"),
+        (["fit", "--samples", "-"], "pm,cc,bs_mib,tp_mbps\n", "no data"),
+        (["fit", "--samples", "-"], "pm,cc,bs\nPCDC,cubic,1\n", "header"),
+        (["fit", "--samples", "-"], "pm,cc,bs_mib,tp_mbps\nPCDC,cubic,1,nan\n", "tp_mbps"),
+        (["fit", "--samples", "-"], "pm,cc,bs_mib,tp_mbps\nPCDC,cubic,1,2\n", "distinct"),
+        (
+            ["fit", "--samples", "-", "--model", "magic"],
+            '{"samples": [{"pm": "PCDC", "cc": "c", "bs_mib": 1, "tp_mbps": 1}]}',
+            "model",
+        ),
+        (["impact", "--omega", "-"], '{"omega": {"cubic": {}}}', "omega.cubic"),
+        (
+            ["impact", "--series", "-"],
+            '{"series": {"cubic": {"tp0": [0], "excluded": {"A-B": [1]}}}}',
+            "no throughput",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_status_2(args, stdin, needle):
+    out = run(*args, stdin=stdin)
+    assert out.returncode == 2
+    assert out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mpcoa: error:"), out.stderr
+    assert needle in lines[0]

@@ -1,0 +1,101 @@
+"""Solver properties: bounds, target reached, monotone in delta, delta = 0 gives the peak."""
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from service.algorithm.curve import Curve
+from service.algorithm.solver import min_buffer, solve
+
+coef = st.tuples(st.floats(-50, 300), st.floats(-20, 20), st.floats(-1, 1))
+arms = st.lists(
+    st.tuples(st.sampled_from(["PCDC", "FullMesh"]), st.sampled_from(["cubic", "reno", "hybla",
+              "vegas", "olia", "scalable"]), coef, st.booleans()),
+    min_size=1, max_size=12, unique_by=lambda t: (t[0], t[1]),
+)
+
+
+def build(rows):
+    return [Curve(pm, cc, a, b, c, same_as_fullmesh=same) for pm, cc, (a, b, c), same in rows]
+
+
+def positive_peak(curves, lo=0.5, hi=30.0):
+    return max(cv.peak(lo, hi)[1] for cv in curves) > 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=arms, delta=st.floats(0, 0.99))
+def test_obs_is_within_bounds_and_reaches_the_target(rows, delta):
+    curves = build(rows)
+    assume(positive_peak(curves))
+    s = solve(curves, delta=delta)
+    assert 0.5 <= s.obs_mib <= 30.0
+    assert s.otp_mbps >= s.target_mbps
+    assert s.target_mbps == pytest.approx((1 - delta) * s.tp_max_mbps)
+    for arm in s.arms:  # no arm reaches the target with a buffer smaller than OBS - tie margin
+        if arm.obs_mib is not None:
+            assert arm.obs_mib >= s.obs_mib - 0.01 - 1e-9
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=arms, d1=st.floats(0, 0.99), d2=st.floats(0, 0.99))
+def test_larger_delta_never_gives_a_larger_buffer(rows, d1, d2):
+    curves = build(rows)
+    assume(positive_peak(curves))
+    small, large = sorted((d1, d2))
+    smallest = lambda s: min(a.obs_mib for a in s.arms if a.obs_mib is not None)  # noqa: E731
+    assert smallest(solve(curves, delta=large)) <= smallest(solve(curves, delta=small)) + 1e-9
+    assert solve(curves, delta=large).obs_mib <= solve(curves, delta=small).obs_mib + 0.01 + 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=arms)
+def test_delta_zero_gives_the_peak(rows):
+    curves = build(rows)
+    assume(positive_peak(curves))
+    s = solve(curves, delta=0.0)
+    assert s.otp_mbps == pytest.approx(s.tp_max_mbps, rel=1e-9, abs=1e-9)
+
+
+def test_min_buffer_inverts_the_curve_exactly():
+    curve = Curve("PCDC", "hybla", 24.49, 6.16, -0.17)
+    bs = min_buffer(curve, 74.65, 0.5, 30.0)
+    assert curve.tp(bs) >= 74.65
+    assert curve.tp(bs - 1e-9) < 74.65
+    assert bs == pytest.approx(12.35654, abs=1e-5)  # (6.16 - sqrt(3.8368)) / 0.34
+
+
+def test_convex_and_linear_and_flat_curves():
+    convex = Curve("PCDC", "reno", 10.0, -2.0, 0.1)  # dips, then rises past 10 at bs = 20
+    assert min_buffer(convex, 12.0, 0.5, 30.0) == pytest.approx(20.954, abs=1e-3)
+    linear = Curve("PCDC", "cubic", 1.0, 0.5, 0.0)
+    assert min_buffer(linear, 6.0, 0.5, 30.0) == pytest.approx(10.0)
+    flat = Curve("FullMesh", "cubic", 5.0, 0.0, 0.0)
+    assert min_buffer(flat, 5.0, 0.5, 30.0) == 0.5
+    assert min_buffer(flat, 5.1, 0.5, 30.0) is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"delta": 1.0}, "delta"),
+        ({"delta": -0.1}, "delta"),
+        ({"delta": float("nan")}, "delta"),
+        ({"bs_min": 0.0}, "bs_min"),
+        ({"bs_min": 5.0, "bs_max": 5.0}, "bs_min"),
+    ],
+)
+def test_bad_parameters_name_the_field(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        solve([Curve("PCDC", "cubic", 1, 1, -0.01)], **kwargs)
+
+
+def test_bad_curves_are_refused():
+    with pytest.raises(ValueError, match="no finite peak"):
+        Curve("PCDC", "cubic", float("inf"), 1, 0)
+    with pytest.raises(ValueError, match="twice"):
+        solve([Curve("PCDC", "cubic", 1, 1, 0), Curve("pcdc", "Cubic", 2, 1, 0)])
+    with pytest.raises(ValueError, match="positive"):
+        solve([Curve("PCDC", "cubic", -5, -1, 0)])
+    with pytest.raises(ValueError, match="at least one"):
+        solve([])
