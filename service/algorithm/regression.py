@@ -24,10 +24,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import statsmodels.api as sm
-from scipy import stats
-from sklearn.linear_model import LinearRegression
-from sklearn.preprocessing import PolynomialFeatures
 
 from .curve import Curve, normalize_cc, normalize_pm
 
@@ -138,6 +134,12 @@ def _gate(r2: float, buffer_p: float | None) -> bool:
 
 
 def _fit_paper(pm: str, rows: Sequence[Sample], same: set[str]) -> Fit:
+    # Imported here: scikit-learn and statsmodels take about a second to import, which every
+    # `mpcoa` start (and every API worker) would otherwise pay even when it fits nothing.
+    from sklearn.linear_model import LinearRegression
+    from sklearn.preprocessing import PolynomialFeatures
+    from statsmodels.regression.linear_model import OLS
+
     ccs = _cc_order(rows)
     _check_support(pm, rows, ccs)
     bs = np.array([s.bs_mib for s in rows])
@@ -164,7 +166,7 @@ def _fit_paper(pm: str, rows: Sequence[Sample], same: set[str]) -> Fit:
 
     # Identifiable reparametrisation, same column space: [CC_j, bs*CC_j, bs^2] with no intercept.
     z = np.column_stack([onehot, onehot * bs[:, None], bs**2])
-    ols = sm.OLS(y, z).fit()
+    ols = OLS(y, z).fit()
     n_params = 2 * k + 1
     r2, adj = _r2(y, ols.fittedvalues, n_params)
     buffer_p = _buffer_test(ols, list(range(k, 2 * k + 1)))
@@ -196,13 +198,15 @@ def _fit_paper(pm: str, rows: Sequence[Sample], same: set[str]) -> Fit:
 
 
 def _paper_p_values(
-    x: np.ndarray, y: np.ndarray, reg: LinearRegression, coefficients: list[Coefficient]
+    x: np.ndarray, y: np.ndarray, reg, coefficients: list[Coefficient]
 ) -> list[Coefficient]:
     """t-tests of the minimum-norm coefficients, covariance from the pseudo-inverse.
 
     For a full-rank design this is the ordinary OLS t-test. Coefficients of all-zero columns
     (CC_j * CC_l) are exactly 0 and get no p-value.
     """
+    from scipy import stats
+
     n = len(y)
     mean = x.mean(axis=0)
     xc = x - mean
@@ -219,7 +223,7 @@ def _paper_p_values(
     out = []
     for c, s in zip(coefficients, ses, strict=True):
         if s > 0:
-            p = float(2 * stats.t.sf(abs(c.value) / s, dof))
+            p = float(2 * stats.t.sf(abs(c.value) / s, dof))  # two-sided t-test
         elif sigma2 == 0 and c.value != 0:
             p = 0.0  # an exact fit
         else:
@@ -251,6 +255,8 @@ def _warnings(pm: str, curve_p: dict[str, dict[str, float | None]]) -> list[str]
 
 
 def _fit_per_arm(pm: str, rows: Sequence[Sample], same: set[str]) -> Fit:
+    from statsmodels.regression.linear_model import OLS  # see _fit_paper
+
     ccs = _cc_order(rows)
     _check_support(pm, rows, ccs)
     curves, coefficients, curve_p = [], [], {}
@@ -259,7 +265,7 @@ def _fit_per_arm(pm: str, rows: Sequence[Sample], same: set[str]) -> Fit:
     for cc in ccs:
         bs = np.array([s.bs_mib for s in rows if s.cc == cc])
         y = np.array([s.tp_mbps for s in rows if s.cc == cc])
-        ols = sm.OLS(y, np.column_stack([np.ones_like(bs), bs, bs**2])).fit()
+        ols = OLS(y, np.column_stack([np.ones_like(bs), bs, bs**2])).fit()
         a, b, c = (float(v) for v in ols.params)
         curves.append(Curve(pm=pm, cc=cc, a=a, b=b, c=c, same_as_fullmesh=cc in same))
         ps = [_finite_or_none(p) for p in ols.pvalues]
