@@ -15,3 +15,10 @@ app = typer.Typer(
 from cli.algorithm import register as register_algorithm  # noqa: E402
 
 register_algorithm(app)
+
+from cli.serve import register as register_serve  # noqa: E402
+
+register_serve(app)
+from cli.testbed import app as testbed_app  # noqa: E402
+
+app.add_typer(testbed_app, name="testbed")

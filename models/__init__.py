@@ -1,0 +1,42 @@
+"""SQLAlchemy 2 tables of mpcoa. Imports nothing else of the project."""
+
+from .base import Base, JSONType, UTCDateTime, utcnow
+from .tables import (
+    CAMPAIGN_STATES,
+    ISP,
+    MEASUREMENT_PHASES,
+    MEASUREMENT_STATUSES,
+    NO_EXCLUSION,
+    RECOMMENDATION_KINDS,
+    ApiToken,
+    Campaign,
+    FitRecord,
+    ImpactFactor,
+    Measurement,
+    Recommendation,
+    Site,
+    Subflow,
+    Topology,
+)
+
+__all__ = [
+    "CAMPAIGN_STATES",
+    "ISP",
+    "MEASUREMENT_PHASES",
+    "MEASUREMENT_STATUSES",
+    "NO_EXCLUSION",
+    "RECOMMENDATION_KINDS",
+    "ApiToken",
+    "Base",
+    "Campaign",
+    "FitRecord",
+    "ImpactFactor",
+    "JSONType",
+    "Measurement",
+    "Recommendation",
+    "Site",
+    "Subflow",
+    "Topology",
+    "UTCDateTime",
+    "utcnow",
+]

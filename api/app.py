@@ -1,0 +1,92 @@
+"""The FastAPI application factory. Routers are added here (issue 6 adds api/dashboard)."""
+
+from __future__ import annotations
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.dashboard import router as dashboard_router
+from api.deps import SessionDep, require_read
+from api.routers import campaigns, inventory, recommendations
+from api.schemas import Health, Problem
+from service.db import get_engine, make_sessionmaker
+from service.errors import Conflict, Invalid, NotFound, ServiceError
+from service.settings import Settings, get_settings
+
+DESCRIPTION = """
+Recommends the MPTCP path manager (OPM), congestion control (OCC) and buffer size (OBS) between two
+multi-homed sites (MPCOA, Chen et al. 2021), and keeps every measurement behind an answer.
+
+Writes need an API token (`mpcoa token create NAME`), sent as `Authorization: Bearer <token>`;
+reads are open unless `MPCOA_READS_NEED_TOKEN=true`. Units: buffer MiB, throughput Mbit/s,
+bandwidth kbit/s, RTT ms.
+"""
+
+TAGS = [
+    {"name": "recommendations", "description": "The main job, and Table 5"},
+    {"name": "sites", "description": "Sites and their ISPs (Table 1)"},
+    {"name": "topologies", "description": "Sender/receiver site pairs and their subflows"},
+    {"name": "tables", "description": "The paper's Tables 2-4 for a topology"},
+    {"name": "campaigns", "description": "Measurement campaigns and their progress"},
+    {"name": "measurements", "description": "Every probe run, with its raw output"},
+    {"name": "meta", "description": "Health"},
+]
+
+
+def _service_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ServiceError)
+    if isinstance(exc, NotFound):
+        return JSONResponse({"detail": exc.message}, status_code=404)
+    if isinstance(exc, Conflict):
+        return JSONResponse({"detail": exc.message, "loc": list(exc.loc)}, status_code=409)
+    loc = list(exc.loc) or ["body"]
+    body = {"detail": [{"loc": loc, "msg": exc.message, "type": "value_error"}]}
+    return JSONResponse(body, status_code=422)
+
+
+def _value_error(_request: Request, exc: Exception) -> JSONResponse:
+    """A domain rule the schema could not express (the algorithm raises ValueError 'field: why')."""
+    message = str(exc)
+    field = message.split(":", 1)[0] if ":" in message else None
+    loc = ["body", field] if field and field.isidentifier() else ["body"]
+    body = {"detail": [{"loc": loc, "msg": message, "type": "value_error"}]}
+    return JSONResponse(body, status_code=422)
+
+
+def create_app(
+    settings: Settings | None = None, session_factory: sessionmaker[Session] | None = None
+) -> FastAPI:
+    settings = settings or get_settings()
+    if session_factory is None:
+        session_factory = make_sessionmaker(get_engine(settings))
+    app = FastAPI(
+        title="mpcoa",
+        version="0.1.0",
+        description=DESCRIPTION,
+        openapi_tags=TAGS,
+        responses={400: {"description": "the body is not parseable JSON", "model": Problem}},
+    )
+    app.state.settings = settings
+    app.state.session_factory = session_factory
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(Invalid, _service_error)
+    app.add_exception_handler(ValueError, _value_error)
+
+    app.include_router(recommendations.router)
+    app.include_router(inventory.router)
+    app.include_router(campaigns.router)
+    app.include_router(dashboard_router)
+
+    @app.get("/health", response_model=Health, tags=["meta"], dependencies=[Depends(require_read)])
+    def health(session: SessionDep):
+        session.execute(text("SELECT 1"))
+        return {
+            "status": "ok",
+            "database": session.get_bind().dialect.name,
+            "executor": settings.executor,
+            "reads_need_token": settings.reads_need_token,
+        }
+
+    return app

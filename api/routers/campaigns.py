@@ -1,0 +1,151 @@
+"""Campaigns with their progress, and the measurements behind every answer (paginated)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
+
+from api.deps import Limit, Offset, SessionDep, commit, require_read, require_write
+from api.schemas import (
+    MAX_ID,
+    CampaignIn,
+    CampaignOut,
+    CongestionControl,
+    MeasurementDetail,
+    MeasurementOut,
+    Page,
+    PathManager,
+)
+from service import campaigns as svc
+from service.dispatch import dispatch_campaign
+
+Id = Annotated[int, Path(ge=1, le=MAX_ID)]
+OptionalId = Annotated[int | None, Query(ge=1, le=MAX_ID)]
+State = Literal["queued", "running", "done", "failed", "cancelled"]
+
+router = APIRouter()
+
+
+@router.get(
+    "/campaigns",
+    response_model=Page[CampaignOut],
+    tags=["campaigns"],
+    dependencies=[Depends(require_read)],
+)
+def list_campaigns(
+    session: SessionDep,
+    topology_id: OptionalId = None,
+    state: Annotated[State | None, Query()] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+):
+    rows, total = svc.list_campaigns(session, topology_id, state, limit, offset)
+    return Page[CampaignOut](
+        items=[CampaignOut.of(r) for r in rows], total=total, limit=limit, offset=offset
+    )
+
+
+@router.post(
+    "/campaigns",
+    response_model=CampaignOut,
+    status_code=status.HTTP_202_ACCEPTED,
+    tags=["campaigns"],
+    dependencies=[Depends(require_write)],
+    responses={401: {"description": "no valid token"}, 404: {"description": "unknown topology"}},
+)
+def create_campaign(body: CampaignIn, request: Request, response: Response, session: SessionDep):
+    settings = request.app.state.settings
+    campaign = svc.create_campaign(
+        session,
+        body.topology_id,
+        ccs=body.ccs,
+        pms=body.pms,
+        buffer_grid_mib=body.buffer_grid_mib,
+        runs=body.runs,
+        duration_s=body.duration_s,
+        delta=body.delta,
+        model_kind=body.model_kind,
+        probe_seconds_budget=body.probe_seconds_budget,
+        reason="api",
+        settings=settings,
+    )
+    dispatch_campaign(session, campaign.id, settings)
+    commit(session)
+    response.headers["Location"] = f"/campaigns/{campaign.id}"
+    return CampaignOut.of(campaign)
+
+
+@router.get(
+    "/campaigns/{campaign_id}",
+    response_model=CampaignOut,
+    tags=["campaigns"],
+    dependencies=[Depends(require_read)],
+    responses={404: {"description": "unknown id"}},
+)
+def get_campaign(campaign_id: Id, session: SessionDep):
+    return CampaignOut.of(svc.get_campaign(session, campaign_id))
+
+
+@router.post(
+    "/campaigns/{campaign_id}/cancel",
+    response_model=CampaignOut,
+    tags=["campaigns"],
+    dependencies=[Depends(require_write)],
+    responses={
+        401: {"description": "no valid token"},
+        404: {"description": "unknown id"},
+        409: {"description": "the campaign already finished"},
+    },
+)
+def cancel_campaign(campaign_id: Id, session: SessionDep):
+    campaign = svc.cancel_campaign(session, campaign_id)
+    commit(session)
+    return CampaignOut.of(campaign)
+
+
+@router.get(
+    "/measurements",
+    response_model=Page[MeasurementOut],
+    tags=["measurements"],
+    dependencies=[Depends(require_read)],
+)
+def list_measurements(
+    session: SessionDep,
+    campaign_id: OptionalId = None,
+    topology_id: OptionalId = None,
+    phase: Annotated[Literal["impact", "buffer"] | None, Query()] = None,
+    pm: Annotated[PathManager | None, Query()] = None,
+    cc: Annotated[CongestionControl | None, Query()] = None,
+    status_: Annotated[Literal["ok", "failed"] | None, Query(alias="status")] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+):
+    rows, total = svc.list_measurements(
+        session,
+        campaign_id=campaign_id,
+        topology_id=topology_id,
+        phase=phase,
+        pm=pm,
+        cc=cc,
+        status=status_,
+        limit=limit,
+        offset=offset,
+    )
+    return Page[MeasurementOut](
+        items=[MeasurementOut.model_validate(r) for r in rows],
+        total=total,
+        limit=limit,
+        offset=offset,
+    )
+
+
+@router.get(
+    "/measurements/{measurement_id}",
+    response_model=MeasurementDetail,
+    tags=["measurements"],
+    dependencies=[Depends(require_read)],
+    responses={404: {"description": "unknown id"}},
+)
+def get_measurement(measurement_id: Id, session: SessionDep):
+    return MeasurementDetail.model_validate(svc.get_measurement(session, measurement_id))

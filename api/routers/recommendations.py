@@ -1,0 +1,90 @@
+"""POST a topology, get OPM / OCC / OBS; read back every answer given (Table 5)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response, status
+
+from api.deps import Limit, Offset, SessionDep, commit, require_read, require_write
+from api.schemas import (
+    MAX_ID,
+    RECOMMENDATION_EXAMPLES,
+    Page,
+    RecommendationIn,
+    RecommendationOut,
+)
+from service import recommend as svc
+
+router = APIRouter(tags=["recommendations"])
+
+
+@router.post(
+    "/recommendations",
+    response_model=RecommendationOut,
+    dependencies=[Depends(require_write)],
+    summary="Recommend PM, CC and buffer for a topology",
+    responses={
+        200: {"description": "calibrated: from the topology's latest campaign's fits"},
+        202: {
+            "description": "provisional: the paper's rules; a campaign is queued, poll its URL",
+            "model": RecommendationOut,
+        },
+        401: {"description": "no valid token"},
+        404: {"description": "unknown topology_id"},
+        409: {"description": "an inline site exists with other ISPs"},
+    },
+)
+def create_recommendation(
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    body: Annotated[RecommendationIn, Body(openapi_examples=RECOMMENDATION_EXAMPLES)],
+):
+    outcome = svc.recommend(
+        session,
+        topology_id=body.topology_id,
+        topology=body.topology.spec() if body.topology else None,
+        rtts_ms=body.topology.rtts_ms if body.topology else None,
+        delta=body.delta,
+        bs_min_mib=body.bs_min_mib,
+        bs_max_mib=body.bs_max_mib,
+        settings=request.app.state.settings,
+    )
+    commit(session)
+    out = RecommendationOut.of(outcome.recommendation)
+    if outcome.provisional:
+        response.status_code = status.HTTP_202_ACCEPTED
+        response.headers["Location"] = out.poll_url or ""
+    return out
+
+
+@router.get(
+    "/recommendations",
+    response_model=Page[RecommendationOut],
+    dependencies=[Depends(require_read)],
+    summary="Table 5: every recommendation given, newest first",
+)
+def list_recommendations(
+    session: SessionDep,
+    topology_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    kind: Annotated[Literal["calibrated", "provisional"] | None, Query()] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+):
+    rows, total = svc.list_recommendations(session, topology_id, kind, limit, offset)
+    return Page[RecommendationOut](
+        items=[RecommendationOut.of(r) for r in rows], total=total, limit=limit, offset=offset
+    )
+
+
+@router.get(
+    "/recommendations/{recommendation_id}",
+    response_model=RecommendationOut,
+    dependencies=[Depends(require_read)],
+    responses={404: {"description": "unknown id"}},
+)
+def get_recommendation(
+    recommendation_id: Annotated[int, Path(ge=1, le=MAX_ID)], session: SessionDep
+):
+    return RecommendationOut.of(svc.get_recommendation(session, recommendation_id))

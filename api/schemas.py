@@ -1,0 +1,478 @@
+"""Request and response bodies (pydantic v2). Domain validation is the algorithm's own models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from service.algorithm import topology as algo
+from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA
+
+T = TypeVar("T")
+
+MAX_ID = 2**31 - 1
+Description = Annotated[str, Field(max_length=200, pattern=r"^[^\x00-\x08\x0b\x0c\x0e-\x1f]*$")]
+SubflowName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]{0,7}-[A-Za-z][A-Za-z0-9]{0,7}$")]
+RttMs = Annotated[float, Field(gt=0, le=600_000, allow_inf_nan=False, description="RTT in ms")]
+Delta = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
+Mib = Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]
+PathManager = Literal["PCDC", "FullMesh"]
+CongestionControl = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,15}$")]
+
+SRL = {
+    "name": "SRL",
+    "isps": [
+        {"name": "Uninett", "label": "U", "down_kbps": 100000, "up_kbps": 100000},
+        {"name": "Kvantel", "label": "K", "down_kbps": 1000000, "up_kbps": 1000000},
+        {"name": "PowerTech", "label": "P", "down_kbps": 6000, "up_kbps": 256},
+        {"name": "Telenor", "label": "T", "down_kbps": 3000, "up_kbps": 768},
+    ],
+}
+HU = {
+    "name": "HU",
+    "isps": [
+        {"name": "CERNET", "label": "C", "down_kbps": 100000, "up_kbps": 100000},
+        {"name": "CnUnicom", "label": "CU", "down_kbps": 20000, "up_kbps": 20000},
+    ],
+}
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    total: int
+    limit: int
+    offset: int
+
+
+class Problem(BaseModel):
+    detail: str
+    loc: list[str | int] = []
+
+
+# --- sites ---------------------------------------------------------------------------------------
+class SiteIn(BaseModel):
+    """A site and its ISPs (Table 1)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{**SRL, "description": "Simula Research Laboratory"}]},
+    )
+
+    name: algo.Name
+    description: Description = ""
+    isps: list[algo.ISP] = Field(min_length=1, max_length=algo.MAX_ISPS_PER_SITE)
+
+    @field_validator("isps")
+    @classmethod
+    def _unique(cls, isps: list[algo.ISP]) -> list[algo.ISP]:
+        for attr in ("label", "name"):
+            values = [getattr(i, attr) for i in isps]
+            dupes = sorted({v for v in values if values.count(v) > 1})
+            if dupes:
+                raise ValueError(f"duplicate ISP {attr} {dupes[0]!r}")
+        return isps
+
+    def spec(self) -> algo.Site:
+        return algo.Site(name=self.name, isps=self.isps)
+
+
+class ISPOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    name: str
+    label: str
+    down_kbps: float
+    up_kbps: float
+
+
+class SiteOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    name: str
+    description: str
+    isps: list[ISPOut]
+    created_at: datetime
+    updated_at: datetime
+
+
+# --- topologies ----------------------------------------------------------------------------------
+class TopologyIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"local_site_id": 1, "remote_site_id": 2, "rtts_ms": {"K-C": 310.0}}]
+        },
+    )
+
+    local_site_id: int = Field(ge=1, le=MAX_ID, description="sender site")
+    remote_site_id: int = Field(ge=1, le=MAX_ID, description="receiver site")
+    rtts_ms: dict[SubflowName, RttMs] | None = Field(
+        default=None, max_length=256, description="optional per-subflow RTT for Eq. 1"
+    )
+
+
+class TopologyPatch(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"rtts_ms": {"K-C": 305.0, "P-C": None}}]}
+    )
+
+    rtts_ms: dict[SubflowName, RttMs | None] = Field(
+        max_length=256, description="set (or with null clear) subflows' RTTs"
+    )
+
+
+class SubflowOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    name: str
+    local_isp_id: int
+    remote_isp_id: int
+    bandwidth_kbps: float
+    rtt_ms: float | None
+
+
+class TopologyOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    local_site: SiteOut
+    remote_site: SiteOut
+    subflows: list[SubflowOut]
+    homogeneous: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class InlineTopology(BaseModel):
+    """Two sites with their ISPs. Stored on the way: a site is matched by name and must then have
+    the same ISPs (else 409); a missing site or topology is created."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    local: algo.Site
+    remote: algo.Site
+    rtts_ms: dict[SubflowName, RttMs] | None = Field(default=None, max_length=256)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> InlineTopology:
+        if self.local.name == self.remote.name:
+            raise ValueError(f"local and remote site are both {self.local.name!r}")
+        return self
+
+    def spec(self) -> algo.Topology:
+        return algo.Topology(local=self.local, remote=self.remote)
+
+
+# --- recommendations -----------------------------------------------------------------------------
+class RecommendationIn(BaseModel):
+    """A topology (by id, or inline) and delta."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    topology_id: int | None = Field(default=None, ge=1, le=MAX_ID)
+    topology: InlineTopology | None = None
+    delta: Delta = DEFAULT_DELTA
+    bs_min_mib: Mib = DEFAULT_BS_MIN_MIB
+    bs_max_mib: Mib = DEFAULT_BS_MAX_MIB
+
+    @model_validator(mode="after")
+    def _one_topology(self) -> RecommendationIn:
+        if (self.topology_id is None) == (self.topology is None):
+            raise ValueError("give exactly one of topology_id and topology")
+        if self.bs_min_mib >= self.bs_max_mib:
+            raise ValueError("bs_min_mib must be below bs_max_mib")
+        return self
+
+
+RECOMMENDATION_EXAMPLES = {
+    "by_id": {
+        "summary": "A stored topology",
+        "value": {"topology_id": 1, "delta": 0.07},
+    },
+    "inline": {
+        "summary": "SRL -> HU inline (Table 1), with RTTs for Eq. 1",
+        "value": {
+            "topology": {
+                "local": SRL,
+                "remote": HU,
+                "rtts_ms": {f"{a}-{b}": 310.0 for a in "UKPT" for b in ("C", "CU")},
+            },
+            "delta": 0.07,
+        },
+    },
+}
+
+
+class TStar(BaseModel):
+    tp_mbps: float
+    bs_mib: float
+    pm: str
+    cc: str
+
+
+class Arm(BaseModel):
+    pm: str
+    cc: str
+    peak_bs_mib: float
+    peak_tp_mbps: float
+    obs_mib: float | None
+    tp_at_obs_mbps: float | None
+    same_as_fullmesh: bool
+
+
+class Traditional(BaseModel):
+    """Eq. 1 over the subflows the answer uses, or why it is unknown."""
+
+    available: bool
+    subflows: list[str]
+    buffer_mib: float | None = None
+    fallback_mib: float | None = None
+    obs_ratio: float | None = None
+    rtt_max_s: float | None = None
+    rto_max_s: float | None = None
+    bandwidth_sum_kbps: float | None = None
+    rtt_source: str | None = None
+    rto_source: str | None = None
+    reason: str | None = None
+    missing_rtt_subflows: list[str] = []
+
+
+class RecommendationOut(BaseModel):
+    """Table 5, with T*, Eq. 1 and the provenance behind it."""
+
+    id: int
+    kind: Literal["calibrated", "provisional"]
+    provisional: bool
+    topology_id: int
+    campaign_id: int | None
+    delta: float
+    bs_min_mib: float
+    bs_max_mib: float
+    opm: str
+    occ: str | None
+    obs_mib: float | None
+    otp_mbps: float | None
+    t_star: TStar | None
+    target_mbps: float | None
+    arms: list[Arm]
+    subflows_used: list[str]
+    standby_subflows: list[str]
+    traditional: Traditional
+    provenance: dict[str, Any]
+    quality_flags: list[str]
+    notes: list[str]
+    poll_url: str | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, rec) -> RecommendationOut:
+        out = rec.outputs
+        return cls(
+            id=rec.id,
+            kind=rec.kind,
+            provisional=rec.kind == "provisional",
+            topology_id=rec.topology_id,
+            campaign_id=rec.campaign_id,
+            delta=rec.delta,
+            bs_min_mib=rec.bs_min_mib,
+            bs_max_mib=rec.bs_max_mib,
+            opm=rec.opm,
+            occ=rec.occ,
+            obs_mib=rec.obs_mib,
+            otp_mbps=rec.otp_mbps,
+            t_star=out.get("t_star"),
+            target_mbps=out.get("target_mbps"),
+            arms=out.get("arms", []),
+            subflows_used=out.get("subflows_used", []),
+            standby_subflows=out.get("standby_subflows", []),
+            traditional=rec.traditional,
+            provenance=rec.provenance,
+            quality_flags=rec.quality_flags,
+            notes=out.get("notes", []),
+            poll_url=out.get("poll_url"),
+            created_at=rec.created_at,
+        )
+
+
+# --- campaigns, measurements --------------------------------------------------------------------
+class CampaignIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "topology_id": 1,
+                    "ccs": ["cubic", "hybla"],
+                    "pms": ["PCDC", "FullMesh"],
+                    "buffer_grid_mib": [0.5, 1, 2, 4, 8, 16, 30],
+                    "runs": 3,
+                    "duration_s": 30,
+                }
+            ]
+        },
+    )
+
+    topology_id: int = Field(ge=1, le=MAX_ID)
+    ccs: list[CongestionControl] | None = Field(default=None, min_length=1, max_length=16)
+    pms: list[PathManager] | None = Field(default=None, min_length=1, max_length=2)
+    buffer_grid_mib: list[Mib] | None = Field(default=None, min_length=3, max_length=400)
+    runs: int | None = Field(default=None, ge=1, le=100)
+    duration_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
+    delta: Delta = DEFAULT_DELTA
+    model_kind: Literal["paper", "per-arm"] = "paper"
+    probe_seconds_budget: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)
+
+
+class CampaignOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    topology_id: int
+    state: str
+    reason: str
+    ccs: list[str]
+    pms: list[str]
+    buffer_grid_mib: list[float]
+    runs: int
+    duration_s: float
+    delta: float
+    model_kind: str
+    probe_seconds_budget: float | None
+    probes_total: int
+    probes_done: int
+    probe_seconds_used: float
+    progress: float = Field(description="probes_done / probes_total, 0..1")
+    executor: str | None
+    error: str | None
+    created_at: datetime
+    queued_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def of(cls, row) -> CampaignOut:
+        progress = min(1.0, row.probes_done / row.probes_total) if row.probes_total else 0.0
+        return cls.model_validate({**_attrs(row), "progress": progress})
+
+
+def _attrs(row) -> dict[str, Any]:
+    return {c.key: getattr(row, c.key) for c in row.__table__.columns}
+
+
+class MeasurementOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    campaign_id: int
+    phase: str
+    pm: str
+    cc: str
+    bs_mib: float
+    run: int
+    excluded_subflow: str | None
+    subflows: list[str]
+    duration_s: float
+    interval_s: float
+    goodput_mbps: list[float]
+    mean_goodput_mbps: float | None
+    subflow_bytes: dict[str, int]
+    rtt_ms: dict[str, float]
+    rto_ms: dict[str, float]
+    tool: str
+    tool_version: str
+    status: str
+    error: str | None
+    started_at: datetime
+    finished_at: datetime
+
+    @field_validator("excluded_subflow", mode="before")
+    @classmethod
+    def _none(cls, value):
+        return value or None
+
+
+class MeasurementDetail(MeasurementOut):
+    raw_output: str
+
+
+# --- the paper's tables ---------------------------------------------------------------------------
+class ImpactRow(BaseModel):
+    cc: str
+    omegas: dict[str, float]
+
+
+class ImpactTable(BaseModel):
+    """Table 2: Omega per (CC, subflow)."""
+
+    topology_id: int
+    campaign_id: int | None
+    subflows: list[str]
+    rows: list[ImpactRow]
+
+
+class SubsetRow(BaseModel):
+    cc: str
+    subset: list[str]
+    standby: list[str]
+    same_as_fullmesh: bool
+
+
+class SubsetTable(BaseModel):
+    """Table 3: SP* per CC."""
+
+    topology_id: int
+    campaign_id: int | None
+    subflows: list[str]
+    rows: list[SubsetRow]
+
+
+class CurveOut(BaseModel):
+    cc: str
+    a: float
+    b: float
+    c: float
+    same_as_fullmesh: bool = False
+
+
+class CoefficientOut(BaseModel):
+    name: str
+    value: float
+    p_value: float | None
+
+
+class FitOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    campaign_id: int
+    pm: str
+    model_kind: str
+    n: int
+    curves: list[CurveOut]
+    coefficients: list[CoefficientOut]
+    curve_p_values: dict[str, Any]
+    r2: float
+    adj_r2: float | None
+    buffer_p_value: float | None
+    gate_passed: bool
+    warnings: list[str]
+    created_at: datetime
+
+
+class FitTable(BaseModel):
+    """Table 4: one regression per PM."""
+
+    topology_id: int
+    campaign_id: int | None
+    fits: list[FitOut]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    database: str
+    executor: str
+    reads_need_token: bool

@@ -1,0 +1,213 @@
+"""Load test: POST /recommendations for a calibrated topology vs a trivial FastAPI endpoint.
+
+32 concurrent clients for 20 s against each, on PostgreSQL (a throw-away database on localhost),
+one uvicorn process serving both on 127.0.0.1. Prints requests/s, p50 and p99 per endpoint and
+checks the target: POST /recommendations at least half the trivial endpoint's throughput, p99
+under 50 ms.
+
+    .venv/bin/python benchmarks/api_load.py [--duration 20] [--concurrency 32]
+
+The load generator (raw HTTP/1.1 on asyncio streams) runs in this process on the same 2 cores
+as the server, so both figures include its cost; the ratio is what the target is about.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import numpy as np
+import psycopg
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+PG = {"host": os.environ.get("MPCOA_BENCH_PG_HOST", "localhost"), "user": "postgres"}
+# Table 4 of the paper, SRL-HU: pm -> cc -> (a, b, c).
+CURVES = {
+    "FullMesh": {"cubic": (3.49, 4.85, -0.15), "olia": (7.01, 5.26, -0.15),
+                 "hybla": (5.91, 5.00, -0.15), "reno": (4.47, 4.59, -0.15),
+                 "scalable": (3.49, 4.85, -0.15), "vegas": (4.67, 4.63, -0.15)},
+    "PCDC": {"cubic": (6.31, 5.45, -0.17), "olia": (2.41, 6.51, -0.17),
+             "hybla": (24.49, 6.16, -0.17), "reno": (3.49, 5.30, -0.17),
+             "scalable": (1.99, 5.64, -0.17), "vegas": (0.47, 5.38, -0.17)},
+}
+SRL = {"name": "SRL", "isps": [
+    {"name": "Uninett", "label": "U", "down_kbps": 100000, "up_kbps": 100000},
+    {"name": "Kvantel", "label": "K", "down_kbps": 1000000, "up_kbps": 1000000},
+    {"name": "PowerTech", "label": "P", "down_kbps": 6000, "up_kbps": 256},
+    {"name": "Telenor", "label": "T", "down_kbps": 3000, "up_kbps": 768}]}
+HU = {"name": "HU", "isps": [
+    {"name": "CERNET", "label": "C", "down_kbps": 100000, "up_kbps": 100000},
+    {"name": "CnUnicom", "label": "CU", "down_kbps": 20000, "up_kbps": 20000}]}
+
+
+def make_app():
+    """The real app plus the trivial endpoint to compare with (uvicorn --factory)."""
+    from api.app import create_app
+
+    app = create_app()
+
+    @app.get("/trivial", include_in_schema=False)
+    async def trivial():
+        return {"ok": True}
+
+    return app
+
+
+def seed(url: str) -> tuple[int, str]:
+    """A calibrated SRL-HU topology (buffer-phase runs from Table 4 + noise, fitted) and a token."""
+    from service import campaigns, db, inventory, tokens
+    from service.algorithm.topology import Topology
+
+    db.upgrade(url)
+    rng = np.random.default_rng(1)
+    engine = db.make_engine(url)
+    with db.session_scope(engine) as s:
+        topo = inventory.ensure_topology(
+            s, Topology.model_validate({"local": SRL, "remote": HU}),
+            {f"{a}-{b}": 310.0 for a in "UKPT" for b in ("C", "CU")},
+        )
+        c = campaigns.create_campaign(s, topo.id, buffer_grid_mib=[0.5 * k for k in range(1, 61)],
+                                      runs=3, duration_s=30)
+        campaigns.set_state(s, c.id, "running")
+        t0 = datetime.now(UTC) - timedelta(days=2)
+        n = 0
+        for pm, curves in CURVES.items():
+            for cc, (a, b, cq) in curves.items():
+                for bs in c.buffer_grid_mib:
+                    for run in range(c.runs):
+                        tp = max(0.0, a + b * bs + cq * bs * bs + rng.normal(0, 0.5))
+                        start = t0 + timedelta(seconds=31 * n)
+                        campaigns.record_measurement(
+                            s, c.id, phase="buffer", pm=pm, cc=cc, bs_mib=bs, run=run,
+                            subflows=["K-C"], duration_s=30, goodput_mbps=[tp] * 30,
+                            rtt_ms={"K-C": 300.0}, tool="synthetic", started_at=start,
+                            finished_at=start + timedelta(seconds=30))
+                        n += 1
+        campaigns.store_fits(s, c.id, campaigns.fit_from_measurements(s, c.id))
+        campaigns.set_state(s, c.id, "done")
+        token = tokens.create_token(s, "bench")
+        topology_id = topo.id
+    engine.dispose()
+    return topology_id, token
+
+
+async def load(url: str, method: str, body, headers, duration: float, concurrency: int):
+    """`concurrency` keep-alive HTTP/1.1 connections, each sending requests back to back.
+
+    A minimal client on asyncio streams: httpx's own overhead would dominate the trivial endpoint.
+    """
+    parsed = httpx.URL(url)
+    payload = b"" if body is None else json.dumps(body).encode()
+    head = [f"{method} {parsed.raw_path.decode()} HTTP/1.1", f"Host: {parsed.host}:{parsed.port}"]
+    head += [f"{k}: {v}" for k, v in headers.items()]
+    if body is not None:
+        head += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+    request = ("\r\n".join(head) + "\r\n\r\n").encode() + payload
+    latencies: list[float] = []
+    errors = 0
+    stop = time.perf_counter() + duration
+
+    async def one_client():
+        nonlocal errors
+        reader, writer = await asyncio.open_connection(parsed.host, parsed.port)
+        try:
+            while time.perf_counter() < stop:
+                t = time.perf_counter()
+                writer.write(request)
+                status_line = await reader.readline()
+                length = 0
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                await reader.readexactly(length)
+                latencies.append(time.perf_counter() - t)
+                if int(status_line.split()[1]) >= 300:
+                    errors += 1
+        finally:
+            writer.close()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one_client() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - started
+    q = statistics.quantiles(sorted(latencies), n=100, method="inclusive")
+    return {"requests": len(latencies), "rps": len(latencies) / elapsed, "p50_ms": q[49] * 1000,
+            "p99_ms": q[98] * 1000, "errors": errors}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=20.0)
+    parser.add_argument("--concurrency", type=int, default=32)
+    args = parser.parse_args()
+    dbname = f"mpcoa_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dbname="postgres", autocommit=True, **PG) as conn:
+        conn.execute(f'CREATE DATABASE "{dbname}"')
+    url = f"postgresql+psycopg://{PG['user']}@{PG['host']}/{dbname}"
+    server = None
+    try:
+        topology_id, token = seed(url)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        env = {**os.environ, "MPCOA_DATABASE_URL": url, "PYTHONPATH": str(REPO)}
+        server = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "--factory", "benchmarks.api_load:make_app",
+             "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
+             "--no-access-log"], cwd=REPO, env=env)
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                httpx.get(f"{base}/trivial", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        auth = {"Authorization": f"Bearer {token}"}
+        body = {"topology_id": topology_id, "delta": 0.07}
+        check = httpx.post(f"{base}/recommendations", json=body, headers=auth, timeout=10)
+        assert check.status_code == 200, check.text
+        rec = check.json()
+        print(f"calibrated answer: {rec['opm']}/{rec['occ']} OBS {rec['obs_mib']:.2f} MiB "
+              f"OTP {rec['otp_mbps']:.2f} Mbit/s")
+        results = {}
+        for name, method, path, payload in (
+            ("GET /trivial", "GET", "/trivial", None),
+            ("POST /recommendations", "POST", "/recommendations", body),
+        ):
+            asyncio.run(load(base + path, method, payload, auth, 2.0, args.concurrency))  # warm-up
+            results[name] = asyncio.run(
+                load(base + path, method, payload, auth, args.duration, args.concurrency))
+        print(f"\n{args.concurrency} concurrent clients, {args.duration:.0f} s each, PostgreSQL")
+        print(f"{'endpoint':<24}{'requests':>10}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}"
+              f"{'errors':>8}")
+        for name, r in results.items():
+            print(f"{name:<24}{r['requests']:>10}{r['rps']:>10.1f}{r['p50_ms']:>10.1f}"
+                  f"{r['p99_ms']:>10.1f}{r['errors']:>8}")
+        rec_r, triv = results["POST /recommendations"], results["GET /trivial"]
+        ratio = rec_r["rps"] / triv["rps"]
+        ok = ratio >= 0.5 and rec_r["p99_ms"] < 50 and rec_r["errors"] == 0
+        print(f"\nthroughput ratio {ratio:.2f} (target >= 0.50), p99 {rec_r['p99_ms']:.1f} ms "
+              f"(target < 50): {'PASS' if ok else 'FAIL'}")
+        return 0 if ok else 1
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=20)
+        with psycopg.connect(dbname="postgres", autocommit=True, **PG) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    sys.exit(main())

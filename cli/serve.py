@@ -1,0 +1,117 @@
+"""`mpcoa serve`, `mpcoa db upgrade|downgrade|current`, `mpcoa token create|list|revoke`."""
+
+from __future__ import annotations
+
+import typer
+
+db_app = typer.Typer(help="Database schema migrations (Alembic).", no_args_is_help=True)
+token_app = typer.Typer(help="API tokens for the REST API's writes.", no_args_is_help=True)
+
+
+def _settings():
+    from service.settings import get_settings
+
+    return get_settings()
+
+
+def serve(
+    host: str = typer.Option(None, help="bind address (default MPCOA_HOST or 127.0.0.1)"),
+    port: int = typer.Option(None, help="port (default MPCOA_PORT or 8000)"),
+    migrate: bool = typer.Option(True, help="upgrade the schema to head before serving"),
+    log_level: str = typer.Option("info", help="uvicorn log level"),
+) -> None:
+    """Run the REST API. With no configuration: a SQLite file in the user's data directory."""
+    import uvicorn
+
+    from api.app import create_app
+    from service import db
+
+    settings = _settings()
+    if migrate and settings.auto_migrate:
+        db.upgrade(settings.effective_database_url)
+    where = settings.sqlite_path if settings.is_embedded else "MPCOA_DATABASE_URL"
+    typer.echo(f"mpcoa: database {where}, executor {settings.executor}", err=True)
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.host,
+        port=port or settings.port,
+        log_level=log_level,
+    )
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: str = typer.Argument("head")) -> None:
+    """Upgrade the schema (default: to the newest revision)."""
+    from service import db
+
+    url = _settings().effective_database_url
+    db.upgrade(url, revision)
+    typer.echo(f"at revision {db.current_revision(url)}")
+
+
+@db_app.command("downgrade")
+def db_downgrade(revision: str = typer.Argument(..., help="target revision, e.g. base")) -> None:
+    """Downgrade the schema to REVISION ('base' drops every table)."""
+    from service import db
+
+    url = _settings().effective_database_url
+    db.downgrade(url, revision)
+    typer.echo(f"at revision {db.current_revision(url)}")
+
+
+@db_app.command("current")
+def db_current() -> None:
+    """Print the schema revision of the configured database."""
+    from service import db
+
+    typer.echo(db.current_revision(_settings().effective_database_url) or "none")
+
+
+@token_app.command("create")
+def token_create(name: str = typer.Argument(..., help="who or what the token is for")) -> None:
+    """Create a token and print it once; only its SHA-256 is stored."""
+    from service import db, tokens
+    from service.errors import Conflict
+
+    settings = _settings()
+    if settings.auto_migrate:
+        db.upgrade(settings.effective_database_url)
+    try:
+        with db.session_scope(db.get_engine(settings)) as session:
+            value = tokens.create_token(session, name)
+    except (Conflict, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(value)
+
+
+@token_app.command("list")
+def token_list() -> None:
+    """Token names, creation and last use (never the tokens)."""
+    from service import db, tokens
+
+    with db.session_scope(db.get_engine(_settings())) as session:
+        for row in tokens.list_tokens(session):
+            state = "revoked" if row.revoked else "active"
+            typer.echo(f"{row.name}\t{state}\t{row.created_at:%Y-%m-%d %H:%M}\t{row.last_used_at}")
+
+
+@token_app.command("revoke")
+def token_revoke(name: str) -> None:
+    """Revoke the token called NAME."""
+    from service import db, tokens
+    from service.errors import NotFound
+
+    try:
+        with db.session_scope(db.get_engine(_settings())) as session:
+            tokens.revoke_token(session, name)
+    except NotFound as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"revoked {name}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+    app.add_typer(db_app, name="db")
+    app.add_typer(token_app, name="token")

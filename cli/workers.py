@@ -1,0 +1,138 @@
+"""`mpcoa calibrate | worker | beat`: run campaigns, in this process or on Celery workers."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from cli.algorithm import fail
+from service import calibration
+from service.campaigns import create_campaign
+from service.db import session_scope, upgrade
+from service.errors import ServiceError
+from service.settings import get_settings
+
+EXIT_FAILED = 1
+
+
+def _progress_bar() -> Progress:
+    return Progress(
+        TextColumn("[bold]campaign {task.fields[cid]}[/] {task.fields[what]}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} probes"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+
+
+def calibrate(
+    topology_id: Annotated[int, typer.Argument(min=1, help="stored topology id")],
+    ccs: Annotated[
+        list[str] | None, typer.Option("--cc", help="congestion control (repeat)")
+    ] = None,
+    buffers: Annotated[
+        list[float] | None, typer.Option("--buffer", help="buffer grid point, MiB (repeat)")
+    ] = None,
+    runs: Annotated[int | None, typer.Option(min=1, max=100)] = None,
+    duration: Annotated[float | None, typer.Option(min=0.5, max=3600, help="T, seconds")] = None,
+    delta: Annotated[float, typer.Option(min=0, max=0.99)] = 0.07,
+    budget: Annotated[float | None, typer.Option(min=1, help="probe-seconds budget")] = None,
+) -> None:
+    """Run a calibration campaign for a topology with a progress bar; print the recommendation."""
+    settings = get_settings()
+    if settings.is_embedded:
+        upgrade(settings.effective_database_url)
+    try:
+        with session_scope() as s:
+            campaign = create_campaign(
+                s, topology_id, ccs=ccs, buffer_grid_mib=buffers, runs=runs, duration_s=duration,
+                delta=delta, probe_seconds_budget=budget, reason="cli", settings=settings)
+            cid = campaign.id
+    except (ServiceError, ValueError) as exc:
+        fail(str(exc))
+    with _progress_bar() as bar:
+        task = bar.add_task("", total=None, cid=cid, what="starting")
+
+        def show(campaign, step):
+            bar.update(task, total=campaign.probes_total, completed=campaign.probes_done,
+                       what=step.describe() if step else campaign.state)
+
+        if settings.executor == "inprocess":
+            from service.runner import run_campaign
+
+            state = run_campaign(cid, settings=settings, on_progress=show)
+        else:
+            from workers.tasks import send_advance
+
+            send_advance(cid)
+            state = _poll(cid, show)
+    _print_outcome(cid, state)
+
+
+def _poll(cid: int, show) -> str:
+    while True:
+        with session_scope() as s:
+            campaign = calibration.get_campaign(s, cid)
+            show(campaign, None)
+            if campaign.state in calibration.FINAL_STATES:
+                return campaign.state
+        time.sleep(1.0)
+
+
+def _print_outcome(cid: int, state: str) -> None:
+    from service.recommend import get_recommendation
+
+    with session_scope() as s:
+        campaign = calibration.get_campaign(s, cid)
+        notes = dict(campaign.notes or {})
+        if state != "done":
+            typer.echo(f"campaign {cid} {state}: {campaign.error or ''}", err=True)
+            raise typer.Exit(EXIT_FAILED)
+        rec = get_recommendation(s, notes["recommendation_id"])
+        typer.echo(
+            f"campaign {cid} done: OPM={rec.opm} OCC={rec.occ} OBS={rec.obs_mib:.3f} MiB "
+            f"OTP={rec.otp_mbps:.3f} Mbit/s (T*={rec.tp_max_mbps:.3f}); "
+            f"flags: {', '.join(rec.quality_flags) or 'none'}"
+        )
+
+
+def worker(
+    site: Annotated[list[str], typer.Option("--site", help="serve this site's queue (repeat)")],
+    control: Annotated[bool, typer.Option(help="also consume the control queue")] = True,
+    concurrency: Annotated[int, typer.Option(min=1, max=8)] = 1,
+) -> None:
+    """A Celery worker for the given sites' queues (site.<name>); needs MPCOA_BROKER_URL."""
+    import re
+
+    from probes.base import NAME_PATTERN
+
+    settings = get_settings()
+    if not settings.broker_url:
+        fail("MPCOA_BROKER_URL is not set: a worker needs a broker (redis://...)")
+    for name in site:
+        if not re.fullmatch(NAME_PATTERN, name):
+            fail(f"--site: {name!r} is not a short identifier")
+    from workers.app import CONTROL_QUEUE, app, site_queue
+
+    queues = [site_queue(n) for n in site] + ([CONTROL_QUEUE] if control else [])
+    app.worker_main(["worker", "-Q", ",".join(queues), "-c", str(concurrency),
+                     "-n", f"mpcoa-{'-'.join(site)}@%h", "--loglevel", "INFO"])
+
+
+def beat() -> None:
+    """Celery beat: scheduled recalibrations and resuming stalled campaigns (run exactly one)."""
+    settings = get_settings()
+    if not settings.broker_url:
+        fail("MPCOA_BROKER_URL is not set: beat needs a broker (redis://...)")
+    from workers.app import app
+
+    app.start(["beat", "--loglevel", "INFO", "-s", str(settings.data_dir / "celerybeat-schedule")])
+
+
+def register(app: typer.Typer) -> None:
+    app.command("calibrate")(calibrate)
+    app.command("worker")(worker)
+    app.command("beat")(beat)

@@ -1,0 +1,1 @@
+"""Alembic migrations of the mpcoa schema (`mpcoa db upgrade` or `alembic upgrade head`)."""

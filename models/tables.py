@@ -1,0 +1,299 @@
+"""Every table of mpcoa: what was measured, what was computed from it, and what was recommended.
+
+Units follow the spec: buffer in MiB, throughput in Mbit/s, bandwidth in kbit/s, times in seconds
+unless the column name says otherwise (rtt_ms).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from .base import Base, JSONType, UTCDateTime, utcnow
+
+CAMPAIGN_STATES = ("queued", "running", "done", "failed", "cancelled")
+MEASUREMENT_PHASES = ("impact", "buffer")
+MEASUREMENT_STATUSES = ("ok", "failed")
+RECOMMENDATION_KINDS = ("calibrated", "provisional")
+# Stored in the measurement key instead of NULL so that the unique key also holds for
+# "no subflow excluded" (NULLs are distinct in a unique constraint).
+NO_EXCLUSION = ""
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    quoted = ", ".join(f"'{v}'" for v in values)
+    return f"{column} IN ({quoted})"
+
+
+class Site(Base):
+    __tablename__ = "sites"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(32), unique=True)
+    description: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    isps: Mapped[list[ISP]] = relationship(
+        back_populates="site",
+        cascade="all, delete-orphan",
+        order_by="ISP.position",
+        lazy="selectin",
+    )
+
+
+class ISP(Base):
+    """An access link of a site (Table 1)."""
+
+    __tablename__ = "isps"
+    __table_args__ = (
+        UniqueConstraint("site_id", "label"),
+        UniqueConstraint("site_id", "name"),
+        CheckConstraint("down_kbps > 0 AND up_kbps > 0", name="positive_bandwidth"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    site_id: Mapped[int] = mapped_column(ForeignKey("sites.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer, default=0)
+    name: Mapped[str] = mapped_column(String(32))
+    label: Mapped[str] = mapped_column(String(8))
+    down_kbps: Mapped[float] = mapped_column(Float)
+    up_kbps: Mapped[float] = mapped_column(Float)
+
+    site: Mapped[Site] = relationship(back_populates="isps")
+
+
+class Topology(Base):
+    """A sender ("local") and receiver ("remote") site pair."""
+
+    __tablename__ = "topologies"
+    __table_args__ = (
+        UniqueConstraint("local_site_id", "remote_site_id"),
+        CheckConstraint("local_site_id <> remote_site_id", name="distinct_sites"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    local_site_id: Mapped[int] = mapped_column(ForeignKey("sites.id", ondelete="RESTRICT"))
+    remote_site_id: Mapped[int] = mapped_column(ForeignKey("sites.id", ondelete="RESTRICT"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    local_site: Mapped[Site] = relationship(foreign_keys=[local_site_id], lazy="joined")
+    remote_site: Mapped[Site] = relationship(foreign_keys=[remote_site_id], lazy="joined")
+    subflows: Mapped[list[Subflow]] = relationship(
+        back_populates="topology",
+        cascade="all, delete-orphan",
+        order_by="Subflow.position",
+        lazy="selectin",
+    )
+
+
+class Subflow(Base):
+    """One (local ISP, remote ISP) pair of a topology, named '<local label>-<remote label>'."""
+
+    __tablename__ = "subflows"
+    __table_args__ = (UniqueConstraint("topology_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    topology_id: Mapped[int] = mapped_column(
+        ForeignKey("topologies.id", ondelete="CASCADE"), index=True
+    )
+    position: Mapped[int] = mapped_column(Integer, default=0)
+    name: Mapped[str] = mapped_column(String(20))
+    local_isp_id: Mapped[int] = mapped_column(ForeignKey("isps.id", ondelete="RESTRICT"))
+    remote_isp_id: Mapped[int] = mapped_column(ForeignKey("isps.id", ondelete="RESTRICT"))
+    bandwidth_kbps: Mapped[float] = mapped_column(Float)
+    # Optional operator-supplied path RTT (Eq. 1 needs it when no measurement carries one).
+    rtt_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    topology: Mapped[Topology] = relationship(back_populates="subflows")
+
+
+class Campaign(Base):
+    """A measurement campaign for one topology: parameters, state and progress."""
+
+    __tablename__ = "campaigns"
+    __table_args__ = (
+        CheckConstraint(_in("state", CAMPAIGN_STATES), name="state"),
+        CheckConstraint("runs >= 1 AND duration_s > 0", name="positive_plan"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    topology_id: Mapped[int] = mapped_column(
+        ForeignKey("topologies.id", ondelete="CASCADE"), index=True
+    )
+    state: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    reason: Mapped[str] = mapped_column(String(32), default="manual")
+    # parameters
+    ccs: Mapped[list[str]] = mapped_column(JSONType)
+    pms: Mapped[list[str]] = mapped_column(JSONType)
+    buffer_grid_mib: Mapped[list[float]] = mapped_column(JSONType)
+    runs: Mapped[int] = mapped_column(Integer)
+    duration_s: Mapped[float] = mapped_column(Float)
+    delta: Mapped[float] = mapped_column(Float)
+    model_kind: Mapped[str] = mapped_column(String(16), default="paper")
+    probe_seconds_budget: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # progress
+    probes_total: Mapped[int] = mapped_column(Integer, default=0)
+    probes_done: Mapped[int] = mapped_column(Integer, default=0)
+    probe_seconds_used: Mapped[float] = mapped_column(Float, default=0.0)
+    executor: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    task_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    topology: Mapped[Topology] = relationship()
+
+
+class Measurement(Base):
+    """One probe run: the parameters, the goodput series and the raw tool output.
+
+    The unique key (campaign, phase, pm, cc, bs, run, excluded subflow) makes a re-executed task
+    find its earlier result instead of adding a second one.
+    """
+
+    __tablename__ = "measurements"
+    __table_args__ = (
+        UniqueConstraint(
+            "campaign_id",
+            "phase",
+            "pm",
+            "cc",
+            "bs_mib",
+            "run",
+            "excluded_subflow",
+            name="uq_measurements_key",
+        ),
+        CheckConstraint(_in("phase", MEASUREMENT_PHASES), name="phase"),
+        CheckConstraint(_in("status", MEASUREMENT_STATUSES), name="status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(
+        ForeignKey("campaigns.id", ondelete="CASCADE"), index=True
+    )
+    phase: Mapped[str] = mapped_column(String(16))
+    pm: Mapped[str] = mapped_column(String(16))
+    cc: Mapped[str] = mapped_column(String(16))
+    bs_mib: Mapped[float] = mapped_column(Float)
+    run: Mapped[int] = mapped_column(Integer)
+    excluded_subflow: Mapped[str] = mapped_column(String(20), default=NO_EXCLUSION)
+    subflows: Mapped[list[str]] = mapped_column(JSONType)  # the subflows carrying data
+    duration_s: Mapped[float] = mapped_column(Float)
+    interval_s: Mapped[float] = mapped_column(Float, default=1.0)
+    goodput_mbps: Mapped[list[float]] = mapped_column(JSONType)  # the TP(t) series
+    mean_goodput_mbps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    subflow_bytes: Mapped[dict[str, int]] = mapped_column(JSONType, default=dict)
+    rtt_ms: Mapped[dict[str, float]] = mapped_column(JSONType, default=dict)  # per subflow
+    rto_ms: Mapped[dict[str, float]] = mapped_column(JSONType, default=dict)  # per subflow
+    tool: Mapped[str] = mapped_column(String(64))
+    tool_version: Mapped[str] = mapped_column(String(64), default="")
+    raw_output: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[str] = mapped_column(String(16), default="ok")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ImpactFactor(Base):
+    """Omega of one subflow under one congestion control (Table 2)."""
+
+    __tablename__ = "impact_factors"
+    __table_args__ = (UniqueConstraint("campaign_id", "cc", "subflow"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(
+        ForeignKey("campaigns.id", ondelete="CASCADE"), index=True
+    )
+    cc: Mapped[str] = mapped_column(String(16))
+    subflow: Mapped[str] = mapped_column(String(20))
+    position: Mapped[int] = mapped_column(Integer, default=0)
+    omega: Mapped[float] = mapped_column(Float)
+    in_subset: Mapped[bool] = mapped_column(Boolean)  # member of SP* (Table 3)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class FitRecord(Base):
+    """One regression per (campaign, PM, model kind) (Table 4)."""
+
+    __tablename__ = "fits"
+    __table_args__ = (UniqueConstraint("campaign_id", "pm", "model_kind"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(
+        ForeignKey("campaigns.id", ondelete="CASCADE"), index=True
+    )
+    pm: Mapped[str] = mapped_column(String(16))
+    model_kind: Mapped[str] = mapped_column(String(16))
+    n: Mapped[int] = mapped_column(Integer)
+    # [{"cc", "a", "b", "c", "same_as_fullmesh"}]
+    curves: Mapped[list[dict[str, Any]]] = mapped_column(JSONType)
+    # [{"name", "value", "p_value"}]
+    coefficients: Mapped[list[dict[str, Any]]] = mapped_column(JSONType)
+    curve_p_values: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    r2: Mapped[float] = mapped_column(Float)
+    adj_r2: Mapped[float | None] = mapped_column(Float, nullable=True)
+    buffer_p_value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gate_passed: Mapped[bool] = mapped_column(Boolean)
+    warnings: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Recommendation(Base):
+    """Every answer given: inputs, delta, outputs, provenance and quality flags (Table 5)."""
+
+    __tablename__ = "recommendations"
+    __table_args__ = (CheckConstraint(_in("kind", RECOMMENDATION_KINDS), name="kind"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    topology_id: Mapped[int] = mapped_column(
+        ForeignKey("topologies.id", ondelete="CASCADE"), index=True
+    )
+    campaign_id: Mapped[int | None] = mapped_column(
+        ForeignKey("campaigns.id", ondelete="SET NULL"), nullable=True
+    )
+    kind: Mapped[str] = mapped_column(String(16))
+    delta: Mapped[float] = mapped_column(Float)
+    bs_min_mib: Mapped[float] = mapped_column(Float)
+    bs_max_mib: Mapped[float] = mapped_column(Float)
+    inputs: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    opm: Mapped[str] = mapped_column(String(16))
+    occ: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    obs_mib: Mapped[float | None] = mapped_column(Float, nullable=True)
+    otp_mbps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    tp_max_mbps: Mapped[float | None] = mapped_column(Float, nullable=True)
+    outputs: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    traditional: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    provenance: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    quality_flags: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+class ApiToken(Base):
+    """Write tokens; only the SHA-256 of the token is kept."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)

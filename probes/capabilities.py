@@ -1,0 +1,98 @@
+"""Per-host capability check: MPTCP enabled, congestion controls, tool versions, kernel SCTP.
+
+A missing capability is reported with a clear error naming it (CapabilityError)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+from typing import Any
+
+from probes.base import CapabilityError
+from probes.netns import run, sysctl_get
+
+IPPROTO_SCTP = 132
+NETPERFMETER_VERSION = r"(?:NetPerfMeter|Network Performance Meter)\D*(\d+\.\d+(?:\.\d+)?)"
+
+
+def kernel_has_sctp() -> bool:
+    """Kernel SCTP (NetPerfMeter 1.9 needs it even as a passive node)."""
+    try:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_SCTP)
+    except OSError:
+        return False
+    s.close()
+    return True
+
+
+def kernel_has_mptcp_socket() -> bool:
+    try:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_MPTCP)
+    except OSError:
+        return False
+    s.close()
+    return True
+
+
+def tool_version(binary: str, args: list[str], pattern: str) -> str | None:
+    if shutil.which(binary) is None:
+        return None
+    cp = run([binary, *args], check=False, timeout=10)
+    m = re.search(pattern, cp.stdout + cp.stderr)
+    return m.group(1) if m else "unknown"
+
+
+def tool_versions() -> dict[str, str | None]:
+    return {
+        "iperf3": tool_version("iperf3", ["--version"], r"iperf (\d+\.\d+(?:\.\d+)?)"),
+        "mptcpize": "present" if shutil.which("mptcpize") else None,
+        "netperfmeter": tool_version("netperfmeter", ["--version"], NETPERFMETER_VERSION),
+        "ss": "present" if shutil.which("ss") else None,
+        "ip": tool_version("ip", ["-V"], r"iproute2-([\w.]+)"),
+        "tc": "present" if shutil.which("tc") else None,
+    }
+
+
+def check_host(ns: str | None = None) -> dict[str, Any]:
+    """What one host (namespace) offers; nothing raised here, see ``require``."""
+    enabled = sysctl_get(ns, "net.mptcp.enabled")
+    ccs = (sysctl_get(ns, "net.ipv4.tcp_available_congestion_control") or "").split()
+    pms = (sysctl_get(ns, "net.mptcp.available_path_managers") or "").split()
+    if not pms and sysctl_get(ns, "net.mptcp.pm_type") is not None:
+        pms = ["kernel", "userspace"]
+    return {
+        "namespace": ns,
+        "mptcp_enabled": enabled == "1",
+        "mptcp_sysctl_present": enabled is not None,
+        "congestion_controls": ccs,
+        "path_managers": pms,
+        "sctp": kernel_has_sctp(),
+    }
+
+
+def require(
+    host: dict[str, Any],
+    *,
+    mptcp: bool = True,
+    ccs: list[str] | tuple[str, ...] = (),
+    sctp: bool = False,
+    tools: dict[str, str | None] | None = None,
+    needed_tools: list[str] | tuple[str, ...] = (),
+) -> None:
+    """Raise CapabilityError naming the first missing capability."""
+    where = f" (namespace {host['namespace']})" if host.get("namespace") else ""
+    if mptcp and not host["mptcp_sysctl_present"]:
+        raise CapabilityError(f"kernel MPTCP: not available{where} (no net.mptcp sysctls)")
+    if mptcp and not host["mptcp_enabled"]:
+        raise CapabilityError(f"kernel MPTCP: disabled{where}; set net.mptcp.enabled=1")
+    for cc in ccs:
+        if cc not in host["congestion_controls"]:
+            raise CapabilityError(
+                f"congestion control {cc!r}: not available{where} "
+                f"(have: {', '.join(host['congestion_controls'])})")
+    if sctp and not host["sctp"]:
+        raise CapabilityError(f"kernel SCTP: not available{where} (NetPerfMeter 1.9 needs it)")
+    for t in needed_tools:
+        if not (tools or {}).get(t):
+            raise CapabilityError(f"tool {t!r}: not installed")

@@ -1,0 +1,149 @@
+"""Running commands, inside network namespaces or not, without any shell.
+
+Every command is an argument list; every value in it comes from validated input (identifiers,
+numbers, addresses made by the testbed itself).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+
+from probes.base import ProbeError
+
+NETNS_DIR = "/run/netns"
+
+
+class CommandError(ProbeError):
+    def __init__(self, argv: Sequence[str], returncode: int, stderr: str) -> None:
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr
+        super().__init__(f"command failed ({returncode}): {' '.join(argv)}: {stderr.strip()}")
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    check: bool = True,
+    timeout: float = 30.0,
+    input_text: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    try:
+        cp = subprocess.run(  # noqa: S603 - argv list from validated values, no shell
+            list(argv),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input_text,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise ProbeError(f"{argv[0]}: not installed ({exc.strerror})") from None
+    if check and cp.returncode != 0:
+        raise CommandError(argv, cp.returncode, cp.stderr)
+    return cp
+
+
+def in_ns(ns: str | None, argv: Sequence[str]) -> list[str]:
+    """argv to run ``argv`` inside namespace ``ns`` (or as is for None)."""
+    if ns is None:
+        return list(argv)
+    return ["ip", "netns", "exec", ns, *argv]
+
+
+def run_ns(ns: str | None, argv: Sequence[str], **kw) -> subprocess.CompletedProcess[str]:
+    return run(in_ns(ns, argv), **kw)
+
+
+def ip(ns: str | None, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    base = ["ip"] if ns is None else ["ip", "-n", ns]
+    return run([*base, *args], check=check)
+
+
+def ip_batch(ns: str | None, commands: list[list[str]]) -> None:
+    """Many ``ip`` commands in one process (``ip -batch -``); arguments must not contain spaces."""
+    if not commands:
+        return
+    for c in commands:
+        for a in c:
+            if not a or any(ch.isspace() for ch in a) or a.startswith("#"):
+                raise ProbeError(f"ip batch: refusing argument {a!r}")
+    base = ["ip"] if ns is None else ["ip", "-n", ns]
+    run([*base, "-batch", "-"], input_text="\n".join(" ".join(c) for c in commands) + "\n")
+
+
+def sysctl(ns: str | None, **values: str | int) -> None:
+    args = [f"{k.replace('__', '.')}={v}" for k, v in values.items()]
+    run_ns(ns, ["sysctl", "-q", "-w", *args])
+
+
+def sysctl_set(ns: str | None, pairs: dict[str, str | int]) -> None:
+    run_ns(ns, ["sysctl", "-q", "-w", *[f"{k}={v}" for k, v in pairs.items()]])
+
+
+def sysctl_get(ns: str | None, key: str) -> str | None:
+    cp = run_ns(ns, ["sysctl", "-n", key], check=False)
+    return cp.stdout.strip() if cp.returncode == 0 else None
+
+
+def list_netns() -> list[str]:
+    try:
+        return sorted(os.listdir(NETNS_DIR))
+    except FileNotFoundError:
+        return []
+
+
+def netns_exists(ns: str) -> bool:
+    return os.path.exists(os.path.join(NETNS_DIR, ns))
+
+
+def netns_pids(ns: str) -> list[int]:
+    cp = run(["ip", "netns", "pids", ns], check=False)
+    return [int(x) for x in cp.stdout.split() if x.isdigit()]
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie counts as gone
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def pid_cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [x.decode(errors="replace") for x in f.read().split(b"\0") if x]
+    except OSError:
+        return []
+
+
+def kill_pid(pid: int, timeout: float = 3.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout``; only ever called for processes we started."""
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 2.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+                if done == pid:
+                    return
+            except ChildProcessError:
+                pass
+            if not pid_alive(pid):
+                return
+            time.sleep(0.02)

@@ -1,0 +1,382 @@
+"""NetPerfMeter backend: command lines for 2.x and legacy 1.9, and the parsers of its output.
+
+- 2.x (upstream MPTCP): passive ``netperfmeter PORT --control-over-tcp --nodisplay``; active
+  ``netperfmeter ADDR:PORT --control-over-tcp --nodisplay --runtime N --config F --scalar F
+  --vector F --mptcp FLOWSPEC``.
+- 1.9 (out-of-tree MPTCP kernels, e.g. the paper's 0.95): passive ``netperfmeter PORT`` (needs
+  kernel SCTP); active ``netperfmeter ADDR:PORT -control-over-tcp -runtime=N -config=F -scalar=F
+  -vector=F -tcp FLOWSPEC:cmt=mptcp``.
+
+FLOWSPEC: ``const<rate>:const<size>:const0:0:cc=<cc>[:sndbuf=B:rcvbuf=B]:description=<d>``;
+bulk is rate 0 (saturated) with 1400-byte frames.
+
+Goodput is the *passive* (receiving) side's: ``netPerfMeter.passive.flow[N]`` "Received Bytes"
+and the per-second rows of ``run-passive.vec``. Files may be plain or ``.bz2``.
+"""
+
+from __future__ import annotations
+
+import bz2
+import math
+import random
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from probes.base import CapabilityError, MeasurementRequest, MeasurementResult, ProbeError, utcnow
+from probes.capabilities import NETPERFMETER_VERSION, check_host, require
+from probes.context import HostPair, SsPoller, kernel_info, mptcp_settings
+from probes.netns import kill_pid, run
+
+BULK_FRAME_SIZE = 1400
+_SCALAR = re.compile(r'^scalar\s+"([^"]+)"\s+"([^"]+)"\s+(\S+)\s*$')
+
+
+def parse_version(text: str) -> str | None:
+    m = re.search(NETPERFMETER_VERSION, text)
+    return m.group(1) if m else None
+
+
+def is_legacy(version: str) -> bool:
+    major = int(version.split(".")[0])
+    return major < 2
+
+
+def flowspec(request: MeasurementRequest, description: str | None = None) -> str:
+    p = request.profile
+    if p.kind == "paced":
+        rate, size = p.frame_rate_hz, p.frame_size_bytes
+        rate_s = f"{rate:g}"
+    else:
+        rate_s, size = "0", BULK_FRAME_SIZE
+    parts = [f"const{rate_s}", f"const{size}", "const0", "0", f"cc={request.cc}"]
+    if request.buffer_bytes is not None:
+        parts += [f"sndbuf={request.buffer_bytes}", f"rcvbuf={request.buffer_bytes}"]
+    parts.append(f"description={description or p.kind}")
+    return ":".join(parts)
+
+
+def build_commands(
+    request: MeasurementRequest,
+    *,
+    version: str,
+    address: str,
+    port: int,
+    outdir: str,
+    binary: str = "netperfmeter",
+    compress: bool = False,
+) -> tuple[list[str], list[str]]:
+    """(passive argv, active argv), chosen by the tool's version."""
+    runtime = str(max(1, math.ceil(request.duration_s)))
+    ext = ".bz2" if compress else ""
+    cfg, sca, vec = f"{outdir}/run.config", f"{outdir}/run.sca{ext}", f"{outdir}/run.vec{ext}"
+    spec = flowspec(request)
+    if is_legacy(version):
+        passive = [binary, str(port)]
+        active = [
+            binary,
+            f"{address}:{port}",
+            "-control-over-tcp",
+            f"-runtime={runtime}",
+            f"-config={cfg}",
+            f"-scalar={sca}",
+            f"-vector={vec}",
+            "-tcp",
+            f"{spec}:cmt=mptcp",
+        ]
+    else:
+        passive = [binary, str(port), "--control-over-tcp", "--nodisplay"]
+        active = [
+            binary,
+            f"{address}:{port}",
+            "--control-over-tcp",
+            "--nodisplay",
+            "--runtime",
+            runtime,
+            "--config",
+            cfg,
+            "--scalar",
+            sca,
+            "--vector",
+            vec,
+            "--mptcp",
+            spec,
+        ]
+    return passive, active
+
+
+# ---- parsers ------------------------------------------------------------------------------
+def read_text(path: str | Path) -> str:
+    """A result file, plain or bzip2-compressed (by suffix or by magic)."""
+    p = Path(path)
+    if not p.exists() and Path(str(p) + ".bz2").exists():
+        p = Path(str(p) + ".bz2")
+    data = p.read_bytes()
+    if p.suffix == ".bz2" or data[:3] == b"BZh":
+        data = bz2.decompress(data)
+    return data.decode("utf-8", errors="replace")
+
+
+def parse_scalars(text: str) -> dict[str, dict[str, float]]:
+    """``{object: {name: value}}`` from a .sca file."""
+    out: dict[str, dict[str, float]] = {}
+    for line in text.splitlines():
+        m = _SCALAR.match(line.strip())
+        if m:
+            try:
+                out.setdefault(m.group(1), {})[m.group(2)] = float(m.group(3))
+            except ValueError:
+                continue
+    return out
+
+
+def parse_config(text: str) -> dict[str, str]:
+    """Shell-style KEY=VALUE lines of run.config (values unquoted)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        k, v = line.split("=", 1)
+        try:
+            vals = shlex.split(v)
+            out[k.strip()] = vals[0] if vals else ""
+        except ValueError:
+            out[k.strip()] = v.strip().strip('"')
+    return out
+
+
+def parse_flow_vector(text: str) -> list[dict[str, Any]]:
+    """Rows of run-<side>.vec: the header names the columns; each row has a leading row number."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return []
+    header = lines[0].split()
+    rows = []
+    for ln in lines[1:]:
+        fields = ln.split("\t")
+        if len(fields) == len(header) + 1:
+            fields = fields[1:]
+        if len(fields) != len(header):
+            continue
+        row: dict[str, Any] = {}
+        for k, v in zip(header, fields, strict=True):
+            v = v.strip().strip('"')
+            try:
+                row[k] = float(v) if any(c in v for c in ".eE") else int(v)
+            except ValueError:
+                row[k] = v
+        rows.append(row)
+    return rows
+
+
+def goodput_series(rows: list[dict[str, Any]], flow: int = -1) -> list[tuple[float, float]]:
+    """(RelTime s, Mbit/s) of "Received" rows of one flow (-1 = total)."""
+    out = []
+    for r in rows:
+        if r.get("Action") == "Received" and int(r.get("FlowID", -99)) == flow:
+            iv = float(r.get("Interval", 0.0))
+            if iv > 0:
+                out.append((round(float(r["RelTime"]), 6), float(r["RelBytes"]) * 8 / iv / 1e6))
+    return out
+
+
+def parse_results(directory: str | Path, prefix: str = "run") -> dict[str, Any]:
+    """Everything a NetPerfMeter run wrote in ``directory`` (plain or .bz2 files)."""
+    d = Path(directory)
+
+    def find(name: str) -> Path | None:
+        for cand in (d / name, d / f"{name}.bz2"):
+            if cand.exists():
+                return cand
+        return None
+
+    sca_p, vec_p, cfg_p = (
+        find(f"{prefix}-passive.sca"),
+        find(f"{prefix}-passive.vec"),
+        find(f"{prefix}.config"),
+    )
+    if sca_p is None:
+        raise ProbeError(f"netperfmeter: no {prefix}-passive.sca[.bz2] in {d}")
+    scalars = parse_scalars(read_text(sca_p))
+    active_sca = find(f"{prefix}-active.sca")
+    active = parse_scalars(read_text(active_sca)) if active_sca else {}
+    config = parse_config(read_text(cfg_p)) if cfg_p else {}
+    rows = parse_flow_vector(read_text(vec_p)) if vec_p else []
+    flows = sorted(k for k in scalars if re.fullmatch(r"netPerfMeter\.passive\.flow\[\d+\]", k))
+    total_bytes = sum(int(scalars[f].get("Received Bytes", 0)) for f in flows)
+    rate_bps = sum(scalars[f].get("Received Bit Rate", 0.0) for f in flows)
+    first = [
+        scalars[f].get("First Reception", 0) for f in flows if scalars[f].get("First Reception")
+    ]
+    last = [scalars[f].get("Last Reception", 0) for f in flows if scalars[f].get("Last Reception")]
+    protocols = [
+        config.get(f"FLOW{i}_PROTOCOL", "") for i in range(int(config.get("NUM_FLOWS", 0)))
+    ]
+    log = d / "active.log"
+    version = parse_version(log.read_text(errors="replace")) if log.exists() else None
+    sent = sum(
+        int(v.get("Transmitted Bytes", 0))
+        for k, v in active.items()
+        if re.fullmatch(r"netPerfMeter\.active\.flow\[\d+\]", k)
+    )
+    return {
+        "received_bytes": total_bytes,
+        "goodput_mbps": rate_bps / 1e6,
+        "first_reception_us": min(first) if first else None,
+        "last_reception_us": max(last) if last else None,
+        "series": goodput_series(rows, -1),
+        "flows": {f: scalars[f] for f in flows},
+        "config": config,
+        "protocols": protocols,
+        "cc": [config.get(f"FLOW{i}_CC") for i in range(int(config.get("NUM_FLOWS", 0)))],
+        "active_transmitted_bytes": sent,
+        "version": version,
+    }
+
+
+class NetPerfMeterBackend:
+    name = "netperfmeter"
+
+    def __init__(
+        self, pair: HostPair, binary: str = "netperfmeter", compress: bool = False
+    ) -> None:
+        self.pair = pair
+        self.binary = binary
+        self.compress = compress
+
+    def version(self) -> str:
+        if shutil.which(self.binary) is None:
+            raise CapabilityError(
+                f"netperfmeter: binary {self.binary!r} not found (NetPerfMeter 2.x is not packaged "
+                "by Debian 12; build it or give its path)"
+            )
+        cp = run([self.binary, "--version"], check=False, timeout=10)
+        v = parse_version(cp.stdout + cp.stderr)
+        if v is None:
+            cp = run([self.binary, "-version"], check=False, timeout=10)
+            v = parse_version(cp.stdout + cp.stderr)
+        if v is None:
+            raise CapabilityError(f"netperfmeter: cannot read the version of {self.binary!r}")
+        return v
+
+    def capabilities(self) -> dict[str, Any]:
+        v = self.version()
+        s, r = check_host(self.pair.sender_ns), check_host(self.pair.receiver_ns)
+        require(s)
+        require(r, sctp=is_legacy(v))  # 1.9's passive side refuses to start without SCTP
+        return {
+            "tool": "netperfmeter",
+            "version": v,
+            "legacy": is_legacy(v),
+            "sender": s,
+            "receiver": r,
+        }
+
+    def measure(self, request: MeasurementRequest) -> MeasurementResult:
+        caps = self.capabilities()
+        for side in ("sender", "receiver"):
+            require(caps[side], ccs=[request.cc])
+        if request.allowed_subflows and set(request.allowed_subflows) != set(
+            self.pair.all_subflows()
+        ):
+            raise CapabilityError(
+                "netperfmeter backend: subflow control is only implemented in the iperf3 backend"
+            )
+        version = caps["version"]
+        port = random.randint(20000, 39998)  # noqa: S311 - not for security
+        outdir = tempfile.mkdtemp(prefix="mpcoa-npm-", dir=self.pair.workdir)
+        address = next(iter(self.pair.receiver_addrs.values()))
+        passive, active = build_commands(
+            request,
+            version=version,
+            address=address,
+            port=port,
+            outdir=outdir,
+            binary=self.binary,
+            compress=self.compress,
+        )
+        settings = {
+            "sender": mptcp_settings(self.pair.sender_ns),
+            "receiver": mptcp_settings(self.pair.receiver_ns),
+        }
+        poller = SsPoller(self.pair.sender_ns, port)
+        started = utcnow()
+        srv = subprocess.Popen(  # noqa: S603 - argv from validated values
+            self.pair.receiver(passive),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            time.sleep(0.5)
+            poller.start()
+            try:
+                cp = subprocess.run(  # noqa: S603
+                    self.pair.sender(active),
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                    timeout=request.duration_s + 60,
+                    cwd=outdir,
+                )
+            finally:
+                poller.stop()
+        finally:
+            kill_pid(srv.pid)
+            srv.wait()
+        ended = utcnow()
+        (Path(outdir) / "active.log").write_text(cp.stdout + cp.stderr)
+        if cp.returncode != 0:
+            raise ProbeError(
+                f"netperfmeter active side failed ({cp.returncode}): "
+                f"{(cp.stdout + cp.stderr)[-500:]}"
+            )
+        res = parse_results(outdir)
+        token, sfs = poller.data_connection()
+        subflow_bytes: dict[str, int] = {}
+        for sf in sfs:
+            name = (
+                self.pair.subflow_name(sf["local"], sf["remote"]) or f"{sf['local']}-{sf['remote']}"
+            )
+            subflow_bytes[name] = subflow_bytes.get(name, 0) + sf["bytes_acked"]
+        fallback = None
+        if token is None:
+            fallback = "no MPTCP subflow seen on the sender (plain TCP)"
+        elif poller.msk.get(token, {}).get("fallback"):
+            fallback = "MPTCP connection fell back to TCP"
+        return MeasurementResult(
+            request=request,
+            tool="netperfmeter",
+            tool_version=version,
+            goodput_series=res["series"],
+            goodput_mbps=res["goodput_mbps"],
+            bytes_received=res["received_bytes"],
+            subflow_bytes=subflow_bytes,
+            effective_buffers={
+                "sender_sndbuf": request.buffer_bytes,
+                "sender_rcvbuf": request.buffer_bytes,
+                "receiver_sndbuf": request.buffer_bytes,
+                "receiver_rcvbuf": request.buffer_bytes,
+            },
+            kernel=kernel_info(self.pair.sender_ns),
+            mptcp_settings=settings,
+            started_at=started,
+            ended_at=ended,
+            mptcp_ok=fallback is None,
+            subflow_count=len(sfs),
+            fallback_reason=fallback,
+            raw={
+                "passive_argv": passive,
+                "active_argv": active,
+                "outdir": outdir,
+                "active_log": cp.stdout + cp.stderr,
+                "results": res,
+            },
+        )

@@ -1,0 +1,257 @@
+"""Topology files of the emulated testbed: parsing and validation.
+
+A file (YAML or JSON) describes two sites, each with its ISPs (down/up kbit/s), and per path
+(local ISP label - remote ISP label, the subflow name) the one-way delay, loss and jitter::
+
+    name: demo                 # testbed name, short identifier (namespaces are mpcoa-<name>-*)
+    rate_scale: 1.0            # every rate is multiplied by this (documented per scenario)
+    sites:
+      - name: A
+        isps:
+          - {name: Uninett, label: U, down_kbps: 20000, up_kbps: 20000}
+      - name: B
+        isps:
+          - {name: DFN, label: D, down_kbps: 20000, up_kbps: 20000}
+    defaults: {delay_ms: 10, loss_pct: 0, jitter_ms: 0}
+    paths:
+      U-D: {delay_ms: 25}
+
+Anything unknown, out of range or not a short identifier is refused with a message naming the
+field. Names are only ever used as argv items and in device names derived from validated labels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from probes.base import LABEL_PATTERN, NAME_PATTERN
+
+MAX_ISPS_PER_SITE = 16
+MAX_DELAY_MS = 10_000.0
+TESTBED_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,15}$"
+
+Name = Annotated[str, Field(pattern=NAME_PATTERN, description="short identifier")]
+Label = Annotated[str, Field(pattern=LABEL_PATTERN, description="short ISP label")]
+Kbps = Annotated[float, Field(gt=0, le=1e8, allow_inf_nan=False, description="kbit/s")]
+DelayMs = Annotated[float, Field(ge=0, le=MAX_DELAY_MS, allow_inf_nan=False)]
+LossPct = Annotated[float, Field(ge=0, lt=100, allow_inf_nan=False)]
+
+
+class SpecError(ValueError):
+    """A topology file was refused; the message names the field."""
+
+
+class IspSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Name
+    label: Label
+    down_kbps: Kbps
+    up_kbps: Kbps
+
+
+class SiteSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Name
+    isps: list[IspSpec] = Field(min_length=1, max_length=MAX_ISPS_PER_SITE)
+
+    @model_validator(mode="after")
+    def _unique(self) -> SiteSpec:
+        for attr in ("label", "name"):
+            values = [getattr(i, attr) for i in self.isps]
+            dupes = sorted({v for v in values if values.count(v) > 1})
+            if dupes:
+                raise ValueError(f"isps: duplicate ISP {attr} {dupes[0]!r} in site {self.name!r}")
+        return self
+
+    def isp(self, label: str) -> IspSpec:
+        for i in self.isps:
+            if i.label == label:
+                return i
+        raise KeyError(label)
+
+
+class PathSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    delay_ms: DelayMs | None = None
+    loss_pct: LossPct | None = None
+    jitter_ms: DelayMs | None = None
+
+
+class PathDefaults(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    delay_ms: DelayMs = 0.0
+    loss_pct: LossPct = 0.0
+    jitter_ms: DelayMs = 0.0
+
+
+class ResolvedPath(BaseModel):
+    """A path with every value filled in and the rate scale applied."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    a_label: str
+    b_label: str
+    delay_ms: float
+    loss_pct: float
+    jitter_ms: float
+
+
+class TestbedSpec(BaseModel):
+    """A validated topology file."""
+
+    __test__ = False  # not a pytest test class
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, Field(pattern=TESTBED_NAME_PATTERN)]
+    description: str = Field(default="", max_length=2000)
+    rate_scale: float = Field(default=1.0, gt=0, le=1000, allow_inf_nan=False)
+    #: bottleneck queue per link, in ms at the link's rate; None = one BDP of the link's
+    #: slowest path (clamped to 20..500 ms)
+    queue_ms: float | None = Field(default=None, gt=0, le=10_000, allow_inf_nan=False)
+    sites: list[SiteSpec] = Field(min_length=2, max_length=2)
+    defaults: PathDefaults = Field(default_factory=PathDefaults)
+    paths: dict[str, PathSpec] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> TestbedSpec:
+        a, b = self.sites
+        if a.name == b.name:
+            raise ValueError(f"sites: both sites are named {a.name!r}")
+        valid = {f"{x.label}-{y.label}" for x in a.isps for y in b.isps}
+        for key in self.paths:
+            if key not in valid:
+                raise ValueError(
+                    f"paths.{key}: not a path '<{a.name} ISP label>-<{b.name} ISP label>' "
+                    f"(valid: {', '.join(sorted(valid))})"
+                )
+        for p in self.resolved_paths():
+            if p.jitter_ms > p.delay_ms:
+                raise ValueError(f"paths.{p.name}.jitter_ms: larger than delay_ms")
+        return self
+
+    # ---- derived values -------------------------------------------------------------------
+    def site(self, name: str) -> SiteSpec:
+        for s in self.sites:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def site_index(self, name: str) -> int:
+        return [s.name for s in self.sites].index(name)
+
+    def resolved_paths(self) -> list[ResolvedPath]:
+        a, b = self.sites
+        out = []
+        for x in a.isps:
+            for y in b.isps:
+                key = f"{x.label}-{y.label}"
+                p = self.paths.get(key, PathSpec())
+                d = self.defaults
+                out.append(
+                    ResolvedPath(
+                        name=key,
+                        a_label=x.label,
+                        b_label=y.label,
+                        delay_ms=d.delay_ms if p.delay_ms is None else p.delay_ms,
+                        loss_pct=d.loss_pct if p.loss_pct is None else p.loss_pct,
+                        jitter_ms=d.jitter_ms if p.jitter_ms is None else p.jitter_ms,
+                    )
+                )
+        return out
+
+    def path(self, a_label: str, b_label: str) -> ResolvedPath:
+        for p in self.resolved_paths():
+            if p.a_label == a_label and p.b_label == b_label:
+                return p
+        raise KeyError(f"{a_label}-{b_label}")
+
+    def rate_kbps(self, site: str, label: str, direction: str) -> float:
+        isp = self.site(site).isp(label)
+        v = isp.down_kbps if direction == "down" else isp.up_kbps
+        return v * self.rate_scale
+
+    def subflow_names(self, sender: str, receiver: str) -> list[str]:
+        s, r = self.site(sender), self.site(receiver)
+        return [f"{x.label}-{y.label}" for x in s.isps for y in r.isps]
+
+    def subflow_capacity_kbps(self, sender: str, receiver: str, name: str) -> float:
+        lo, re = name.split("-")
+        return min(self.rate_kbps(sender, lo, "up"), self.rate_kbps(receiver, re, "down"))
+
+    def capacity_kbps(self, sender: str, receiver: str, subflows: list[str] | None = None) -> float:
+        """Min-cut (max-flow) from sender to receiver over the given subflows (default all).
+
+        Bipartite: source -> local ISP (uplink) -> remote ISP (downlink) -> sink; each subflow
+        edge is unbounded, so the max flow is the min over subsets S of local ISPs of
+        up(not S) + down(neighbours of S).
+        """
+        names = subflows if subflows is not None else self.subflow_names(sender, receiver)
+        pairs = [tuple(n.split("-")) for n in names]
+        locals_ = sorted({p[0] for p in pairs})
+        best = float("inf")
+        for mask in range(1 << len(locals_)):
+            chosen = {lo for i, lo in enumerate(locals_) if mask >> i & 1}
+            cut = sum(self.rate_kbps(sender, lo, "up") for lo in locals_ if lo not in chosen)
+            remotes = {re for lo, re in pairs if lo in chosen}
+            cut += sum(self.rate_kbps(receiver, re, "down") for re in remotes)
+            best = min(best, cut)
+        return best
+
+    def digest(self) -> str:
+        return hashlib.sha256(
+            json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        ).hexdigest()[:16]
+
+
+def _format_error(exc: ValidationError) -> str:
+    parts = []
+    for e in exc.errors():
+        loc = ".".join(str(x) for x in e["loc"])
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def parse_spec(data: Any) -> TestbedSpec:
+    """Validate already-loaded data; raises SpecError naming the field."""
+    if not isinstance(data, dict):
+        raise SpecError("topology file: top level must be a mapping")
+    try:
+        return TestbedSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_format_error(exc)) from None
+
+
+def load_spec(path: str | Path) -> TestbedSpec:
+    """Load a YAML (.yaml/.yml) or JSON topology file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"topology file {p}: {exc.strerror}") from None
+    try:
+        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise SpecError(f"topology file {p}: not valid {p.suffix or 'YAML'}: {exc}") from None
+    return parse_spec(data)
+
+
+def scenario_path(name: str) -> Path:
+    """Path of a shipped scenario file (srl-hu, unis-hin, uit-haw)."""
+    p = Path(__file__).parent / "scenarios" / f"{name}.yaml"
+    if not p.is_file():
+        raise SpecError(f"scenario {name!r}: no such scenario")
+    return p

@@ -1,0 +1,61 @@
+"""Where a campaign's probes run: the bridge from a campaign step to a `probes` measurement.
+
+The emulated testbed is found by the topology's site names: a running testbed whose two sites are
+the topology's local and remote site. Real sites (NorNet-style) would plug in another `Prober`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from probes import testbed as tb
+from probes.base import MeasurementRequest, MeasurementResult, ProbeError
+
+MIB = 2**20
+
+
+class Prober(Protocol):
+    """Runs measurements between the two sites of a topology."""
+
+    def available_ccs(self) -> set[str]: ...
+
+    def measure(self, request: MeasurementRequest) -> MeasurementResult: ...
+
+
+@dataclass
+class TestbedProber:
+    """Measurements on a running emulated testbed, each side inside its site's namespace."""
+
+    testbed: str
+    backend: str = "iperf3"
+    iperf3_binary: str | None = None
+
+    def _attach(self) -> tb.Testbed:
+        return tb.attach(self.testbed)
+
+    def available_ccs(self) -> set[str]:
+        bed = self._attach()
+        # Both sites run on this kernel; ask inside each site's namespace all the same.
+        offered = [set(tb.available_congestion_controls(bed.ns(s.name))) for s in bed.spec.sites]
+        return set.intersection(*offered)
+
+    def measure(self, request: MeasurementRequest) -> MeasurementResult:
+        kwargs = {"binary": self.iperf3_binary} if self.iperf3_binary else {}
+        return self._attach().measure(request, backend=self.backend, **kwargs)
+
+
+def find_testbed(local_site: str, remote_site: str) -> str:
+    """The name of a healthy running testbed that has both sites."""
+    for status in tb.status():
+        if status["healthy"] and {local_site, remote_site} <= set(status["sites"]):
+            return status["name"]
+    raise ProbeError(
+        f"no running testbed has the sites {local_site!r} and {remote_site!r}: "
+        "start one with `mpcoa testbed up FILE`"
+    )
+
+
+def buffer_bytes(bs_mib: float) -> int | None:
+    """0 MiB stands for "no buffer set": the kernel's autotuning (the impact phase, baselines)."""
+    return None if bs_mib <= 0 else round(bs_mib * MIB)

@@ -1,0 +1,70 @@
+"""Runtime settings, from the environment (prefix MPCOA_) or a .env file.
+
+With nothing set, mpcoa runs embedded: a SQLite file under the user's data directory and
+in-process task execution, so that `mpcoa serve` works on a fresh machine with no server.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "mpcoa"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MPCOA_", env_file=".env", extra="ignore")
+
+    data_dir: Path = Field(default_factory=default_data_dir, description="SQLite file lives here")
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL, e.g. postgresql+psycopg://mpcoa@db/mpcoa; "
+        "unset: sqlite file in data_dir",
+    )
+    broker_url: str | None = Field(
+        default=None, description="Celery broker URL (redis://...); unset: in-process execution"
+    )
+    reads_need_token: bool = Field(default=False, description="GET endpoints need a token too")
+    auto_migrate: bool = Field(default=True, description="`mpcoa serve` upgrades the schema first")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+    # Defaults of a campaign queued by POST /recommendations (the paper's plan, Section 4).
+    campaign_ccs: list[str] = ["cubic", "olia", "hybla", "reno", "scalable", "vegas"]
+    campaign_runs: int = Field(default=9, ge=1)
+    campaign_duration_s: float = Field(default=30.0, gt=0)
+    campaign_probe_seconds_budget: float | None = None
+
+    @field_validator("database_url", "broker_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value):
+        return None if value == "" else value
+
+    @property
+    def sqlite_path(self) -> Path:
+        return self.data_dir / "mpcoa.sqlite3"
+
+    @property
+    def effective_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.sqlite_path}"
+
+    @property
+    def is_embedded(self) -> bool:
+        return self.database_url is None
+
+    @property
+    def executor(self) -> str:
+        """How queued campaigns run: 'celery' with a broker, else 'inprocess'."""
+        return "celery" if self.broker_url else "inprocess"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,58 @@
+"""API tokens: random, shown once, stored as SHA-256 (high-entropy tokens need no slow hash)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from models import ApiToken, utcnow
+
+from .errors import Conflict, NotFound
+
+TOKEN_PREFIX = "mpcoa_"  # noqa: S105 - a prefix, not a secret
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def create_token(session: Session, name: str) -> str:
+    """Store a new token named `name` and return it; only its hash is kept."""
+    if not name or len(name) > 64:
+        raise ValueError("name: 1 to 64 characters")
+    if session.scalar(select(ApiToken).where(ApiToken.name == name)) is not None:
+        raise Conflict(f"a token named {name!r} exists", ("name",))
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    session.add(ApiToken(name=name, token_hash=hash_token(token)))
+    session.flush()
+    return token
+
+
+def verify_token(session: Session, token: str | None) -> ApiToken | None:
+    """The live token row matching `token`, or None."""
+    if not token or len(token) > 200:
+        return None
+    digest = hash_token(token)
+    row = session.scalar(select(ApiToken).where(ApiToken.token_hash == digest))
+    if row is None or row.revoked or not hmac.compare_digest(row.token_hash, digest):
+        return None
+    return row
+
+
+def touch(session: Session, row: ApiToken) -> None:
+    row.last_used_at = utcnow()
+
+
+def list_tokens(session: Session) -> list[ApiToken]:
+    return list(session.scalars(select(ApiToken).order_by(ApiToken.id)))
+
+
+def revoke_token(session: Session, name: str) -> None:
+    row = session.scalar(select(ApiToken).where(ApiToken.name == name))
+    if row is None:
+        raise NotFound(f"no token named {name!r}")
+    row.revoked = True

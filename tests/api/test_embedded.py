@@ -1,0 +1,80 @@
+"""The embedded default: `mpcoa serve` with no configuration, on SQLite, no server needed.
+
+The one SQLite smoke run of the API: a real uvicorn process, a token made by the CLI, a site,
+a topology, a provisional recommendation and its queued campaign.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from .conftest import HU, SRL
+
+BIN = Path(sys.executable).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _clean_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MPCOA_")}
+    env.update({"HOME": str(home), "XDG_DATA_HOME": str(home / "data")})
+    return env
+
+
+def test_serve_with_no_configuration_uses_sqlite(tmp_path):
+    env = _clean_env(tmp_path)
+    token = subprocess.run([str(BIN / "mpcoa"), "token", "create", "smoke"], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    assert token.startswith("mpcoa_")
+    db_file = tmp_path / "data" / "mpcoa" / "mpcoa.sqlite3"
+    assert db_file.exists()
+    port = _free_port()
+    proc = subprocess.Popen([str(BIN / "mpcoa"), "serve", "--port", str(port)], env=env,
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                health = httpx.get(f"{base}/health", timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stdout.read().decode()
+                assert time.monotonic() < deadline, "mpcoa serve did not start"
+                time.sleep(0.2)
+        assert health.json() == {"status": "ok", "database": "sqlite", "executor": "inprocess",
+                                 "reads_need_token": False}
+        auth = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=base, headers=auth, timeout=10) as c:
+            assert c.post("/sites", json=SRL).status_code == 201
+            r = c.post("/recommendations", json={"topology": {"local": SRL, "remote": HU}})
+            assert r.status_code == 202, r.text
+            rec = r.json()
+            assert rec["opm"] == "PCDC" and rec["provisional"]
+            campaign = c.get(rec["poll_url"]).json()
+            assert campaign["state"] == "queued" and campaign["executor"] == "inprocess"
+            assert c.get("/recommendations").json()["total"] == 1
+            assert c.get("/sites/999").status_code == 404
+            assert c.post("/sites", json=SRL).status_code == 409
+            bad = c.post("/sites", json={**SRL, "isps": [{"label": "x"}]})
+            assert bad.status_code == 422
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    # The schema can be taken down and up again through the CLI.
+    for args in (["db", "downgrade", "base"], ["db", "upgrade"], ["db", "current"]):
+        out = subprocess.run([str(BIN / "mpcoa"), *args], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120, check=False)
+        assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "0001"

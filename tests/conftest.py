@@ -1,0 +1,94 @@
+"""Shared database fixtures: a real PostgreSQL database for the session, one transaction per test.
+
+The test database is created under a unique name through the `postgres` maintenance database,
+migrated with Alembic, and dropped at the end even when tests fail. Each test runs inside an outer
+transaction that is rolled back; the code under test commits to savepoints inside it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+PG_HOST = os.environ.get("MPCOA_TEST_PG_HOST", "localhost")
+PG_USER = os.environ.get("MPCOA_TEST_PG_USER", "postgres")
+
+
+def pg_admin() -> psycopg.Connection:
+    return psycopg.connect(host=PG_HOST, user=PG_USER, dbname="postgres", autocommit=True)
+
+
+def pg_url(dbname: str) -> str:
+    return f"postgresql+psycopg://{PG_USER}@{PG_HOST}/{dbname}"
+
+
+def create_database(prefix: str = "mpcoa_test") -> str:
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    with pg_admin() as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return name
+
+
+def drop_database(name: str) -> None:
+    with pg_admin() as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def pg_database_url() -> Iterator[str]:
+    from service import db
+
+    name = create_database()
+    url = pg_url(name)
+    try:
+        db.upgrade(url)
+        yield url
+    finally:
+        for key in [k for k in db._engines if name in k]:
+            db._engines.pop(key).dispose()
+        drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def pg_engine(pg_database_url: str) -> Iterator[Engine]:
+    from service.db import make_engine
+
+    engine = make_engine(pg_database_url, pool_size=2)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def pg_connection(pg_engine: Engine):
+    """One connection in an outer transaction, rolled back after the test."""
+    connection = pg_engine.connect()
+    outer = connection.begin()
+    try:
+        yield connection
+    finally:
+        if outer.is_active:
+            outer.rollback()
+        connection.close()
+
+
+@pytest.fixture
+def session_factory(pg_connection) -> sessionmaker[Session]:
+    """Sessions bound to the test's connection; their commits become savepoints."""
+    return sessionmaker(
+        bind=pg_connection, join_transaction_mode="create_savepoint", expire_on_commit=False
+    )
+
+
+@pytest.fixture
+def db_session(session_factory) -> Iterator[Session]:
+    session = session_factory()
+    try:
+        yield session
+    finally:
+        session.close()

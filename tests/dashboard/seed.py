@@ -1,0 +1,131 @@
+"""Data for the dashboard tests, stored through the service layer as the workers would store it.
+
+- SRL -> HU (the paper's worst scenario) with two campaigns: an older one that only measured
+  impact factors (some Omegas of the other sign), and a finished one whose impact factors and fits
+  are derived by the service from recorded runs (Table 2 Omegas; Table 4 curves plus noise).
+- UiT -> HAW with a running campaign (for the live progress) and nothing else (empty states).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from service import campaigns, inventory
+from service.algorithm.impact import impact_from_omegas
+from service.algorithm.topology import ISP, Site
+from service.algorithm.topology import Topology as TopologySpec
+from tests.algorithm.paper_data import CCS, SITES, TABLE2, TABLE4
+
+GRID = [0.5, 2.5, 5.0, 7.5, 10.0, 12.5, 15.0, 17.5, 20.0, 22.5, 25.0, 27.5, 30.0]
+RUNS = 2
+RTT_MS = 310.0
+# Free text is the one place a user can put markup; the pages must show it, not run it.
+HOSTILE_DESCRIPTION = '<script>window.__pwned = 1</script><b>SRL & "lab"</b>'
+# The older campaign's Omegas differ in sign from Table 2 here: (subflow, cc) -> value.
+FLIPPED = {("K-CU", "reno"): 0.052, ("P-C", "cubic"): 0.118, ("U-CU", "olia"): -0.044}
+
+
+def site(name: str) -> Site:
+    return Site(
+        name=name,
+        isps=[ISP(name=n, label=lb, down_kbps=d, up_kbps=u) for n, lb, d, u in SITES[name]],
+    )
+
+
+@dataclass
+class Seeded:
+    topology_id: int  # SRL -> HU, calibrated
+    old_campaign_id: int
+    campaign_id: int
+    empty_topology_id: int  # UiT -> HAW, nothing measured yet
+    running_campaign_id: int
+    omegas: dict[tuple[str, str], float]  # (subflow, cc) -> stored Omega of the newest campaign
+
+
+def seed(session: Session) -> Seeded:
+    srl = inventory.create_site(session, site("SRL"), description=HOSTILE_DESCRIPTION)
+    hu = inventory.create_site(session, site("HU"))
+    subflows = TopologySpec(local=site("SRL"), remote=site("HU")).subflow_names()
+    topology = inventory.create_topology(
+        session, srl.id, hu.id, rtts_ms={name: RTT_MS for name in subflows}
+    )
+
+    # An earlier calibration that measured impact factors only.
+    old = campaigns.create_campaign(
+        session, topology.id, ccs=list(CCS), buffer_grid_mib=GRID, runs=RUNS, duration_s=10
+    )
+    campaigns.set_state(session, old.id, "running")
+    old_results = []
+    for k, cc in enumerate(CCS):
+        omegas = {sf: FLIPPED.get((sf, cc), TABLE2["SRL-HU"][sf][k]) for sf in subflows}
+        old_results.append(impact_from_omegas(cc, omegas))
+    campaigns.store_impact(session, old.id, old_results)
+    campaigns.set_state(session, old.id, "done")
+
+    campaign = _calibrate(session, topology.id, subflows)
+
+    uit = inventory.create_site(session, site("UiT"))
+    haw = inventory.create_site(session, site("HAW"))
+    empty = inventory.create_topology(session, uit.id, haw.id)
+    running = campaigns.create_campaign(
+        session, empty.id, ccs=["cubic", "reno"], buffer_grid_mib=[1.0, 2.0, 4.0], runs=1,
+        duration_s=5,
+    )
+    campaigns.set_state(session, running.id, "running")
+    session.commit()
+
+    omegas = {
+        (sf, r.cc): value
+        for r in campaigns.impact_results(session, campaign.id)
+        for sf, value in r.omegas.items()
+    }
+    return Seeded(topology.id, old.id, campaign.id, empty.id, running.id, omegas)
+
+
+def _calibrate(session: Session, topology_id: int, subflows: list[str]):
+    """A finished campaign: runs recorded, then Omegas, SP* and fits derived by the service."""
+    rng = np.random.default_rng(11)
+    campaign = campaigns.create_campaign(
+        session, topology_id, ccs=list(CCS), buffer_grid_mib=GRID, runs=RUNS, duration_s=10
+    )
+    campaigns.set_state(session, campaign.id, "running")
+    t0 = datetime.now(UTC) - timedelta(days=2)
+    count = 0
+
+    def record(**kw):
+        nonlocal count
+        start = t0 + timedelta(seconds=15 * count)
+        campaigns.record_measurement(
+            session, campaign.id, duration_s=10, tool="synthetic", tool_version="1",
+            raw_output="{}", started_at=start, finished_at=start + timedelta(seconds=10),
+            rtt_ms={sf: RTT_MS for sf in kw["subflows"]}, **kw,
+        )
+        count += 1
+
+    for k, cc in enumerate(CCS):
+        for run in range(RUNS):
+            record(phase="impact", pm="FullMesh", cc=cc, bs_mib=30.0, run=run,
+                   subflows=subflows, goodput_mbps=[50.0] * 5)
+            for sf in subflows:
+                omega = TABLE2["SRL-HU"][sf][k]
+                record(phase="impact", pm="FullMesh", cc=cc, bs_mib=30.0, run=run,
+                       excluded_subflow=sf, subflows=[s for s in subflows if s != sf],
+                       goodput_mbps=[50.0 * (1 - omega)] * 5)
+    impact = campaigns.impact_from_measurements(session, campaign.id)
+    campaigns.store_impact(session, campaign.id, impact)
+    subsets = {r.cc: r.subset for r in impact}
+    for pm, curves in TABLE4["SRL-HU"].items():
+        for cc, (a, b, c) in curves.items():
+            for bs in GRID:
+                for run in range(RUNS):
+                    tp = a + b * bs + c * bs * bs + rng.normal(0, 0.3)
+                    used = subflows if pm == "FullMesh" else subsets[cc]
+                    record(phase="buffer", pm=pm, cc=cc, bs_mib=bs, run=run, subflows=used,
+                           goodput_mbps=[max(tp, 0.0)] * 3)
+    campaigns.store_fits(session, campaign.id, campaigns.fit_from_measurements(session, campaign.id))
+    campaigns.set_state(session, campaign.id, "done")
+    return campaign

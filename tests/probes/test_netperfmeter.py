@@ -1,0 +1,145 @@
+"""NetPerfMeter: command lines for 2.x and legacy 1.9, and parsing real 2.0.10 output."""
+
+from __future__ import annotations
+
+import bz2
+import itertools
+import shutil
+from pathlib import Path
+
+import pytest
+
+from probes.base import CapabilityError, MeasurementRequest, TrafficProfile
+from probes.context import HostPair
+from probes.netperfmeter import (
+    NetPerfMeterBackend,
+    build_commands,
+    flowspec,
+    is_legacy,
+    parse_config,
+    parse_flow_vector,
+    parse_results,
+    parse_scalars,
+    parse_version,
+    read_text,
+)
+
+FIX = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "netperfmeter"
+if not FIX.exists():  # the work tree may sit elsewhere; shared/ is beside the repository
+    FIX = Path("/work/shared/fixtures/netperfmeter")
+
+
+def req(**kw) -> MeasurementRequest:
+    return MeasurementRequest(sender="A", receiver="B", duration_s=10, **kw)
+
+
+def test_flowspec_matches_the_fixture_commands():
+    assert (
+        flowspec(req(cc="cubic", buffer_bytes=4194304), "bulk")
+        == "const0:const1400:const0:0:cc=cubic:sndbuf=4194304:rcvbuf=4194304:description=bulk"
+    )
+    video = req(cc="reno", buffer_bytes=1048576, profile=TrafficProfile.paced(25, 20000))
+    assert (
+        flowspec(video, "video")
+        == "const25:const20000:const0:0:cc=reno:sndbuf=1048576:rcvbuf=1048576:description=video"
+    )
+    # autotuning baseline: no buffer options at all
+    assert "sndbuf" not in flowspec(req(cc="cubic"))
+
+
+def test_commands_2x_syntax():
+    passive, active = build_commands(
+        req(cc="cubic", buffer_bytes=4194304), version="2.0.10", address="10.9.0.1",
+        port=9000, outdir=".", compress=False)
+    assert passive == ["netperfmeter", "9000", "--control-over-tcp", "--nodisplay"]
+    assert active[:4] == ["netperfmeter", "10.9.0.1:9000", "--control-over-tcp", "--nodisplay"]
+    assert active[active.index("--runtime") + 1] == "10"
+    assert active[active.index("--scalar") + 1] == "./run.sca"
+    assert active[-2] == "--mptcp"
+    assert active[-1].startswith("const0:const1400:const0:0:cc=cubic:sndbuf=4194304")
+    assert not any(a.startswith("-tcp") or "cmt=" in a for a in active)
+
+
+def test_commands_legacy_19_syntax_and_bz2():
+    passive, active = build_commands(
+        req(cc="reno", buffer_bytes=1048576), version="1.9.4", address="10.9.0.1", port=9000,
+        outdir="/tmp/o", binary="/opt/npm/bin/netperfmeter", compress=True)
+    assert is_legacy("1.9.4") and not is_legacy("2.0.10")
+    assert passive == ["/opt/npm/bin/netperfmeter", "9000"]
+    assert "-runtime=10" in active and "-scalar=/tmp/o/run.sca.bz2" in active
+    assert "-vector=/tmp/o/run.vec.bz2" in active
+    assert active[-2] == "-tcp"
+    assert active[-1].endswith(":cmt=mptcp")
+    assert "--mptcp" not in active
+
+
+def test_version_detection():
+    log = (FIX / "mptcp-bulk-cubic-4MiB" / "active.log").read_text()
+    assert parse_version(log) == "2.0.10"
+    assert parse_version("NetPerfMeter - Version 1.9.4") == "1.9.4"
+
+
+@pytest.mark.parametrize(
+    ("folder", "rx_bytes", "mbps", "cc"),
+    [
+        ("mptcp-bulk-cubic-4MiB", 27749400, 22.127, "cubic"),
+        ("mptcp-bulk-reno-1MiB-bz2", 28742000, 22.911, "reno"),
+        ("mptcp-video-reno-1MiB", 4980000, 3.998, "reno"),
+    ],
+)
+def test_parse_fixtures(folder, rx_bytes, mbps, cc):
+    r = parse_results(FIX / folder)
+    assert r["received_bytes"] == rx_bytes
+    assert r["goodput_mbps"] == pytest.approx(mbps, abs=0.001)
+    assert r["protocols"] == ["MPTCP"]
+    assert r["cc"] == [cc]
+    assert r["version"] == "2.0.10"
+    # 1 s series of the passive side, consistent with the total
+    assert len(r["series"]) >= 9
+    steps = [t for t, _ in r["series"]]
+    assert all(0.9 < b - a < 1.1 for a, b in itertools.pairwise(steps))
+    assert all(v >= 0 for _, v in r["series"])
+    mean = sum(v for _, v in r["series"]) / len(r["series"])
+    assert mean == pytest.approx(r["goodput_mbps"], rel=0.05)
+    # goodput is the receiver's: never above the bottleneck, unlike the active side's count
+    assert r["goodput_mbps"] <= 25.0
+
+
+def test_active_side_transmitted_exceeds_goodput():
+    r = parse_results(FIX / "mptcp-bulk-cubic-4MiB")
+    assert r["active_transmitted_bytes"] > r["received_bytes"]
+
+
+def test_video_series_is_paced_rate():
+    r = parse_results(FIX / "mptcp-video-reno-1MiB")
+    inner = [v for _, v in r["series"][1:-1]]
+    assert all(v == pytest.approx(4.0, rel=0.05) for v in inner)
+
+
+def test_bz2_equals_plain(tmp_path):
+    src = FIX / "mptcp-bulk-cubic-4MiB"
+    plain = read_text(src / "run-passive.sca")
+    shutil.copy(src / "run.config", tmp_path / "run.config")
+    (tmp_path / "run-passive.sca.bz2").write_bytes(bz2.compress(plain.encode()))
+    (tmp_path / "run-passive.vec").write_text(read_text(src / "run-passive.vec"))
+    assert parse_results(tmp_path)["received_bytes"] == 27749400
+    # per-message vector is bz2 in the fixture: readable through the same function
+    pm = parse_flow_vector(read_text(src / "run-passive-00000000-0000.vec.bz2"))
+    assert pm and {"Delay", "Jitter", "AbsBytes"} <= set(pm[0])
+    assert 15.0 < pm[0]["Delay"] < 100.0  # one-way delay of the 15 ms core plus queueing
+
+
+def test_scalars_and_config():
+    sca = parse_scalars(read_text(FIX / "mptcp-bulk-cubic-4MiB" / "run-passive.sca"))
+    assert sca["netPerfMeter.passive.total"]["Received Bytes"] == 27749400
+    cfg = parse_config(read_text(FIX / "mptcp-video-reno-1MiB" / "run.config"))
+    assert cfg["FLOW0_PROTOCOL"] == "MPTCP"
+    assert cfg["FLOW0_DESCRIPTION"] == "video"
+    assert float(cfg["FLOW0_OUTBOUND_FRAME_RATE_VALUE1"]) == 25.0
+
+
+def test_missing_binary_is_a_clear_error(tmp_path):
+    pair = HostPair(None, None, {"U": "10.1.0.1"}, {"D": "10.2.0.1"})
+    backend = NetPerfMeterBackend(pair, binary=str(tmp_path / "no-such-netperfmeter"))
+    with pytest.raises(CapabilityError, match="netperfmeter"):
+        backend.capabilities()

@@ -1,0 +1,137 @@
+"""The emulated testbed and the iperf3 backend on real kernel MPTCP (needs root: marker netns)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from probes import testbed as tbmod
+from probes.base import EXCLUSION_MAX_SHARE, MeasurementRequest, MeasurementResult
+from probes.netns import pid_alive, run_ns
+from tests.probes.conftest import assert_nothing_left, small_spec, unique_name
+
+pytestmark = pytest.mark.netns
+
+CAPACITY_MBPS = 18.0  # min-cut of small_spec: uplinks 12 + 6, downlinks 12 + 6
+
+
+def check_result(r: MeasurementResult, capacity: float) -> None:
+    assert r.mptcp_ok, r.fallback_reason
+    assert r.tool == "iperf3" and re.fullmatch(r"\d+\.\d+(\.\d+)?", r.tool_version)
+    assert 0.70 * capacity <= r.goodput_mbps <= 1.05 * capacity, (r.goodput_mbps, capacity)
+    assert len(r.goodput_series) >= 3
+    assert r.started_at < r.ended_at
+    assert r.mptcp_settings["sender"]["endpoints"]
+    assert r.effective_buffers["sender_sndbuf"] and r.effective_buffers["receiver_rcvbuf"]
+    # stored as JSON and read back unchanged
+    assert MeasurementResult.from_dict(r.to_dict()).goodput_mbps == r.goodput_mbps
+
+
+def test_up_is_idempotent_and_status(testbed2x2):
+    pid = tbmod.testbed_status(testbed2x2.name)["delayline_pid"]
+    again = tbmod.up(testbed2x2.spec)
+    st = again.status()
+    assert st["healthy"] and st["delayline_pid"] == pid
+    assert len(st["namespaces"]) == 3
+    assert any(s["name"] == testbed2x2.name for s in tbmod.status())
+    assert tbmod.attach(testbed2x2.name).spec == testbed2x2.spec
+
+
+def test_routing_shaping_and_delay(testbed2x2):
+    ns = testbed2x2.ns("A")
+    # per-source routing: each local address leaves through its own ISP link
+    for lk in testbed2x2.site_links("A"):
+        out = run_ns(ns, ["ip", "route", "get", "10.2.1.1", "from", lk.address]).stdout
+        assert f"dev {lk.site_dev}" in out
+    qd = run_ns(ns, ["tc", "qdisc", "show", "dev", "isp-T"]).stdout
+    assert "tbf" in qd and "6Mbit" in qd
+    # RTT through the delay line: 2 x 10 ms configured
+    t0 = time.monotonic()
+    out = run_ns(ns, ["ping", "-c", "5", "-i", "0.2", "-I", "10.1.1.1", "10.2.0.1"]).stdout
+    assert time.monotonic() - t0 < 10
+    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
+    assert len(rtts) == 5
+    assert 20.0 <= min(rtts) <= 22.0, rtts
+
+
+def test_available_congestion_controls(testbed2x2):
+    ccs = tbmod.available_congestion_controls(testbed2x2.ns("A"))
+    assert {"reno", "cubic"} <= set(ccs)
+
+
+@pytest.mark.parametrize("cc", ["cubic", "reno"])
+def test_iperf3_fullmesh_live(testbed2x2, cc):
+    r = testbed2x2.measure(MeasurementRequest(sender="A", receiver="B", cc=cc, duration_s=4))
+    check_result(r, CAPACITY_MBPS)
+    assert r.subflow_count == 4  # FullMesh: Ns x Mr
+    assert set(r.subflow_bytes) == {"U-D", "U-O", "T-D", "T-O"}
+    assert r.kernel["sender_cc_used"] == cc
+    assert r.backup_subflows == []
+    assert set(r.raw["subflow_rtt_ms"]) == set(r.subflow_bytes)
+
+
+def test_iperf3_excluded_subflows_carry_no_payload(testbed2x2):
+    allowed = ["U-D", "T-O"]
+    r = testbed2x2.measure(MeasurementRequest(
+        sender="A", receiver="B", cc="cubic", duration_s=4, allowed_subflows=allowed,
+        path_manager="pcdc"))
+    check_result(r, testbed2x2.spec.capacity_kbps("A", "B", allowed) / 1000)
+    assert r.subflow_count == 4  # excluded subflows are still established
+    assert sorted(r.backup_subflows) == ["T-D", "U-O"]
+    total = sum(r.subflow_bytes.values())
+    for excluded in ("T-D", "U-O"):
+        assert excluded in r.subflow_bytes
+        assert r.subflow_bytes[excluded] <= EXCLUSION_MAX_SHARE * total, r.subflow_bytes
+    for used in allowed:
+        assert r.subflow_bytes[used] > 0.2 * total
+    # the sender is back on the in-kernel path manager afterwards
+    assert tbmod.sysctl_get(testbed2x2.ns("A"), "net.mptcp.path_manager") == "kernel"
+
+
+def test_bad_request_names_the_field(testbed2x2):
+    with pytest.raises(tbmod.TestbedError, match="allowed_subflows"):
+        testbed2x2.measure(MeasurementRequest(sender="A", receiver="B",
+                                              allowed_subflows=["U-X"]))
+    with pytest.raises(tbmod.TestbedError, match="site 'Z'"):
+        testbed2x2.measure(MeasurementRequest(sender="Z", receiver="B"))
+
+
+def test_two_testbeds_do_not_collide_and_down_cleans_after_a_crash(testbed2x2):
+    spec = small_spec(unique_name("c"))
+    bed = tbmod.up(spec)
+    try:
+        assert bed.status()["healthy"] and testbed2x2.status()["healthy"]
+        pid = bed.status()["delayline_pid"]
+        os.kill(pid, signal.SIGKILL)  # a crashed delay line
+        deadline = time.monotonic() + 5
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not bed.status()["healthy"]
+        with pytest.raises(tbmod.TestbedError):
+            tbmod.attach(spec.name)
+        # a leftover process inside a namespace is ended by down as well
+        subprocess.Popen(["ip", "netns", "exec", bed.ns("A"), "sleep", "60"])
+    finally:
+        tbmod.down(spec.name)
+    assert_nothing_left(spec.name, pid)
+    assert testbed2x2.status()["healthy"]  # the other testbed is untouched
+
+
+def test_delay_line_exits_when_its_namespace_goes(testbed2x2):
+    spec = small_spec(unique_name("g"))
+    bed = tbmod.up(spec)
+    pid = bed.status()["delayline_pid"]
+    try:
+        subprocess.run(["ip", "netns", "del", bed.core_ns], check=True)
+        deadline = time.monotonic() + 5
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not pid_alive(pid)
+    finally:
+        tbmod.down(spec.name)
+    assert_nothing_left(spec.name, pid)
