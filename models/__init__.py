@@ -1,6 +1,7 @@
 """SQLAlchemy 2 tables of mpcoa. Imports nothing else of the project."""
 
 from .base import Base, JSONType, UTCDateTime, utcnow
+from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
 from .tables import (
     CAMPAIGN_STATES,
     ISP,
@@ -21,6 +22,7 @@ from .tables import (
 
 __all__ = [
     "CAMPAIGN_STATES",
+    "EVENT_KINDS",
     "ISP",
     "MEASUREMENT_PHASES",
     "MEASUREMENT_STATUSES",
@@ -33,6 +35,8 @@ __all__ = [
     "ImpactFactor",
     "JSONType",
     "Measurement",
+    "RecalibrationEvent",
+    "RecalibrationSchedule",
     "Recommendation",
     "Site",
     "Subflow",

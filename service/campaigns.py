@@ -78,7 +78,10 @@ def create_campaign(
         pms = [normalize_pm(p) for p in (pms or PATH_MANAGERS)]
     except ValueError as exc:
         raise Invalid(str(exc), ("body", "pms")) from exc
-    grid = sorted({float(b) for b in (buffer_grid_mib or DEFAULT_BUFFER_GRID_MIB)})
+    grid = sorted({
+        float(b)
+        for b in (buffer_grid_mib or settings.campaign_buffer_grid_mib or DEFAULT_BUFFER_GRID_MIB)
+    })
     if len(grid) < 3 or any(not math.isfinite(b) or b <= 0 for b in grid):
         raise Invalid(
             "needs at least 3 distinct positive buffer sizes", ("body", "buffer_grid_mib")

@@ -190,9 +190,9 @@ class InProcessExecutor:
 _executor: InProcessExecutor | None = None
 
 
-def executor() -> InProcessExecutor:
-    """The process-wide in-process executor."""
+def executor(settings: Settings | None = None) -> InProcessExecutor:
+    """The process-wide in-process executor (created with the first caller's settings)."""
     global _executor
     if _executor is None:
-        _executor = InProcessExecutor()
+        _executor = InProcessExecutor(settings)
     return _executor

@@ -41,6 +41,16 @@ class Settings(BaseSettings):
     campaign_runs: int = Field(default=9, ge=1)
     campaign_duration_s: float = Field(default=30.0, gt=0)
     campaign_probe_seconds_budget: float | None = None
+    campaign_buffer_grid_mib: list[float] | None = Field(
+        default=None, description="unset: the paper's 0.5..30 MiB in 0.5 MiB steps"
+    )
+    # Probes (issue 5): the tool, and what a failing probe gets before it is recorded as failed.
+    iperf3_binary: str = "iperf3"
+    probe_retries: int = Field(default=3, ge=0, le=20)
+    probe_retry_backoff_s: float = Field(default=2.0, ge=0, le=600)
+    # Celery: Redis redelivers a task whose worker died after this long (longer than any probe).
+    broker_visibility_timeout_s: float = Field(default=600.0, ge=5)
+    beat_interval_s: float = Field(default=60.0, ge=1)
 
     @field_validator("database_url", "broker_url", mode="before")
     @classmethod

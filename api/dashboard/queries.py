@@ -104,9 +104,7 @@ def _campaigns_with(session: Session, topology_id: int, what: type) -> list[Camp
     has = select(what.id).where(what.campaign_id == Campaign.id).exists()
     return list(
         session.scalars(
-            select(Campaign)
-            .where(Campaign.topology_id == topology_id, has)
-            .order_by(Campaign.id)
+            select(Campaign).where(Campaign.topology_id == topology_id, has).order_by(Campaign.id)
         )
     )
 
@@ -178,9 +176,9 @@ def impact_page(session: Session, topology_id: int, campaign_id: int | None) -> 
         ids = [c.id for c in with_impact]
         column = {cid: k for k, cid in enumerate(ids)}
         rows = session.execute(
-            select(ImpactFactor.campaign_id, ImpactFactor.subflow, ImpactFactor.cc,
-                   ImpactFactor.omega)
-            .where(ImpactFactor.campaign_id.in_(ids))
+            select(
+                ImpactFactor.campaign_id, ImpactFactor.subflow, ImpactFactor.cc, ImpactFactor.omega
+            ).where(ImpactFactor.campaign_id.in_(ids))
         )
         values: dict[tuple[str, str], list[float | None]] = {}
         ccs_seen: list[str] = []
@@ -271,8 +269,7 @@ def fits_page(
     page["delta"] = delta
     fits = campaign_svc.list_fits(session, campaign.id, campaign.model_kind)
     page["other_kinds"] = sorted(
-        {f.model_kind for f in campaign_svc.list_fits(session, campaign.id)}
-        - {campaign.model_kind}
+        {f.model_kind for f in campaign_svc.list_fits(session, campaign.id)} - {campaign.model_kind}
     )
     page["fits"] = fits
     lo, hi = DEFAULT_BS_MIN_MIB, DEFAULT_BS_MAX_MIB
@@ -299,9 +296,7 @@ def fits_page(
                     "b": curve.b,
                     "c": curve.c,
                     "curve": [[x, curve.tp(x)] for x in xs],
-                    "points": [
-                        p for p in points if p["pm"] == rec.pm and p["cc"] == curve.cc
-                    ],
+                    "points": [p for p in points if p["pm"] == rec.pm and p["cc"] == curve.cc],
                     "obs": arm.obs_mib if arm else None,
                     "tp_at_obs": arm.tp_at_obs_mbps if arm else None,
                     "peak_bs": arm.peak_bs_mib if arm else None,
@@ -348,9 +343,7 @@ def fits_page(
 
 
 # --- recommendations (Table 5) --------------------------------------------------------------------
-def recommendations_page(
-    session: Session, topology_id: int, limit: int, offset: int
-) -> dict:
+def recommendations_page(session: Session, topology_id: int, limit: int, offset: int) -> dict:
     topology = inventory.get_topology(session, topology_id)
     rows, total = recommend_svc.list_recommendations(
         session, topology.id, limit=limit, offset=offset

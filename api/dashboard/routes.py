@@ -131,7 +131,13 @@ env = Environment(
     lstrip_blocks=True,
 )
 env.filters.update(
-    num=_num, pvalue=_pvalue, pexact=_pexact, pct=_pct, dt=_dt, age=_age, omega_class=_omega_class,
+    num=_num,
+    pvalue=_pvalue,
+    pexact=_pexact,
+    pct=_pct,
+    dt=_dt,
+    age=_age,
+    omega_class=_omega_class,
     flag_class=_flag_class,
 )
 
@@ -234,8 +240,12 @@ def impact(request: Request, topology_id: str, session: SessionDep):
             _optional_id(request, "campaign_id", "campaign"),
         )
         return render(
-            request, "impact.html", tab="impact", title=f"Impact factors · {_pair(view.topology)}",
-            topology=view.topology, view=view,
+            request,
+            "impact.html",
+            tab="impact",
+            title=f"Impact factors · {_pair(view.topology)}",
+            topology=view.topology,
+            view=view,
         )
 
     return _guard(request, build)
@@ -267,8 +277,13 @@ def recommendations(request: Request, topology_id: str, session: SessionDep):
         if page > pages:
             raise PageError(404, f"There is no page {page}; there are {pages}.")
         return render(
-            request, "recommendations.html", tab="recommendations", page=page, pages=pages,
-            title=f"Recommendations · {_pair(data['topology'])}", **data,
+            request,
+            "recommendations.html",
+            tab="recommendations",
+            page=page,
+            pages=pages,
+            title=f"Recommendations · {_pair(data['topology'])}",
+            **data,
         )
 
     return _guard(request, build)

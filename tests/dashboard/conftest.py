@@ -72,8 +72,8 @@ def dashboard_db() -> Iterator[tuple[str, Seeded, str]]:
     finally:
         if engine is not None:
             engine.dispose()
-        for key in [k for k in db._engines if name in k]:  # noqa: SLF001 - test cleanup
-            db._engines.pop(key).dispose()  # noqa: SLF001
+        for key in [k for k in db._engines if name in k]:
+            db._engines.pop(key).dispose()
         drop_database(name)
 
 
@@ -126,7 +126,7 @@ def browser() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).is_file():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (scripts/debian-packages.txt)")
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (debian-packages.txt)")
     playwright = sync_playwright().start()
     try:
         browser = playwright.chromium.launch(
@@ -155,9 +155,9 @@ def tab(browser) -> Iterator[Tab]:
     result = Tab(page)
     page.on(
         "console",
-        lambda msg: result.errors.append(f"console {msg.type}: {msg.text}")
-        if msg.type == "error"
-        else None,
+        lambda msg: (
+            result.errors.append(f"console {msg.type}: {msg.text}") if msg.type == "error" else None
+        ),
     )
     page.on("pageerror", lambda exc: result.errors.append(f"page error: {exc}"))
     page.on("requestfailed", lambda req: result.errors.append(f"request failed: {req.url}"))

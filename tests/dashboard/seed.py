@@ -72,7 +72,11 @@ def seed(session: Session) -> Seeded:
     haw = inventory.create_site(session, site("HAW"))
     empty = inventory.create_topology(session, uit.id, haw.id)
     running = campaigns.create_campaign(
-        session, empty.id, ccs=["cubic", "reno"], buffer_grid_mib=[1.0, 2.0, 4.0], runs=1,
+        session,
+        empty.id,
+        ccs=["cubic", "reno"],
+        buffer_grid_mib=[1.0, 2.0, 4.0],
+        runs=1,
         duration_s=5,
     )
     campaigns.set_state(session, running.id, "running")
@@ -100,21 +104,42 @@ def _calibrate(session: Session, topology_id: int, subflows: list[str]):
         nonlocal count
         start = t0 + timedelta(seconds=15 * count)
         campaigns.record_measurement(
-            session, campaign.id, duration_s=10, tool="synthetic", tool_version="1",
-            raw_output="{}", started_at=start, finished_at=start + timedelta(seconds=10),
-            rtt_ms={sf: RTT_MS for sf in kw["subflows"]}, **kw,
+            session,
+            campaign.id,
+            duration_s=10,
+            tool="synthetic",
+            tool_version="1",
+            raw_output="{}",
+            started_at=start,
+            finished_at=start + timedelta(seconds=10),
+            rtt_ms={sf: RTT_MS for sf in kw["subflows"]},
+            **kw,
         )
         count += 1
 
     for k, cc in enumerate(CCS):
         for run in range(RUNS):
-            record(phase="impact", pm="FullMesh", cc=cc, bs_mib=30.0, run=run,
-                   subflows=subflows, goodput_mbps=[50.0] * 5)
+            record(
+                phase="impact",
+                pm="FullMesh",
+                cc=cc,
+                bs_mib=30.0,
+                run=run,
+                subflows=subflows,
+                goodput_mbps=[50.0] * 5,
+            )
             for sf in subflows:
                 omega = TABLE2["SRL-HU"][sf][k]
-                record(phase="impact", pm="FullMesh", cc=cc, bs_mib=30.0, run=run,
-                       excluded_subflow=sf, subflows=[s for s in subflows if s != sf],
-                       goodput_mbps=[50.0 * (1 - omega)] * 5)
+                record(
+                    phase="impact",
+                    pm="FullMesh",
+                    cc=cc,
+                    bs_mib=30.0,
+                    run=run,
+                    excluded_subflow=sf,
+                    subflows=[s for s in subflows if s != sf],
+                    goodput_mbps=[50.0 * (1 - omega)] * 5,
+                )
     impact = campaigns.impact_from_measurements(session, campaign.id)
     campaigns.store_impact(session, campaign.id, impact)
     subsets = {r.cc: r.subset for r in impact}
@@ -124,8 +149,16 @@ def _calibrate(session: Session, topology_id: int, subflows: list[str]):
                 for run in range(RUNS):
                     tp = a + b * bs + c * bs * bs + rng.normal(0, 0.3)
                     used = subflows if pm == "FullMesh" else subsets[cc]
-                    record(phase="buffer", pm=pm, cc=cc, bs_mib=bs, run=run, subflows=used,
-                           goodput_mbps=[max(tp, 0.0)] * 3)
-    campaigns.store_fits(session, campaign.id, campaigns.fit_from_measurements(session, campaign.id))
+                    record(
+                        phase="buffer",
+                        pm=pm,
+                        cc=cc,
+                        bs_mib=bs,
+                        run=run,
+                        subflows=used,
+                        goodput_mbps=[max(tp, 0.0)] * 3,
+                    )
+    fits = campaigns.fit_from_measurements(session, campaign.id)
+    campaigns.store_fits(session, campaign.id, fits)
     campaigns.set_state(session, campaign.id, "done")
     return campaign

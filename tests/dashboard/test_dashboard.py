@@ -42,8 +42,18 @@ def pages(s) -> dict[str, str]:
 
 
 PAGE_NAMES = [
-    "index", "topology", "impact", "impact-old-campaign", "fits", "fits-delta", "recommendations",
-    "campaign-done", "campaign-running", "empty-topology", "empty-impact", "empty-fits",
+    "index",
+    "topology",
+    "impact",
+    "impact-old-campaign",
+    "fits",
+    "fits-delta",
+    "recommendations",
+    "campaign-done",
+    "campaign-running",
+    "empty-topology",
+    "empty-impact",
+    "empty-fits",
     "empty-recommendations",
 ]
 
@@ -149,8 +159,11 @@ def test_fit_chart_renders_points_curves_and_the_t_star_band(live, tab):
     assert "PCDC / hybla" in solution
     gates = page.locator(".gate").all_inner_texts()
     assert len(gates) == 2 and all("quality gate" in g for g in gates)
-    r2 = [float(t.split("=")[1]) for t in page.locator(".fit-head span:has-text('R²')")
-          .all_inner_texts() if t.startswith("R²")]
+    r2 = [
+        float(t.split("=")[1])
+        for t in page.locator(".fit-head span:has-text('R²')").all_inner_texts()
+        if t.startswith("R²")
+    ]
     assert len(r2) == 2 and all(0.9 < v <= 1.0 for v in r2)
     page.locator("section.fit").first.screenshot(path=str(live.shots / "fit-chart.png"))
     assert tab.errors == [], tab.errors
@@ -214,9 +227,20 @@ def test_a_provisional_recommendation_shows_its_flags_and_the_campaign_live(live
     with live.session_factory() as session:
         now = datetime.now(UTC)
         campaigns.record_measurement(
-            session, s.running_campaign_id, phase="impact", pm="FullMesh", cc="cubic",
-            bs_mib=4.0, run=0, subflows=["P-D", "T-D"], duration_s=5, goodput_mbps=[1.0] * 5,
-            tool="synthetic", started_at=now, finished_at=now, rtt_ms={"P-D": RTT_MS},
+            session,
+            s.running_campaign_id,
+            phase="impact",
+            pm="FullMesh",
+            cc="cubic",
+            bs_mib=4.0,
+            run=0,
+            subflows=["P-D", "T-D"],
+            duration_s=5,
+            goodput_mbps=[1.0] * 5,
+            tool="synthetic",
+            started_at=now,
+            finished_at=now,
+            rtt_ms={"P-D": RTT_MS},
         )
         session.commit()
     deadline = time.monotonic() + 15
@@ -264,7 +288,9 @@ def test_bad_ids_and_pages_are_an_html_404(live, tab, path):
 def test_a_campaign_of_another_topology_or_a_bad_delta_is_not_a_500(live):
     s = live.seeded
     wrong = httpx.get(
-        live.url(f"/dashboard/topologies/{s.topology_id}/impact?campaign_id={s.running_campaign_id}")
+        live.url(
+            f"/dashboard/topologies/{s.topology_id}/impact?campaign_id={s.running_campaign_id}"
+        )
     )
     assert wrong.status_code == 404 and "is not a campaign of topology" in wrong.text
     for delta in ("1.5", "nan", "x", "-0.1"):
