@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
@@ -9,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.dashboard import router as dashboard_router
 from api.deps import SessionDep, require_read
-from api.routers import campaigns, inventory, recommendations
+from api.routers import campaigns, inventory, recommendations, schedules
 from api.schemas import Health, Problem
 from service.db import get_engine, make_sessionmaker
 from service.errors import Conflict, Invalid, NotFound, ServiceError
@@ -31,6 +34,7 @@ TAGS = [
     {"name": "tables", "description": "The paper's Tables 2-4 for a topology"},
     {"name": "campaigns", "description": "Measurement campaigns and their progress"},
     {"name": "measurements", "description": "Every probe run, with its raw output"},
+    {"name": "recalibration", "description": "Schedules, calibration history, change events"},
     {"name": "meta", "description": "Health"},
 ]
 
@@ -61,7 +65,17 @@ def create_app(
     settings = settings or get_settings()
     if session_factory is None:
         session_factory = make_sessionmaker(get_engine(settings))
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # Embedded: campaigns a previous run of this process left queued or running go on.
+        if settings.run_campaigns and settings.executor == "inprocess":
+            from service.runner import executor
+
+            executor(settings).resume_all()
+        yield
+
     app = FastAPI(
+        lifespan=lifespan,
         title="mpcoa",
         version="0.1.0",
         description=DESCRIPTION,
@@ -77,6 +91,7 @@ def create_app(
     app.include_router(recommendations.router)
     app.include_router(inventory.router)
     app.include_router(campaigns.router)
+    app.include_router(schedules.router)
     app.include_router(dashboard_router)
 
     @app.get("/health", response_model=Health, tags=["meta"], dependencies=[Depends(require_read)])

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from service.algorithm import topology as algo
 from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA
+from service.schedules import CampaignParameters as CampaignParametersIn
 
 T = TypeVar("T")
 
@@ -299,7 +300,7 @@ class RecommendationOut(BaseModel):
 
 
 # --- campaigns, measurements --------------------------------------------------------------------
-class CampaignIn(BaseModel):
+class CampaignIn(CampaignParametersIn):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
@@ -317,14 +318,6 @@ class CampaignIn(BaseModel):
     )
 
     topology_id: int = Field(ge=1, le=MAX_ID)
-    ccs: list[CongestionControl] | None = Field(default=None, min_length=1, max_length=16)
-    pms: list[PathManager] | None = Field(default=None, min_length=1, max_length=2)
-    buffer_grid_mib: list[Mib] | None = Field(default=None, min_length=3, max_length=400)
-    runs: int | None = Field(default=None, ge=1, le=100)
-    duration_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
-    delta: Delta = DEFAULT_DELTA
-    model_kind: Literal["paper", "per-arm"] = "paper"
-    probe_seconds_budget: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)
 
 
 class CampaignOut(BaseModel):
@@ -346,6 +339,14 @@ class CampaignOut(BaseModel):
     probes_done: int
     probe_seconds_used: float
     progress: float = Field(description="probes_done / probes_total, 0..1")
+    elapsed_s: float | None = Field(description="since the campaign started (to its end)")
+    remaining_s: float | None = Field(
+        description="estimate: probes left x (elapsed / probes done so far)"
+    )
+    notes: dict[str, Any] = Field(
+        default_factory=dict,
+        description="CCs kept and dropped (and why), failed probes, extra rounds, recommendation",
+    )
     executor: str | None
     error: str | None
     created_at: datetime
@@ -356,7 +357,18 @@ class CampaignOut(BaseModel):
     @classmethod
     def of(cls, row) -> CampaignOut:
         progress = min(1.0, row.probes_done / row.probes_total) if row.probes_total else 0.0
-        return cls.model_validate({**_attrs(row), "progress": progress})
+        elapsed = remaining = None
+        if row.started_at is not None:
+            end = row.finished_at or datetime.now(UTC)
+            elapsed = max(0.0, (end - row.started_at).total_seconds())
+            if row.finished_at is not None:
+                remaining = 0.0
+            elif row.probes_done:
+                left = max(0, row.probes_total - row.probes_done)
+                remaining = left * elapsed / row.probes_done
+        notes = {k: v for k, v in (row.notes or {}).items() if k != "lease"}
+        return cls.model_validate({**_attrs(row), "progress": progress, "elapsed_s": elapsed,
+                                   "remaining_s": remaining, "notes": notes})
 
 
 def _attrs(row) -> dict[str, Any]:

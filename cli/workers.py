@@ -48,8 +48,17 @@ def calibrate(
     try:
         with session_scope() as s:
             campaign = create_campaign(
-                s, topology_id, ccs=ccs, buffer_grid_mib=buffers, runs=runs, duration_s=duration,
-                delta=delta, probe_seconds_budget=budget, reason="cli", settings=settings)
+                s,
+                topology_id,
+                ccs=ccs,
+                buffer_grid_mib=buffers,
+                runs=runs,
+                duration_s=duration,
+                delta=delta,
+                probe_seconds_budget=budget,
+                reason="cli",
+                settings=settings,
+            )
             cid = campaign.id
     except (ServiceError, ValueError) as exc:
         fail(str(exc))
@@ -57,8 +66,12 @@ def calibrate(
         task = bar.add_task("", total=None, cid=cid, what="starting")
 
         def show(campaign, step):
-            bar.update(task, total=campaign.probes_total, completed=campaign.probes_done,
-                       what=step.describe() if step else campaign.state)
+            bar.update(
+                task,
+                total=campaign.probes_total,
+                completed=campaign.probes_done,
+                what=step.describe() if step else campaign.state,
+            )
 
         if settings.executor == "inprocess":
             from service.runner import run_campaign
@@ -118,8 +131,19 @@ def worker(
     from workers.app import CONTROL_QUEUE, app, site_queue
 
     queues = [site_queue(n) for n in site] + ([CONTROL_QUEUE] if control else [])
-    app.worker_main(["worker", "-Q", ",".join(queues), "-c", str(concurrency),
-                     "-n", f"mpcoa-{'-'.join(site)}@%h", "--loglevel", "INFO"])
+    app.worker_main(
+        [
+            "worker",
+            "-Q",
+            ",".join(queues),
+            "-c",
+            str(concurrency),
+            "-n",
+            f"mpcoa-{'-'.join(site)}@%h",
+            "--loglevel",
+            "INFO",
+        ]
+    )
 
 
 def beat() -> None:

@@ -79,10 +79,14 @@ def parse_server_json(data: dict[str, Any]) -> dict[str, Any]:
     """Receiver-side goodput from the server's JSON."""
     if "error" in data:
         raise ProbeError(f"iperf3 server: {data['error']}")
+    sums = [iv.get("sum", {}) for iv in data.get("intervals", [])]
+    sums = [s for s in sums if not s.get("omitted")]
+    nominal = max((float(s.get("seconds", 0.0)) for s in sums), default=0.0)
     series = []
-    for iv in data.get("intervals", []):
-        s = iv.get("sum", {})
-        if s.get("omitted"):
+    for s in sums:
+        # The last interval is a stub (a few ms) in which the receiver drains its socket buffer:
+        # its "rate" is an artifact far above the path's capacity, so it is not a sample.
+        if float(s.get("seconds", nominal)) < 0.5 * nominal:
             continue
         series.append((round(float(s["end"]), 6), float(s["bits_per_second"]) / 1e6))
     end = data.get("end", {})

@@ -27,6 +27,7 @@ from .algorithm.impact import ImpactResult, impact_from_series
 from .algorithm.regression import Sample, fit
 from .campaigns import (
     get_campaign,
+    planned_probes,
     impact_results,
     record_measurement,
     set_state,
@@ -167,7 +168,7 @@ def next_step(session: Session, campaign_id: int, prober: Prober) -> ProbeStep |
     subflows = topology_spec(get_topology(session, campaign.topology_id)).subflow_names()
     done = _done_keys(session, campaign.id)
 
-    for step in impact_steps(ccs, campaign.runs, subflows):
+    for step in impact_steps(ccs, _notes(campaign)["impact_runs"], subflows):
         if step.key not in done:
             return _within_budget(session, campaign, step)
 
@@ -204,8 +205,20 @@ def _choose_ccs(session: Session, campaign: Campaign, prober: Prober) -> bool:
         if cc not in offered
     }
     notes = _notes(campaign)
-    notes.update({"ccs": kept, "dropped_ccs": dropped, "offered_ccs": sorted(offered)})
+    # Extra rounds for the quality gate add buffer runs only: the impact phase keeps its runs.
+    notes.update(
+        {
+            "ccs": kept,
+            "dropped_ccs": dropped,
+            "offered_ccs": sorted(offered),
+            "impact_runs": campaign.runs,
+        }
+    )
     _save_notes(campaign, notes)
+    subflows = get_topology(session, campaign.topology_id).subflows
+    campaign.probes_total = planned_probes(
+        len(subflows), len(kept), len(campaign.pms), len(campaign.buffer_grid_mib), campaign.runs
+    )
     if not kept:
         _fail(
             session,
@@ -353,8 +366,13 @@ def _finish(session: Session, campaign: Campaign) -> None:
     set_state(session, campaign.id, "done")
     # Solve on the measured buffer range only: a fitted quadratic is not extrapolated.
     grid = campaign.buffer_grid_mib
-    outcome = recommend(session, topology_id=campaign.topology_id, delta=campaign.delta,
-                        bs_min_mib=min(grid), bs_max_mib=max(grid))
+    outcome = recommend(
+        session,
+        topology_id=campaign.topology_id,
+        delta=campaign.delta,
+        bs_min_mib=min(grid),
+        bs_max_mib=max(grid),
+    )
     rec = outcome.recommendation
     flags = list(rec.quality_flags or [])
     notes = _notes(campaign)

@@ -58,5 +58,6 @@ def dispatch_campaign(session: Session, campaign_id: int, settings: Settings | N
             executor(settings).submit(campaign_id)
         log.info("campaign %s handed to the %s executor", campaign_id, settings.executor)
 
-    event.listen(session, "after_commit", hand_over, once=True)
+    if settings.run_campaigns:
+        event.listen(session, "after_commit", hand_over, once=True)
     return campaign.executor

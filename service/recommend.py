@@ -17,11 +17,23 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import func, insert, literal, select
+from sqlalchemy.orm import Session, aliased, make_transient_to_detached
 
-from models import Campaign, FitRecord, Measurement, Recommendation, Topology, utcnow
+from models import (
+    ISP,
+    Campaign,
+    FitRecord,
+    ImpactFactor,
+    Measurement,
+    Recommendation,
+    Site,
+    Subflow,
+    Topology,
+    utcnow,
+)
 
 from .algorithm import topology as algo
 from .algorithm.curve import FULLMESH, PCDC
@@ -38,12 +50,11 @@ from .campaigns import (
     create_campaign,
     fit_curves,
     impact_results,
-    latest_calibrated_campaign,
     list_fits,
 )
 from .dispatch import dispatch_campaign
 from .errors import Invalid
-from .inventory import ensure_topology, get_topology, topology_spec
+from .inventory import ensure_topology, get_topology
 from .settings import Settings, get_settings
 
 STALE_AFTER_S = 30 * 24 * 3600  # data older than this is flagged "stale_data"
@@ -52,12 +63,225 @@ STALE_AFTER_S = 30 * 24 * 3600  # data older than this is flagged "stale_data"
 @dataclass
 class Outcome:
     recommendation: Recommendation
-    campaign: Campaign | None  # provisional: the campaign that will calibrate the topology
+    campaign_id: int | None  # provisional: the campaign that will calibrate the topology
     campaign_created: bool = False
+    _campaign: Campaign | None = field(default=None, repr=False)
+    _session: Session | None = field(default=None, repr=False)
 
     @property
     def provisional(self) -> bool:
         return self.recommendation.kind == "provisional"
+
+    @property
+    def campaign(self) -> Campaign | None:
+        """The campaign row, loaded on first use (a calibrated answer from the cache has none)."""
+        if self._campaign is None and self.campaign_id is not None and self._session is not None:
+            self._campaign = self._session.get(Campaign, self.campaign_id)
+        return self._campaign
+
+
+class _LRU:
+    """A small thread-safe LRU dict. Values are shared between requests: never mutate them."""
+
+    def __init__(self, size: int) -> None:
+        self._data: OrderedDict[tuple, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self._size = size
+
+    def get(self, key: tuple) -> Any:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: tuple, value: Any) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._size:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+@dataclass(frozen=True)
+class TopologySnapshot:
+    """What an answer needs of a stored topology: read in one query, built once per content.
+
+    `key` is the full content (sites, ISPs, subflows with their bandwidths and configured RTTs), so
+    any change to the topology gives another snapshot and another cache key.
+    """
+
+    id: int
+    key: tuple
+    spec: algo.Topology
+    subflows: dict[str, tuple[float, float | None]]  # name -> (bandwidth kbit/s, configured RTT ms)
+    spec_json: dict  # spec.model_dump(mode="json"): the "topology" of the stored inputs
+    rtts_ms: dict[str, float]
+
+
+@dataclass(frozen=True)
+class CampaignRef:
+    """The latest calibrated campaign of a topology, with what identifies its stored results."""
+
+    id: int
+    finished_at: datetime | None
+    updated_at: datetime | None
+    probes_done: int | None
+    model_kind: str
+    fits_count: int
+    fits_max_id: int | None
+    impacts_count: int
+    impacts_max_id: int | None
+
+
+_snapshots = _LRU(256)
+
+
+def _isp_key(isp) -> tuple:
+    return (isp.name, isp.label, isp.down_kbps, isp.up_kbps)
+
+
+def _site(name: str, isps: tuple) -> algo.Site:
+    return algo.Site(
+        name=name,
+        isps=[algo.ISP(name=n, label=lb, down_kbps=d, up_kbps=u) for n, lb, d, u in isps],
+    )
+
+
+def _snapshot(topology_id: int, local: tuple, remote: tuple, subflows: tuple) -> TopologySnapshot:
+    """local/remote: (site name, ((isp name, label, down, up), ...)); subflows: (name, bw, rtt)."""
+    key = (topology_id, local, remote, subflows)
+    snap = _snapshots.get(key)
+    if snap is None:
+        spec = algo.Topology(local=_site(*local), remote=_site(*remote))
+        snap = TopologySnapshot(
+            id=topology_id,
+            key=key,
+            spec=spec,
+            subflows={name: (bw, rtt) for name, bw, rtt in subflows},
+            spec_json=spec.model_dump(mode="json"),
+            rtts_ms={name: rtt for name, _bw, rtt in subflows if rtt is not None},
+        )
+        _snapshots.put(key, snap)
+    return snap
+
+
+def snapshot_of(topology: Topology) -> TopologySnapshot:
+    """The snapshot of an ORM topology row (inline topologies, and the fallback path)."""
+    return _snapshot(
+        topology.id,
+        (topology.local_site.name, tuple(_isp_key(i) for i in topology.local_site.isps)),
+        (topology.remote_site.name, tuple(_isp_key(i) for i in topology.remote_site.isps)),
+        tuple((sf.name, sf.bandwidth_kbps, sf.rtt_ms) for sf in topology.subflows),
+    )
+
+
+def _latest_calibrated_query(topology_id: int):
+    """`campaigns.latest_calibrated_campaign` as plain columns, with its fits'/impacts' versions.
+
+    Fits and impact factors are replaced by delete + insert (new ids), so (count, max id) changes
+    whenever they do; a campaign's own row changes bump its updated_at.
+    """
+    fits = (FitRecord.campaign_id == Campaign.id, FitRecord.model_kind == Campaign.model_kind)
+    impacts = ImpactFactor.campaign_id == Campaign.id
+    return (
+        select(
+            Campaign.id.label("campaign_id"),
+            Campaign.finished_at,
+            Campaign.updated_at,
+            Campaign.probes_done,
+            Campaign.model_kind,
+            select(func.count(FitRecord.id)).where(*fits).scalar_subquery().label("fits_count"),
+            select(func.max(FitRecord.id)).where(*fits).scalar_subquery().label("fits_max_id"),
+            select(func.count(ImpactFactor.id)).where(impacts).scalar_subquery().label("imp_count"),
+            select(func.max(ImpactFactor.id)).where(impacts).scalar_subquery().label("imp_max_id"),
+        )
+        .where(
+            Campaign.topology_id == topology_id,
+            Campaign.state == "done",
+            select(FitRecord.id).where(*fits).exists(),
+        )
+        .order_by(Campaign.finished_at.desc(), Campaign.id.desc())
+        .limit(1)
+    )
+
+
+def _campaign_ref(row) -> CampaignRef | None:
+    if row is None or row.campaign_id is None:
+        return None
+    return CampaignRef(
+        id=row.campaign_id,
+        finished_at=row.finished_at,
+        updated_at=row.updated_at,
+        probes_done=row.probes_done,
+        model_kind=row.model_kind,
+        fits_count=row.fits_count or 0,
+        fits_max_id=row.fits_max_id,
+        impacts_count=row.imp_count or 0,
+        impacts_max_id=row.imp_max_id,
+    )
+
+
+def latest_calibrated(session: Session, topology_id: int) -> CampaignRef | None:
+    return _campaign_ref(session.execute(_latest_calibrated_query(topology_id)).one_or_none())
+
+
+_LOCAL_ISP, _REMOTE_ISP = aliased(ISP), aliased(ISP)
+_LOCAL_SITE, _REMOTE_SITE = aliased(Site), aliased(Site)
+
+
+def load_for_answer(
+    session: Session, topology_id: int
+) -> tuple[TopologySnapshot, CampaignRef | None]:
+    """The topology (sites, ISPs, subflows) and its latest calibrated campaign: one round trip.
+
+    One row per subflow, each with its two ISPs and the campaign columns (the same on every row).
+    """
+    latest = _latest_calibrated_query(topology_id).subquery()
+    li, ri, ls, rs = _LOCAL_ISP, _REMOTE_ISP, _LOCAL_SITE, _REMOTE_SITE
+    rows = session.execute(
+        select(
+            ls.name.label("local_site"),
+            rs.name.label("remote_site"),
+            li.id.label("li_id"), li.position.label("li_pos"), li.name.label("li_name"),
+            li.label.label("li_label"), li.down_kbps.label("li_down"), li.up_kbps.label("li_up"),
+            ri.id.label("ri_id"), ri.position.label("ri_pos"), ri.name.label("ri_name"),
+            ri.label.label("ri_label"), ri.down_kbps.label("ri_down"), ri.up_kbps.label("ri_up"),
+            Subflow.name.label("sf_name"),
+            Subflow.bandwidth_kbps.label("sf_bw"),
+            Subflow.rtt_ms.label("sf_rtt"),
+            *latest.c,
+        )
+        .select_from(Subflow)
+        .join(Topology, Topology.id == Subflow.topology_id)
+        .join(ls, ls.id == Topology.local_site_id)
+        .join(rs, rs.id == Topology.remote_site_id)
+        .join(li, li.id == Subflow.local_isp_id)
+        .join(ri, ri.id == Subflow.remote_isp_id)
+        .outerjoin(latest, literal(True))
+        .where(Subflow.topology_id == topology_id)
+        .order_by(Subflow.position, Subflow.id)
+    ).all()
+    if not rows:  # unknown (404), or a topology without subflows: the ORM path says which
+        row = get_topology(session, topology_id)
+        return snapshot_of(row), latest_calibrated(session, topology_id)
+    local: dict[int, tuple] = {}
+    remote: dict[int, tuple] = {}
+    for r in rows:
+        local[r.li_id] = (r.li_pos, r.li_id, (r.li_name, r.li_label, r.li_down, r.li_up))
+        remote[r.ri_id] = (r.ri_pos, r.ri_id, (r.ri_name, r.ri_label, r.ri_down, r.ri_up))
+    first = rows[0]
+    snap = _snapshot(
+        topology_id,
+        (first.local_site, tuple(v[2] for v in sorted(local.values()))),
+        (first.remote_site, tuple(v[2] for v in sorted(remote.values()))),
+        tuple((r.sf_name, r.sf_bw, r.sf_rtt) for r in rows),
+    )
+    return snap, _campaign_ref(first)
 
 
 @dataclass(frozen=True)
@@ -122,25 +346,27 @@ def campaign_summary(session: Session, campaign: Campaign) -> CampaignSummary:
 
 
 def eq1(
-    topology: Topology, used: list[str], summary: CampaignSummary | None, obs_mib: float | None
+    topology: TopologySnapshot,
+    used: list[str],
+    summary: CampaignSummary | None,
+    obs_mib: float | None,
 ) -> dict:
     """Eq. 1 over the used subflows, or why it is unknown. Measured RTT/RTO win over configured."""
-    by_name = {sf.name: sf for sf in topology.subflows}
     rtts, rtos, bws, sources, missing = [], [], [], set(), []
     for name in used:
-        sf = by_name[name]
+        bandwidth_kbps, configured_rtt_ms = topology.subflows[name]
         measured = summary.rtt_ms.get(name) if summary else None
         if measured is not None:
             rtt_ms, source = measured, "measurements"
-        elif sf.rtt_ms is not None:
-            rtt_ms, source = sf.rtt_ms, "topology"
+        elif configured_rtt_ms is not None:
+            rtt_ms, source = configured_rtt_ms, "topology"
         else:
             missing.append(name)
             continue
         rto_measured = summary.rto_ms.get(name) if summary else None
         rtts.append(rtt_ms / 1000.0)
         rtos.append(rto_measured / 1000.0 if rto_measured else rto_from_rtt(rtt_ms / 1000.0))
-        bws.append(sf.bandwidth_kbps)
+        bws.append(bandwidth_kbps)
         sources.add(source)
     base = {"subflows": used}
     if missing:
@@ -168,15 +394,28 @@ def eq1(
     }
 
 
-def _inputs(topology: Topology, delta: float, bs_min: float, bs_max: float) -> dict:
+def _inputs(topology: TopologySnapshot, delta: float, bs_min: float, bs_max: float) -> dict:
     return {
         "topology_id": topology.id,
-        "topology": topology_spec(topology).model_dump(mode="json"),
-        "rtts_ms": {sf.name: sf.rtt_ms for sf in topology.subflows if sf.rtt_ms is not None},
+        "topology": topology.spec_json,
+        "rtts_ms": dict(topology.rtts_ms),
         "delta": delta,
         "bs_min_mib": bs_min,
         "bs_max_mib": bs_max,
     }
+
+
+def _store(session: Session, **values: Any) -> Recommendation:
+    """One INSERT (the new id comes back with it) and the row as a persistent ORM object.
+
+    Cheaper than the unit of work for a single new row; later changes to the object (the campaign
+    runner adds flags and notes) are flushed as an UPDATE as usual.
+    """
+    result = session.connection().execute(insert(Recommendation.__table__).values(**values))
+    rec = Recommendation(id=result.inserted_primary_key[0], **values)
+    make_transient_to_detached(rec)
+    session.add(rec)
+    return rec
 
 
 def recommend(
@@ -200,40 +439,140 @@ def recommend(
     if (topology_id is None) == (topology is None):
         raise Invalid("give exactly one of topology_id and topology", ("body", "topology_id"))
     if topology is not None:
-        row = ensure_topology(session, topology, rtts_ms)
+        snap = snapshot_of(ensure_topology(session, topology, rtts_ms))
+        campaign = latest_calibrated(session, snap.id)
     else:
-        row = get_topology(session, topology_id)
+        snap, campaign = load_for_answer(session, topology_id)
         if rtts_ms:
             raise Invalid(
                 "rtts_ms goes with an inline topology; use PATCH /topologies/{id}",
                 ("body", "rtts_ms"),
             )
-    campaign = latest_calibrated_campaign(session, row.id)
     flags: list[str] = []
     if campaign is not None:
-        outcome = _calibrated(session, row, campaign, delta, bs_min_mib, bs_max_mib, flags)
+        outcome = _calibrated(session, snap, campaign, delta, bs_min_mib, bs_max_mib, flags)
         if outcome is not None:
             return outcome
-    return _provisional(session, row, delta, bs_min_mib, bs_max_mib, flags, settings)
+    return _provisional(session, snap, delta, bs_min_mib, bs_max_mib, flags, settings)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A calibrated answer without what depends on the clock (data age, stale flag) or the row.
+
+    Cached per (campaign and its results' versions, delta, bounds, topology content): a finished
+    campaign's fits, impact factors and measurements do not change. Shared: never mutated.
+    """
+
+    error: str | None = None
+    opm: str | None = None
+    occ: str | None = None
+    obs_mib: float | None = None
+    otp_mbps: float | None = None
+    tp_max_mbps: float | None = None
+    outputs: dict = field(default_factory=dict)
+    traditional: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)  # "data_age_s" filled in per request
+    flags_before_stale: tuple[str, ...] = ()
+    flags_after_stale: tuple[str, ...] = ()
+    newest_at: datetime | None = None
+
+
+_answers = _LRU(1024)
+
+
+def clear_caches() -> None:
+    """Forget every cached snapshot, answer and campaign summary (tests, or after manual edits)."""
+    _answers.clear()
+    _snapshots.clear()
+    with _summary_lock:
+        _summary_cache.clear()
 
 
 def _calibrated(
     session: Session,
-    topology: Topology,
-    campaign: Campaign,
+    topology: TopologySnapshot,
+    ref: CampaignRef,
     delta: float,
     bs_min: float,
     bs_max: float,
     flags: list[str],
 ) -> Outcome | None:
+    key = (
+        str(session.get_bind().engine.url),
+        ref.id,
+        ref.finished_at,
+        ref.updated_at,
+        ref.probes_done,
+        ref.model_kind,
+        ref.fits_count,
+        ref.fits_max_id,
+        ref.impacts_count,
+        ref.impacts_max_id,
+        delta,
+        bs_min,
+        bs_max,
+        topology.key,
+    )
+    answer = _answers.get(key)
+    campaign = None
+    if answer is None:
+        campaign = session.get(Campaign, ref.id)
+        answer = _solve_calibrated(session, topology, campaign, delta, bs_min, bs_max)
+        _answers.put(key, answer)
+    if answer.error is not None:
+        flags.append(answer.error)
+        return None
+    now = utcnow()
+    newest = answer.newest_at
+    age = (now - newest).total_seconds() if newest else None
+    flags.extend(answer.flags_before_stale)
+    if age is not None and age > STALE_AFTER_S:
+        flags.append("stale_data")
+    flags.extend(answer.flags_after_stale)
+    provenance = dict(answer.provenance)
+    provenance["data_age_s"] = age
+    rec = _store(
+        session,
+        topology_id=topology.id,
+        campaign_id=ref.id,
+        kind="calibrated",
+        delta=delta,
+        bs_min_mib=bs_min,
+        bs_max_mib=bs_max,
+        inputs=_inputs(topology, delta, bs_min, bs_max),
+        opm=answer.opm,
+        occ=answer.occ,
+        obs_mib=answer.obs_mib,
+        otp_mbps=answer.otp_mbps,
+        tp_max_mbps=answer.tp_max_mbps,
+        outputs=dict(answer.outputs),
+        traditional=dict(answer.traditional),
+        provenance=provenance,
+        quality_flags=flags,
+        created_at=now,
+    )
+    return Outcome(
+        recommendation=rec, campaign_id=ref.id, _campaign=campaign, _session=session
+    )
+
+
+def _solve_calibrated(
+    session: Session,
+    topology: TopologySnapshot,
+    campaign: Campaign,
+    delta: float,
+    bs_min: float,
+    bs_max: float,
+) -> _Answer:
     fits: list[FitRecord] = list_fits(session, campaign.id, campaign.model_kind)
     curves = [c for rec in fits for c in fit_curves(rec)]
     try:
         solution = solve(curves, delta, bs_min, bs_max)
     except ValueError as exc:
-        flags.append(f"calibration_unusable: campaign {campaign.id}: {exc}")
-        return None
-    names = topology_spec(topology).subflow_names()
+        return _Answer(error=f"calibration_unusable: campaign {campaign.id}: {exc}")
+    flags: list[str] = []
+    names = topology.spec.subflow_names()
     impacts = {r.cc: r for r in impact_results(session, campaign.id)}
     if solution.opm == FULLMESH:
         used = names
@@ -246,15 +585,12 @@ def _calibrated(
     traditional = eq1(topology, used, summary, solution.obs_mib)
     if not traditional["available"]:
         flags.append("eq1_rtt_unknown")
-    now = utcnow()
     newest = summary.newest_at or campaign.finished_at
-    age = (now - newest).total_seconds() if newest else None
-    if age is not None and age > STALE_AFTER_S:
-        flags.append("stale_data")
+    after_stale: list[str] = []
     warnings = []
     for rec in fits:
         if not rec.gate_passed:
-            flags.append(f"quality_gate_failed:{rec.pm}")
+            after_stale.append(f"quality_gate_failed:{rec.pm}")
         warnings.extend(f"{rec.pm}: {w}" for w in rec.warnings)
     provenance = {
         "source": "calibrated",
@@ -279,7 +615,7 @@ def _calibrated(
         "run_count": summary.run_count,
         "oldest_measurement_at": _iso(summary.oldest_at),
         "newest_measurement_at": _iso(summary.newest_at),
-        "data_age_s": age,
+        "data_age_s": None,
         "warnings": warnings,
     }
     outputs = {
@@ -310,14 +646,7 @@ def _calibrated(
         ),
         "notes": [],
     }
-    rec = Recommendation(
-        topology_id=topology.id,
-        campaign_id=campaign.id,
-        kind="calibrated",
-        delta=delta,
-        bs_min_mib=bs_min,
-        bs_max_mib=bs_max,
-        inputs=_inputs(topology, delta, bs_min, bs_max),
+    return _Answer(
         opm=solution.opm,
         occ=solution.occ,
         obs_mib=solution.obs_mib,
@@ -326,24 +655,22 @@ def _calibrated(
         outputs=outputs,
         traditional=traditional,
         provenance=provenance,
-        quality_flags=flags,
-        created_at=now,
+        flags_before_stale=tuple(flags),
+        flags_after_stale=tuple(after_stale),
+        newest_at=newest,
     )
-    session.add(rec)
-    session.flush()
-    return Outcome(recommendation=rec, campaign=campaign)
 
 
 def _provisional(
     session: Session,
-    topology: Topology,
+    topology: TopologySnapshot,
     delta: float,
     bs_min: float,
     bs_max: float,
     flags: list[str],
     settings: Settings,
 ) -> Outcome:
-    spec = topology_spec(topology)
+    spec = topology.spec
     homogeneous = spec.is_homogeneous()
     opm = FULLMESH if homogeneous else PCDC
     names = spec.subflow_names()
@@ -415,7 +742,9 @@ def _provisional(
     )
     session.add(rec)
     session.flush()
-    return Outcome(recommendation=rec, campaign=campaign, campaign_created=created)
+    return Outcome(
+        recommendation=rec, campaign_id=campaign.id, campaign_created=created, _campaign=campaign
+    )
 
 
 def _iso(value: datetime | None) -> str | None:

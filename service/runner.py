@@ -163,8 +163,13 @@ class InProcessExecutor:
         """Queue every queued or running campaign (after a restart of the process)."""
         engine = get_engine(self.settings)
         with session_scope(engine) as s:
-            ids = list(s.scalars(select(Campaign.id).where(
-                Campaign.state.in_(("queued", "running"))).order_by(Campaign.id)))
+            ids = list(
+                s.scalars(
+                    select(Campaign.id)
+                    .where(Campaign.state.in_(("queued", "running")))
+                    .order_by(Campaign.id)
+                )
+            )
             for cid in ids:  # whoever held a lease before the restart is gone
                 calibration.drop_lease(s, cid)
         for cid in ids:
@@ -183,8 +188,9 @@ class InProcessExecutor:
             try:
                 run_campaign(campaign_id, settings=self.settings, stop=self._stop)
             except Exception:
-                log.exception("campaign %s: the in-process executor stopped on an error",
-                              campaign_id)
+                log.exception(
+                    "campaign %s: the in-process executor stopped on an error", campaign_id
+                )
 
 
 _executor: InProcessExecutor | None = None

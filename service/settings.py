@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     campaign_buffer_grid_mib: list[float] | None = Field(
         default=None, description="unset: the paper's 0.5..30 MiB in 0.5 MiB steps"
     )
+    # False: campaigns are queued and recorded but nothing runs them in this process or sends
+    # them to Celery (API tests; a deployment that runs them with `mpcoa calibrate`).
+    run_campaigns: bool = True
     # Probes (issue 5): the tool, and what a failing probe gets before it is recorded as failed.
     iperf3_binary: str = "iperf3"
     probe_retries: int = Field(default=3, ge=0, le=20)

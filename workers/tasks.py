@@ -44,8 +44,14 @@ def send_advance(campaign_id: int, countdown: float | None = None) -> None:
     advance_campaign.apply_async((campaign_id,), queue=site_queue(local), countdown=countdown)
 
 
-@app.task(name="mpcoa.advance_campaign", bind=True, autoretry_for=TRANSIENT, retry_backoff=True,
-          retry_backoff_max=60, max_retries=None)
+@app.task(
+    name="mpcoa.advance_campaign",
+    bind=True,
+    autoretry_for=TRANSIENT,
+    retry_backoff=True,
+    retry_backoff_max=60,
+    max_retries=None,
+)
 def advance_campaign(self, campaign_id: int) -> str:
     try:
         with session_scope() as s:
@@ -64,8 +70,14 @@ def advance_campaign(self, campaign_id: int) -> str:
     return f"sent {step.describe()}"
 
 
-@app.task(name="mpcoa.run_probe", bind=True, autoretry_for=TRANSIENT, retry_backoff=True,
-          retry_backoff_max=60, max_retries=None)
+@app.task(
+    name="mpcoa.run_probe",
+    bind=True,
+    autoretry_for=TRANSIENT,
+    retry_backoff=True,
+    retry_backoff_max=60,
+    max_retries=None,
+)
 def run_probe(self, campaign_id: int, step_data: dict, lease: str) -> str:
     settings = get_settings()
     step = calibration.ProbeStep.from_dict(step_data)
@@ -78,14 +90,18 @@ def run_probe(self, campaign_id: int, step_data: dict, lease: str) -> str:
             retries = self.request.retries
             if retries < settings.probe_retries:
                 countdown = get_exponential_backoff_interval(
-                    factor=settings.probe_retry_backoff_s, retries=retries, maximum=60,
-                    full_jitter=False)
+                    factor=settings.probe_retry_backoff_s,
+                    retries=retries,
+                    maximum=60,
+                    full_jitter=False,
+                )
                 raise self.retry(
                     exc=exc, countdown=countdown, max_retries=settings.probe_retries
                 ) from exc
             with session_scope() as s:
-                calibration.record_failure(s, campaign_id, step,
-                                           f"{exc} (after {retries + 1} attempts)")
+                calibration.record_failure(
+                    s, campaign_id, step, f"{exc} (after {retries + 1} attempts)"
+                )
         else:
             with session_scope() as s:
                 calibration.store_result(s, campaign_id, step, result)
@@ -96,8 +112,9 @@ def run_probe(self, campaign_id: int, step_data: dict, lease: str) -> str:
     return step.describe()
 
 
-@app.task(name="mpcoa.resume_campaigns", autoretry_for=TRANSIENT, retry_backoff=True,
-          max_retries=None)
+@app.task(
+    name="mpcoa.resume_campaigns", autoretry_for=TRANSIENT, retry_backoff=True, max_retries=None
+)
 def resume_campaigns() -> list[int]:
     """Advance every queued/running campaign that no live lease holds."""
     with session_scope() as s:
@@ -107,8 +124,9 @@ def resume_campaigns() -> list[int]:
     return ids
 
 
-@app.task(name="mpcoa.recalibrate_due", autoretry_for=TRANSIENT, retry_backoff=True,
-          max_retries=None)
+@app.task(
+    name="mpcoa.recalibrate_due", autoretry_for=TRANSIENT, retry_backoff=True, max_retries=None
+)
 def recalibrate_due() -> list[int]:
     """Beat: a new campaign for every topology whose recalibration schedule is due (each is
     dispatched to its site's queue once the transaction commits)."""

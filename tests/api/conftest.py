@@ -43,7 +43,10 @@ HAW = {
 
 @pytest.fixture
 def settings(tmp_path, pg_database_url) -> Settings:
-    return Settings(database_url=pg_database_url, data_dir=tmp_path, _env_file=None)
+    # The API's own tests only queue campaigns; running them is tests/workers' business.
+    return Settings(
+        database_url=pg_database_url, data_dir=tmp_path, run_campaigns=False, _env_file=None
+    )
 
 
 @pytest.fixture

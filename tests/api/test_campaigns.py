@@ -107,6 +107,7 @@ def test_tokens_are_stored_hashed_and_can_be_revoked(client, db_session, token, 
 
 def test_reads_need_a_token_when_configured(pg_database_url, session_factory, auth, tmp_path):
     settings = Settings(database_url=pg_database_url, data_dir=tmp_path, reads_need_token=True,
+                        run_campaigns=False,
                         _env_file=None)
     with TestClient(create_app(settings, session_factory=session_factory)) as c:
         assert c.get("/sites").status_code == 401

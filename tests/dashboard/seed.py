@@ -4,6 +4,7 @@
   impact factors (some Omegas of the other sign), and a finished one whose impact factors and fits
   are derived by the service from recorded runs (Table 2 Omegas; Table 4 curves plus noise).
 - UiT -> HAW with a running campaign (for the live progress) and nothing else (empty states).
+- UNIS -> HiN with a finished campaign whose runs are so noisy that its fits fail the quality gate.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class Seeded:
     campaign_id: int
     empty_topology_id: int  # UiT -> HAW, nothing measured yet
     running_campaign_id: int
+    noisy_topology_id: int  # UNIS -> HiN, fits below the quality gate
+    noisy_campaign_id: int
     omegas: dict[tuple[str, str], float]  # (subflow, cc) -> stored Omega of the newest campaign
 
 
@@ -80,6 +83,11 @@ def seed(session: Session) -> Seeded:
         duration_s=5,
     )
     campaigns.set_state(session, running.id, "running")
+
+    unis = inventory.create_site(session, site("UNIS"))
+    hin = inventory.create_site(session, site("HiN"))
+    noisy = inventory.create_topology(session, unis.id, hin.id)
+    noisy_campaign = _noisy_calibration(session, noisy.id)
     session.commit()
 
     omegas = {
@@ -87,7 +95,43 @@ def seed(session: Session) -> Seeded:
         for r in campaigns.impact_results(session, campaign.id)
         for sf, value in r.omegas.items()
     }
-    return Seeded(topology.id, old.id, campaign.id, empty.id, running.id, omegas)
+    return Seeded(
+        topology.id, old.id, campaign.id, empty.id, running.id, noisy.id, noisy_campaign.id, omegas
+    )
+
+
+def _noisy_calibration(session: Session, topology_id: int):
+    """Buffer-phase runs of UNIS-HiN (Table 4) drowned in noise: R^2 well below 0.90."""
+    rng = np.random.default_rng(5)
+    campaign = campaigns.create_campaign(
+        session, topology_id, ccs=list(CCS), buffer_grid_mib=GRID, runs=RUNS, duration_s=10
+    )
+    campaigns.set_state(session, campaign.id, "running")
+    start = datetime.now(UTC) - timedelta(days=1)
+    for pm, curves in TABLE4["UNIS-HiN"].items():
+        for cc, (a, b, c) in curves.items():
+            for bs in GRID:
+                for run in range(RUNS):
+                    tp = a + b * bs + c * bs * bs + rng.normal(0, 70.0)
+                    campaigns.record_measurement(
+                        session,
+                        campaign.id,
+                        phase="buffer",
+                        pm=pm,
+                        cc=cc,
+                        bs_mib=bs,
+                        run=run,
+                        subflows=["U-U"],
+                        duration_s=10,
+                        goodput_mbps=[max(tp, 1.0)] * 3,
+                        tool="synthetic",
+                        started_at=start,
+                        finished_at=start,
+                    )
+    fits = campaigns.fit_from_measurements(session, campaign.id)
+    campaigns.store_fits(session, campaign.id, fits)
+    campaigns.set_state(session, campaign.id, "done")
+    return campaign
 
 
 def _calibrate(session: Session, topology_id: int, subflows: list[str]):

@@ -38,6 +38,7 @@ def pages(s) -> dict[str, str]:
         "empty-impact": f"/dashboard/topologies/{e}/impact",
         "empty-fits": f"/dashboard/topologies/{e}/fits",
         "empty-recommendations": f"/dashboard/topologies/{e}/recommendations",
+        "fits-gate-failed": f"/dashboard/topologies/{s.noisy_topology_id}/fits",
     }
 
 
@@ -70,6 +71,8 @@ def test_every_page_loads_without_console_errors_and_fits_a_laptop_screen(live, 
         page.wait_for_selector("canvas.fit-chart[data-rendered=yes]")
     assert page.locator("h1").first.inner_text().strip()
     assert page.title().endswith("· mpcoa")
+    if name in EMPTY_STATES:
+        assert page.locator(EMPTY_STATES[name]).inner_text().strip()
     # Readable on a 1366x768 laptop screen: nothing forces a horizontal scroll bar.
     widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
     assert widths[0] <= widths[1], f"{name}: page is {widths[0]} px wide on a {widths[1]} px screen"

@@ -1,0 +1,145 @@
+"""Scheduled recalibration per topology, its history, and the change events it raised."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Response, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.deps import Limit, Offset, SessionDep, commit, require_read, require_write
+from api.schemas import MAX_ID, CampaignParametersIn
+from service import schedules as svc
+
+Id = Annotated[int, Path(ge=1, le=MAX_ID)]
+router = APIRouter(tags=["recalibration"])
+
+
+class ScheduleIn(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"cron": "0 3 * * *", "enabled": True, "parameters": {"runs": 3, "duration_s": 30}}
+            ]
+        },
+    )
+
+    cron: str = Field(min_length=9, max_length=120, description="5-field cron, UTC")
+    enabled: bool = True
+    parameters: CampaignParametersIn = Field(default_factory=CampaignParametersIn)
+
+
+class ScheduleOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    topology_id: int
+    cron: str
+    enabled: bool
+    parameters: dict[str, Any]
+    last_run_at: datetime | None
+    last_campaign_id: int | None
+    next_run_at: datetime
+
+    @classmethod
+    def of(cls, row) -> ScheduleOut:
+        return cls(
+            topology_id=row.topology_id,
+            cron=row.cron,
+            enabled=row.enabled,
+            parameters=row.parameters,
+            last_run_at=row.last_run_at,
+            last_campaign_id=row.last_campaign_id,
+            next_run_at=svc.next_run(row),
+        )
+
+
+class HistoryEntry(BaseModel):
+    campaign_id: int
+    reason: str
+    finished_at: datetime | None
+    recommendation_id: int | None
+    opm: str | None
+    occ: str | None
+    obs_mib: float | None
+    otp_mbps: float | None
+
+
+class EventOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    topology_id: int
+    campaign_id: int
+    previous_campaign_id: int | None
+    kind: Literal["opm_changed", "occ_changed", "obs_moved", "omega_sign_changed"]
+    subject: str
+    before: Any
+    after: Any
+    change_pct: float | None
+    created_at: datetime
+
+
+@router.put(
+    "/topologies/{topology_id}/schedule",
+    response_model=ScheduleOut,
+    dependencies=[Depends(require_write)],
+    responses={401: {"description": "no valid token"}, 404: {"description": "unknown topology"}},
+)
+def put_schedule(topology_id: Id, body: ScheduleIn, session: SessionDep):
+    """Set (or replace) the topology's recalibration schedule; beat queues a campaign when due."""
+    row = svc.set_schedule(
+        session, topology_id, body.cron, body.enabled, body.parameters.model_dump(exclude_none=True)
+    )
+    commit(session)
+    return ScheduleOut.of(row)
+
+
+@router.get(
+    "/topologies/{topology_id}/schedule",
+    response_model=ScheduleOut,
+    dependencies=[Depends(require_read)],
+    responses={404: {"description": "unknown topology, or no schedule"}},
+)
+def get_schedule(topology_id: Id, session: SessionDep):
+    return ScheduleOut.of(svc.get_schedule(session, topology_id))
+
+
+@router.delete(
+    "/topologies/{topology_id}/schedule",
+    status_code=status.HTTP_204_NO_CONTENT,
+    dependencies=[Depends(require_write)],
+    responses={
+        401: {"description": "no valid token"},
+        404: {"description": "unknown topology, or no schedule"},
+    },
+)
+def delete_schedule(topology_id: Id, session: SessionDep):
+    svc.delete_schedule(session, topology_id)
+    commit(session)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get(
+    "/topologies/{topology_id}/history",
+    response_model=list[HistoryEntry],
+    dependencies=[Depends(require_read)],
+    responses={404: {"description": "unknown topology"}},
+)
+def get_history(topology_id: Id, session: SessionDep):
+    """Every finished calibration of the topology, newest first, with its recommendation."""
+    return svc.calibration_history(session, topology_id)
+
+
+@router.get(
+    "/topologies/{topology_id}/events",
+    response_model=list[EventOut],
+    dependencies=[Depends(require_read)],
+    responses={404: {"description": "unknown topology"}},
+)
+def get_events(topology_id: Id, session: SessionDep, limit: Limit = 100, offset: Offset = 0):
+    """OPM/OCC changes, OBS moves over 10 % and impact-factor sign changes between calibrations."""
+    return [
+        EventOut.model_validate(e) for e in svc.list_events(session, topology_id, limit, offset)
+    ]
