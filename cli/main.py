@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import typer
 
+from cli.algorithm import register as register_algorithm
+from cli.demo import register as register_demo
+from cli.serve import register as register_serve
+from cli.testbed import app as testbed_app
+from cli.workers import register as register_workers
+
 app = typer.Typer(
     name="mpcoa",
     help="Measure, fit and recommend MPTCP path manager, congestion control and buffer size.",
@@ -11,14 +17,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# --- sub-apps and commands from other modules are registered below this line ---
-from cli.algorithm import register as register_algorithm  # noqa: E402
-
-register_algorithm(app)
-
-from cli.serve import register as register_serve  # noqa: E402
-
-register_serve(app)
-from cli.testbed import app as testbed_app  # noqa: E402
-
-app.add_typer(testbed_app, name="testbed")
+register_algorithm(app)  # solve, fit, impact, recommend
+register_serve(app)  # serve, db, token
+register_workers(app)  # calibrate, worker, beat
+register_demo(app)  # demo
+app.add_typer(testbed_app, name="testbed")  # testbed up | down | status

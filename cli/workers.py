@@ -115,7 +115,6 @@ def _print_outcome(cid: int, state: str) -> None:
 def worker(
     site: Annotated[list[str], typer.Option("--site", help="serve this site's queue (repeat)")],
     control: Annotated[bool, typer.Option(help="also consume the control queue")] = True,
-    concurrency: Annotated[int, typer.Option(min=1, max=8)] = 1,
 ) -> None:
     """A Celery worker for the given sites' queues (site.<name>); needs MPCOA_BROKER_URL."""
     import re
@@ -131,19 +130,12 @@ def worker(
     from workers.app import CONTROL_QUEUE, app, site_queue
 
     queues = [site_queue(n) for n in site] + ([CONTROL_QUEUE] if control else [])
-    app.worker_main(
-        [
-            "worker",
-            "-Q",
-            ",".join(queues),
-            "-c",
-            str(concurrency),
-            "-n",
-            f"mpcoa-{'-'.join(site)}@%h",
-            "--loglevel",
-            "INFO",
-        ]
-    )
+    # solo pool: the probe runs in the worker process itself, one at a time per site, and a
+    # killed worker takes its probe with it (the task is delivered again: acks_late).
+    app.worker_main([
+        "worker", "-Q", ",".join(queues), "-P", "solo",
+        "-n", f"mpcoa-{'-'.join(site)}@%h", "--loglevel", "INFO",
+    ])
 
 
 def beat() -> None:

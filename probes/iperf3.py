@@ -217,9 +217,19 @@ class Iperf3Backend:
                         pair.sender(client_argv), capture_output=True, text=True,
                         timeout=request.duration_s + 30, check=False)
                     client_out, client_err = cp.stdout, cp.stderr
+                except subprocess.TimeoutExpired:
+                    raise ProbeError(f"iperf3 client: no end after {request.duration_s + 30} s"
+                                     ) from None
                 finally:
                     poller.stop()
-            server_out, server_err = server.communicate(timeout=15)
+            if cp.returncode != 0 and not client_out.strip():
+                # The client died before it connected: the one-shot server would wait for ever.
+                raise ProbeError(f"iperf3 client exited with status {cp.returncode}: "
+                                 f"{client_err.strip()[:300]}")
+            try:
+                server_out, server_err = server.communicate(timeout=15)
+            except subprocess.TimeoutExpired:
+                raise ProbeError("iperf3 server: no result 15 s after the client ended") from None
         finally:
             if server.poll() is None:
                 kill_pid(server.pid)

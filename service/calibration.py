@@ -27,8 +27,8 @@ from .algorithm.impact import ImpactResult, impact_from_series
 from .algorithm.regression import Sample, fit
 from .campaigns import (
     get_campaign,
-    planned_probes,
     impact_results,
+    planned_probes,
     record_measurement,
     set_state,
     store_fits,
@@ -375,20 +375,30 @@ def _finish(session: Session, campaign: Campaign) -> None:
     )
     rec = outcome.recommendation
     flags = list(rec.quality_flags or [])
-    notes = _notes(campaign)
-    if failed:
-        flags.append(f"missing_measurements:{len(failed)}")
+    flags += [f for f in campaign_flags(_notes(campaign)) if f not in flags]
+    rec.quality_flags = flags
+    rec.provenance = {**(rec.provenance or {}), "campaign_notes": _public_notes(campaign)}
+    _note(campaign, "recommendation_id", rec.id)
+    session.flush()
+    record_events(session, campaign)
+
+
+def _public_notes(campaign: Campaign) -> dict:
+    return {k: v for k, v in _notes(campaign).items() if k != "lease"}
+
+
+def campaign_flags(notes: dict) -> list[str]:
+    """What a recommendation from this campaign must say is missing from its data."""
+    flags = []
+    if notes.get("failed_probes"):
+        flags.append(f"missing_measurements:{len(notes['failed_probes'])}")
     if notes.get("dropped_ccs"):
         flags.append("dropped_ccs:" + ",".join(sorted(notes["dropped_ccs"])))
     if notes.get("unfitted_arms"):
         flags.append("unfitted_arms:" + ",".join(notes["unfitted_arms"]))
     if notes.get("budget_exhausted"):
         flags.append("budget_exhausted")
-    rec.quality_flags = flags
-    rec.provenance = {**(rec.provenance or {}), "campaign_notes": notes}
-    _note(campaign, "recommendation_id", rec.id)
-    session.flush()
-    record_events(session, campaign)
+    return flags
 
 
 def _failed_entry(m: Measurement) -> dict:

@@ -121,7 +121,9 @@ def _measure_with_retries(engine, campaign_id, step, request, prober, settings, 
     for attempt in range(settings.probe_retries + 1):
         try:
             result = prober.measure(request)
-        except ProbeError as exc:
+        except Exception as exc:  # any crash of a probe is a failed probe, never a stuck campaign
+            if not isinstance(exc, ProbeError):
+                log.exception("campaign %s: probe crashed", campaign_id)
             log.warning("campaign %s: %s failed (%s)", campaign_id, step.describe(), exc)
             if attempt == settings.probe_retries:
                 with session_scope(engine) as s:

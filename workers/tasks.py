@@ -86,7 +86,9 @@ def run_probe(self, campaign_id: int, step_data: dict, lease: str) -> str:
     if request is not None:
         try:
             result = _prober(campaign_id).measure(request)
-        except ProbeError as exc:
+        except Exception as exc:  # any crash of a probe is a failed probe, never a stuck campaign
+            if not isinstance(exc, ProbeError):
+                log.exception("campaign %s: probe crashed", campaign_id)
             retries = self.request.retries
             if retries < settings.probe_retries:
                 countdown = get_exponential_backoff_interval(

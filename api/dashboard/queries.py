@@ -273,9 +273,16 @@ def fits_page(
     )
     page["fits"] = fits
     lo, hi = DEFAULT_BS_MIN_MIB, DEFAULT_BS_MAX_MIB
-    curves = [c for rec in fits for c in campaign_svc.fit_curves(rec)]
+    curves_of: dict[int, list] = {}
+    for rec in fits:
+        try:
+            curves_of[rec.id] = campaign_svc.fit_curves(rec)
+        except ValueError as exc:  # a stored curve with a non-finite coefficient
+            curves_of[rec.id] = []
+            page["solve_error"] = f"{rec.pm}: {exc}"
+    curves = [c for rec in fits for c in curves_of[rec.id]]
     solution = None
-    if curves:
+    if curves and page["solve_error"] is None:
         try:
             solution = solve(curves, delta, lo, hi)
         except ValueError as exc:
@@ -287,7 +294,7 @@ def fits_page(
     xs = [lo + k * CURVE_STEP_MIB for k in range(steps + 1)]
     for rec in fits:
         series = []
-        for curve in campaign_svc.fit_curves(rec):
+        for curve in curves_of[rec.id]:
             arm = arms.get((curve.pm, curve.cc))
             series.append(
                 {

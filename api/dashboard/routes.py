@@ -130,6 +130,7 @@ env = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+env.tests["match_prefix"] = lambda value, prefix: str(value).startswith(prefix)
 env.filters.update(
     num=_num,
     pvalue=_pvalue,

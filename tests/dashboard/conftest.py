@@ -83,7 +83,8 @@ def live(dashboard_db, tmp_path_factory) -> Iterator[Live]:
 
     url, seeded, token = dashboard_db
     data_dir = tmp_path_factory.mktemp("dashboard-data")
-    settings = Settings(database_url=url, data_dir=data_dir, _env_file=None)
+    # Campaigns are recorded but never run here: the tests play the workers themselves.
+    settings = Settings(database_url=url, data_dir=data_dir, run_campaigns=False, _env_file=None)
     app = create_app(settings)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

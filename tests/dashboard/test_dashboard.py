@@ -22,7 +22,7 @@ SRL_HU_SUBFLOWS = list(TABLE2["SRL-HU"])
 
 
 def pages(s) -> dict[str, str]:
-    """Every dashboard page, for the seeded data (calibrated topology and an empty one)."""
+    """Every dashboard page, for the seeded data (calibrated, empty and badly fitted topologies)."""
     t, e = s.topology_id, s.empty_topology_id
     return {
         "index": "/dashboard/",
@@ -56,7 +56,14 @@ PAGE_NAMES = [
     "empty-impact",
     "empty-fits",
     "empty-recommendations",
+    "fits-gate-failed",
 ]
+# Honest empty states: what is missing is said, on the page.
+EMPTY_STATES = {
+    "empty-impact": "#empty-impact",
+    "empty-fits": "#empty-fits",
+    "empty-recommendations": "#empty-recommendations",
+}
 
 
 @pytest.mark.parametrize("name", PAGE_NAMES)
@@ -203,6 +210,7 @@ def test_a_recommendation_posted_through_the_api_appears_on_its_pages(live, tab)
     text = page.locator("#recommendation").inner_text()
     assert f"{rec['obs_mib']:.2f} MiB" in text and rec["occ"] in text
     assert page.locator("#arms-table tbody tr").count() == len(rec["arms"]) == 12
+    assert page.locator(".warn-banner").count() == 0  # the SRL-HU fits pass the gate
     page.screenshot(path=str(live.shots / "recommendation.png"), full_page=True)
     # The topology page shows it as the latest.
     page.goto(live.url(f"/dashboard/topologies/{s.topology_id}"))
@@ -310,3 +318,31 @@ def test_chart_library_is_served_from_the_project(live):
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/javascript")
     assert r.text.startswith("/*!\n * Chart.js v4.")
+
+
+def test_a_failed_quality_gate_is_shown_on_the_fits_and_on_the_answer(live, tab):
+    s = live.seeded
+    with live.session_factory() as session:
+        stored = {f.pm: f for f in campaigns.list_fits(session, s.noisy_campaign_id)}
+    assert stored and not any(f.gate_passed for f in stored.values())
+    page = tab.page
+    page.goto(live.url(f"/dashboard/topologies/{s.noisy_topology_id}/fits"))
+    page.wait_for_selector("canvas.fit-chart[data-rendered=yes]")
+    for pm, fit in stored.items():
+        head = page.locator(f"#pm-{pm.lower()} .fit-head").inner_text()
+        assert "quality gate FAILED" in head
+        assert f"R² = {fit.r2:.3f}" in head
+        assert f"n = {fit.n}" in head
+    r = _post_recommendation(live, {"topology_id": s.noisy_topology_id})
+    assert r.status_code == 200, r.text
+    rec = r.json()
+    gate_flags = [f for f in rec["quality_flags"] if f.startswith("quality_gate_failed")]
+    assert len(gate_flags) == len(stored)
+    page.goto(live.url(f"/dashboard/recommendations/{rec['id']}"))
+    shown = page.locator("#recommendation .flag.flag-bad").all_inner_texts()
+    assert sorted(shown) == sorted(gate_flags)
+    assert "Low confidence" in page.locator("#recommendation .warn-banner").inner_text()
+    assert page.locator("#recommendation").get_by_text("gate FAILED").count() == 0
+    assert page.get_by_text("gate FAILED").count() == len(stored)  # provenance, per fit
+    page.screenshot(path=str(live.shots / "recommendation-gate-failed.png"), full_page=True)
+    assert tab.errors == [], tab.errors

@@ -1,0 +1,9 @@
+"""`mpcoa demo`: placeholder replaced below."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    pass

@@ -1,0 +1,167 @@
+"""Fixtures for campaigns run for real: a committed PostgreSQL database, a Redis broker database,
+an emulated testbed, and real Celery workers in their own process groups; all torn down even
+when a test fails."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from probes import testbed as tbmod
+from probes.netns import list_netns
+from probes.spec import parse_spec
+from service import db
+from tests.conftest import create_database, drop_database, pg_url
+
+BIN = Path(sys.executable).parent
+REDIS_HOST = os.environ.get("MPCOA_TEST_REDIS_HOST", "127.0.0.1")
+
+
+def site_names() -> tuple[str, str]:
+    tag = secrets.token_hex(3)
+    return f"Lo{tag}", f"Re{tag}"
+
+
+def testbed_spec(name: str, local: str, remote: str):
+    """2 x 1: a fast and a slow uplink to one receiver ISP; 2 subflows."""
+    return parse_spec({
+        "name": name,
+        "sites": [
+            {"name": local, "isps": [
+                {"name": "Fiber", "label": "F", "down_kbps": 12000, "up_kbps": 12000},
+                {"name": "Adsl", "label": "A", "down_kbps": 8000, "up_kbps": 3000}]},
+            {"name": remote, "isps": [
+                {"name": "Uni", "label": "U", "down_kbps": 20000, "up_kbps": 20000}]},
+        ],
+        "defaults": {"delay_ms": 10},
+        "paths": {"A-U": {"delay_ms": 40}},
+    })
+
+
+def topology_body(local: str, remote: str) -> dict:
+    return {
+        "local": {"name": local, "isps": [
+            {"name": "Fiber", "label": "F", "down_kbps": 12000, "up_kbps": 12000},
+            {"name": "Adsl", "label": "A", "down_kbps": 8000, "up_kbps": 3000}]},
+        "remote": {"name": remote, "isps": [
+            {"name": "Uni", "label": "U", "down_kbps": 20000, "up_kbps": 20000}]},
+    }
+
+
+@pytest.fixture(scope="module")
+def committed_db() -> Iterator[str]:
+    """A database of its own whose rows are really committed (workers are other processes)."""
+    name = create_database("mpcoa_wk")
+    url = pg_url(name)
+    try:
+        db.upgrade(url)
+        yield url
+    finally:
+        for key in [k for k in db._engines if name in k]:
+            db._engines.pop(key).dispose()
+        drop_database(name)
+
+
+@pytest.fixture(scope="module")
+def broker_url() -> Iterator[str]:
+    """A Redis database number of its own, emptied afterwards."""
+    index = secrets.randbelow(14) + 2
+    url = f"redis://{REDIS_HOST}:6379/{index}"
+    client = redis.Redis(host=REDIS_HOST, port=6379, db=index)
+    client.ping()
+    try:
+        yield url
+    finally:
+        client.flushdb()
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def sites() -> tuple[str, str]:
+    return site_names()
+
+
+@pytest.fixture(scope="module")
+def testbed(sites) -> Iterator[tbmod.Testbed]:
+    name = f"w{secrets.token_hex(3)}"
+    try:
+        yield tbmod.up(testbed_spec(name, *sites))
+    finally:
+        tbmod.down(name)
+        assert not [n for n in list_netns() if n.startswith(f"mpcoa-{name}-")]
+
+
+def worker_env(database_url: str, broker: str, tmp: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MPCOA_")}
+    env.update({
+        "MPCOA_DATABASE_URL": database_url,
+        "MPCOA_BROKER_URL": broker,
+        "MPCOA_DATA_DIR": str(tmp),
+        "MPCOA_BROKER_VISIBILITY_TIMEOUT_S": "8",
+        "MPCOA_PROBE_RETRY_BACKOFF_S": "0.2",
+        **extra,
+    })
+    return env
+
+
+class Workers:
+    """Real `mpcoa worker` processes, each in its own process group (killed as a whole)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, site: str, env: dict[str, str]) -> subprocess.Popen:
+        log = open(self.tmp / f"worker-{len(self.procs)}.log", "w")  # noqa: SIM115
+        proc = subprocess.Popen(
+            [str(BIN / "mpcoa"), "worker", "--site", site], env=env, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def kill(self, proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+        if proc.poll() is None:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=30)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=10)
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text()[-3000:] for p in sorted(self.tmp.glob("worker-*.log")))
+
+
+@pytest.fixture
+def workers(tmp_path) -> Iterator[Workers]:
+    w = Workers(tmp_path)
+    try:
+        yield w
+    finally:
+        w.stop_all()
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval=0.5):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
