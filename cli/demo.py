@@ -1,9 +1,264 @@
-"""`mpcoa demo`: placeholder replaced below."""
+"""`mpcoa demo`: the whole product in one command, on one machine.
+
+An emulated two-site testbed (a scaled paper scenario), the REST API with its dashboard on the
+embedded default (SQLite, campaigns run in-process by the same steps Celery workers run), the
+topology POSTed like a user would, a reduced campaign with a progress bar, and the answer.
+Ctrl-C (or the end, with --no-serve) tears everything down.
+"""
 
 from __future__ import annotations
 
+import os
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from cli.algorithm import fail
+
+console = Console()
+
+# Buffers scaled like the rates (the scenarios run at 0.2 of Table 1): from well under to well
+# over the paths' bandwidth-delay products, so the curve has a shape to fit.
+DEMO_BUFFERS_MIB = [0.03125, 0.0625, 0.125, 0.25, 0.5, 1.0]
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _topology_body(spec) -> tuple[dict, dict]:
+    """The testbed's two sites as the API takes them: the rates the testbed really has."""
+    local, remote = spec.sites
+    body = {
+        "local" if site is local else "remote": {
+            "name": site.name,
+            "isps": [
+                {
+                    "name": isp.name,
+                    "label": isp.label,
+                    "down_kbps": spec.rate_kbps(site.name, isp.label, "down"),
+                    "up_kbps": spec.rate_kbps(site.name, isp.label, "up"),
+                }
+                for isp in site.isps
+            ],
+        }
+        for site in (local, remote)
+    }
+    rtts = {
+        name: 2 * spec.path(*name.split("-")).delay_ms
+        for name in spec.subflow_names(local.name, remote.name)
+    }
+    return body, rtts
+
+
+def demo(
+    scenario: Annotated[str, typer.Option(help="srl-hu | unis-hin | uit-haw")] = "unis-hin",
+    port: Annotated[int, typer.Option(min=1024, max=65535)] = 8000,
+    runs: Annotated[int, typer.Option(min=1, max=9)] = 2,
+    duration: Annotated[float, typer.Option(min=1, max=60, help="T per probe, s")] = 3.0,
+    serve: Annotated[bool, typer.Option(help="keep the API and dashboard up until Ctrl-C")] = True,
+    data_dir: Annotated[Path | None, typer.Option(help="default: a new temporary folder")] = None,
+) -> None:
+    """Testbed + API + a reduced calibration campaign + the recommendation, in one command."""
+    from probes.netns import list_netns  # noqa: F401  (fails early without iproute2)
+    from probes.spec import SpecError, load_spec, scenario_path
+
+    if os.geteuid() != 0:
+        fail("the emulated testbed needs root (network namespaces, qdiscs, a TUN device)")
+    if not _free(port):
+        fail(f"--port: 127.0.0.1:{port} is in use")
+    try:
+        spec = load_spec(scenario_path(scenario))
+    except (SpecError, KeyError, OSError) as exc:
+        fail(f"--scenario: {exc}")
+    data = data_dir or Path(tempfile.mkdtemp(prefix="mpcoa-demo-"))
+    _configure(data, runs, duration, port)
+
+    from probes import testbed
+    from service.algorithm.curve import PATH_MANAGERS
+
+    ccs = sorted(testbed.available_congestion_controls())
+    per_run = len(ccs) * (1 + len(spec.subflow_names(*[s.name for s in spec.sites])))
+    per_run += len(PATH_MANAGERS) * len(ccs) * len(DEMO_BUFFERS_MIB)
+    os.environ["MPCOA_CAMPAIGN_CCS"] = _json(ccs)
+    # The budget is the plan: no extra rounds, so the demo's length is known in advance.
+    os.environ["MPCOA_CAMPAIGN_PROBE_SECONDS_BUDGET"] = str(per_run * runs * duration)
+    console.print(f"[bold]mpcoa demo[/]: scenario {scenario} ({spec.description}); data in {data}")
+    console.print(
+        f"plan: {len(ccs)} CCs ({', '.join(ccs)}) x 2 PM x {len(DEMO_BUFFERS_MIB)} "
+        f"buffers x {runs} runs x {duration:g} s, plus the impact phase: "
+        f"{per_run * runs} probes, {per_run * runs * duration / 60:.1f} probe-minutes"
+    )
+    server = None
+    try:
+        with console.status("bringing the emulated testbed up"):
+            testbed.up(spec)
+        server = _start_api(port)
+        _run(spec, port, serve)
+    except KeyboardInterrupt:
+        console.print("\ninterrupted")
+    finally:
+        with console.status("tearing down"):
+            from service.runner import executor
+
+            executor().stop()
+            if server is not None:
+                server.should_exit = True
+            testbed.down(spec.name)
+        console.print(f"testbed {spec.name} removed; the data stays in {data}")
+
+
+def _json(value) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def _configure(data: Path, runs: int, duration: float, port: int) -> None:
+    """The demo's settings, through the environment so every part of the process agrees."""
+    from service.settings import get_settings
+
+    for key in [k for k in os.environ if k.startswith("MPCOA_")]:
+        del os.environ[key]
+    os.environ.update(
+        {
+            "MPCOA_DATA_DIR": str(data),
+            "MPCOA_DATABASE_URL": f"sqlite:///{data / 'demo.sqlite3'}",
+            "MPCOA_CAMPAIGN_RUNS": str(runs),
+            "MPCOA_CAMPAIGN_DURATION_S": str(duration),
+            "MPCOA_CAMPAIGN_BUFFER_GRID_MIB": _json(DEMO_BUFFERS_MIB),
+            "MPCOA_PORT": str(port),
+        }
+    )
+    get_settings.cache_clear()
+
+
+def _start_api(port: int):
+    import uvicorn
+
+    from api.app import create_app
+    from service.db import upgrade
+    from service.settings import get_settings
+
+    settings = get_settings()
+    upgrade(settings.effective_database_url)
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+    )
+    threading.Thread(target=server.run, name="mpcoa-api", daemon=True).start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline:
+            fail("the API did not start")
+        time.sleep(0.05)
+    return server
+
+
+def _run(spec, port: int, serve: bool) -> None:
+    import httpx
+
+    from service import tokens
+    from service.db import session_scope
+
+    with session_scope() as s:
+        token = tokens.create_token(s, f"demo-{int(time.time())}")
+    base = f"http://127.0.0.1:{port}"
+    client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    body, rtts = _topology_body(spec)
+    r = client.post("/recommendations", json={"topology": {**body, "rtts_ms": rtts}})
+    if r.status_code not in (200, 202):
+        fail(f"POST /recommendations: {r.status_code} {r.text[:300]}")
+    first = r.json()
+    console.print(
+        f"POST /recommendations -> {r.status_code}: provisional "
+        f"{first['opm']}, buffer {_mib(first['obs_mib'])} (50 % of Eq. 1); "
+        f"campaign at {base}{first['poll_url']}"
+    )
+    campaign = _follow(client, first["poll_url"])
+    if campaign["state"] != "done":
+        fail(f"campaign {campaign['id']} {campaign['state']}: {campaign.get('error')}")
+    r = client.post("/recommendations", json={"topology_id": first["topology_id"]})
+    _show(r.json(), campaign)
+    url = f"{base}/dashboard/topologies/{first['topology_id']}"
+    console.print(f"\n[bold]dashboard[/]: {url}")
+    if serve:
+        console.print("serving the API and dashboard; press Ctrl-C to stop and tear down")
+        while True:
+            time.sleep(3600)
+
+
+def _follow(client, poll_url: str) -> dict:
+    bar = Progress(
+        TextColumn("[bold]campaign[/] {task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} probes"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    )
+    with bar:
+        task = bar.add_task("queued", total=None)
+        while True:
+            c = client.get(poll_url).json()
+            bar.update(
+                task, total=c["probes_total"], completed=c["probes_done"], description=c["state"]
+            )
+            if c["state"] in ("done", "failed", "cancelled"):
+                return c
+            time.sleep(1.0)
+
+
+def _mib(value) -> str:
+    return "unknown" if value is None else f"{value:.3f} MiB"
+
+
+def _show(rec: dict, campaign: dict) -> None:
+    kind = "provisional" if rec["provisional"] else "calibrated"
+    table = Table(title=f"Recommendation {rec['id']} ({kind}, campaign {campaign['id']})")
+    table.add_column("")
+    table.add_column("value")
+    trad = rec.get("traditional") or {}
+    rows = [
+        ("OPM (path manager)", rec["opm"]),
+        ("OCC (congestion control)", rec["occ"]),
+        ("OBS (buffer)", _mib(rec["obs_mib"])),
+        ("OTP (throughput)", f"{rec['otp_mbps']:.2f} Mbit/s"),
+        (
+            "T* (best curve's peak)",
+            f"{rec['t_star']['tp_mbps']:.2f} Mbit/s at "
+            f"{rec['t_star']['bs_mib']:.3f} MiB ({rec['t_star']['pm']}/{rec['t_star']['cc']})",
+        ),
+        ("Eq. 1 buffer B", _mib(trad.get("buffer_mib"))),
+        (
+            "OBS / B",
+            "unknown" if trad.get("obs_ratio") is None else f"{100 * trad['obs_ratio']:.1f} %",
+        ),
+        ("dropped CCs", ", ".join(campaign["notes"].get("dropped_ccs", {})) or "none"),
+        ("quality flags", ", ".join(rec["quality_flags"]) or "none"),
+        (
+            "probes / probe-seconds / wall",
+            f"{campaign['probes_done']} / "
+            f"{campaign['probe_seconds_used']:.0f} s / {campaign['elapsed_s']:.0f} s",
+        ),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("demo")(demo)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -251,6 +252,8 @@ def load_spec(path: str | Path) -> TestbedSpec:
 
 def scenario_path(name: str) -> Path:
     """Path of a shipped scenario file (srl-hu, unis-hin, uit-haw)."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", name):  # a name, never a path
+        raise SpecError(f"scenario {name!r}: no such scenario")
     p = Path(__file__).parent / "scenarios" / f"{name}.yaml"
     if not p.is_file():
         raise SpecError(f"scenario {name!r}: no such scenario")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, literal, select
+from sqlalchemy import bindparam, func, insert, literal, select
 from sqlalchemy.orm import Session, aliased, make_transient_to_detached
 
 from models import (
@@ -180,7 +180,7 @@ def snapshot_of(topology: Topology) -> TopologySnapshot:
     )
 
 
-def _latest_calibrated_query(topology_id: int):
+def _latest_calibrated_query(topology_id):
     """`campaigns.latest_calibrated_campaign` as plain columns, with its fits'/impacts' versions.
 
     Fits and impact factors are replaced by delete + insert (new ids), so (count, max id) changes
@@ -226,24 +226,37 @@ def _campaign_ref(row) -> CampaignRef | None:
     )
 
 
+class _Statements:
+    """Statements built once (with a bound parameter): building and cache-keying a statement of
+    this size costs more CPU than running it."""
+
+    _latest = None
+    _answer = None
+
+    @classmethod
+    def latest(cls):
+        if cls._latest is None:
+            cls._latest = _latest_calibrated_query(bindparam("topology_id"))
+        return cls._latest
+
+    @classmethod
+    def answer(cls):
+        if cls._answer is None:
+            cls._answer = _answer_query(bindparam("topology_id"))
+        return cls._answer
+
+
 def latest_calibrated(session: Session, topology_id: int) -> CampaignRef | None:
-    return _campaign_ref(session.execute(_latest_calibrated_query(topology_id)).one_or_none())
+    row = session.execute(_Statements.latest(), {"topology_id": topology_id}).one_or_none()
+    return _campaign_ref(row)
 
 
-_LOCAL_ISP, _REMOTE_ISP = aliased(ISP), aliased(ISP)
-_LOCAL_SITE, _REMOTE_SITE = aliased(Site), aliased(Site)
-
-
-def load_for_answer(
-    session: Session, topology_id: int
-) -> tuple[TopologySnapshot, CampaignRef | None]:
-    """The topology (sites, ISPs, subflows) and its latest calibrated campaign: one round trip.
-
-    One row per subflow, each with its two ISPs and the campaign columns (the same on every row).
-    """
+def _answer_query(topology_id):
+    """One row per subflow, each with its two ISPs and the latest calibrated campaign's columns
+    (the same on every row)."""
     latest = _latest_calibrated_query(topology_id).subquery()
-    li, ri, ls, rs = _LOCAL_ISP, _REMOTE_ISP, _LOCAL_SITE, _REMOTE_SITE
-    rows = session.execute(
+    li, ri, ls, rs = aliased(ISP), aliased(ISP), aliased(Site), aliased(Site)
+    return (
         select(
             ls.name.label("local_site"),
             rs.name.label("remote_site"),
@@ -265,7 +278,14 @@ def load_for_answer(
         .outerjoin(latest, literal(True))
         .where(Subflow.topology_id == topology_id)
         .order_by(Subflow.position, Subflow.id)
-    ).all()
+    )
+
+
+def load_for_answer(
+    session: Session, topology_id: int
+) -> tuple[TopologySnapshot, CampaignRef | None]:
+    """The topology (sites, ISPs, subflows) and its latest calibrated campaign: one round trip."""
+    rows = session.execute(_Statements.answer(), {"topology_id": topology_id}).all()
     if not rows:  # unknown (404), or a topology without subflows: the ORM path says which
         row = get_topology(session, topology_id)
         return snapshot_of(row), latest_calibrated(session, topology_id)
@@ -405,13 +425,16 @@ def _inputs(topology: TopologySnapshot, delta: float, bs_min: float, bs_max: flo
     }
 
 
+_INSERT = insert(Recommendation.__table__)
+
+
 def _store(session: Session, **values: Any) -> Recommendation:
     """One INSERT (the new id comes back with it) and the row as a persistent ORM object.
 
     Cheaper than the unit of work for a single new row; later changes to the object (the campaign
     runner adds flags and notes) are flushed as an UPDATE as usual.
     """
-    result = session.connection().execute(insert(Recommendation.__table__).values(**values))
+    result = session.connection().execute(_INSERT, values)
     rec = Recommendation(id=result.inserted_primary_key[0], **values)
     make_transient_to_detached(rec)
     session.add(rec)

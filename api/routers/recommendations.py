@@ -45,9 +45,12 @@ async def create_recommendation(
 ):
     # async: one threadpool hop for the whole answer (a sync endpoint with sync dependencies
     # costs four or five: session, token, endpoint, response validation, session close).
-    out, provisional = await run_in_threadpool(
-        _recommend, session, body, request.app.state.settings
-    )
+    if _os.environ.get("MPCOA_ONEHOP"):
+        out, provisional = await _run(_onehop, session, body, request.app.state.settings)
+    else:
+        out, provisional = await _run(
+            _recommend, session, body, request.app.state.settings
+        )
     if provisional:
         response.status_code = status.HTTP_202_ACCEPTED
         response.headers["Location"] = out.poll_url or ""
@@ -100,3 +103,18 @@ def get_recommendation(
     recommendation_id: Annotated[int, Path(ge=1, le=MAX_ID)], session: SessionDep
 ):
     return RecommendationOut.of(svc.get_recommendation(session, recommendation_id))
+
+
+import os as _os  # noqa: E402
+
+if _os.environ.get("MPCOA_INLINE"):
+    async def _run(fn, *args):
+        return fn(*args)
+else:
+    _run = run_in_threadpool
+
+
+def _onehop(session, body, settings):
+    from api.deps import _check
+    _check(session, session.info.pop("credentials"))
+    return _recommend(session, body, settings)

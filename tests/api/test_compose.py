@@ -40,9 +40,11 @@ def test_commands_and_queues():
         if name.startswith("worker-"):
             cmd = service["command"]
             assert cmd[:4] == ["celery", "-A", "workers.app", "worker"]
-            queue = cmd[cmd.index("-Q") + 1]
-            assert queue.startswith("site.") and "," not in queue
-            queues.append(queue)
+            # Its own site's queue, plus the shared control queue (resume, beat's tasks).
+            own = [q for q in cmd[cmd.index("-Q") + 1].split(",") if q != "mpcoa.control"]
+            assert len(own) == 1 and own[0].startswith("site."), own
+            queues.append(own[0])
+            assert cmd[cmd.index("-P") + 1] == "solo"  # one probe at a time per site
     assert len(queues) == len(set(queues)), "one queue per site"
     beats = [n for n, s in services.items() if "beat" in s.get("command", [])]
     assert beats == ["beat"] and services["beat"]["deploy"]["replicas"] == 1

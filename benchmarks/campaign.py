@@ -1,0 +1,115 @@
+"""The reduced campaign's wall time against its probe-seconds (issue 5).
+
+    .venv/bin/python benchmarks/campaign.py [--scenario unis-hin] [--runs 2] [--duration 3]
+
+Runs, as root, the campaign `mpcoa demo` runs (the kernel's CCs x 2 PM x 6 buffers x runs x T,
+plus the impact phase) with the embedded executor on a fresh SQLite file, then prints:
+- wall: the campaign from start to recommendation;
+- probe-seconds: the sum of the probes' T (what the campaign asked the network for);
+- tool time: the sum of each probe's own start-to-end (iperf3 start, handshake, T, teardown);
+- overhead = (wall - probe-seconds) / wall (target < 10 %), and the part of it that is
+  orchestration (wall - tool time) rather than the probe tool's own start and stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scenario", default="unis-hin")
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--duration", type=float, default=3.0)
+    args = parser.parse_args()
+    data = Path(tempfile.mkdtemp(prefix="mpcoa-bench-"))
+    os.environ.update(
+        {"MPCOA_DATA_DIR": str(data), "MPCOA_DATABASE_URL": f"sqlite:///{data / 'bench.sqlite3'}"}
+    )
+
+    from sqlalchemy import select
+
+    from cli.demo import DEMO_BUFFERS_MIB
+    from models import Measurement
+    from probes import testbed
+    from probes.spec import load_spec, scenario_path
+    from service import campaigns, inventory
+    from service.algorithm.topology import Topology
+    from service.db import session_scope, upgrade
+    from service.runner import run_campaign
+    from service.settings import get_settings
+
+    settings = get_settings()
+    upgrade(settings.effective_database_url)
+    spec = load_spec(scenario_path(args.scenario))
+    local, remote = spec.sites
+    topo = Topology.model_validate(
+        {
+            role: {
+                "name": site.name,
+                "isps": [
+                    {
+                        "name": i.name,
+                        "label": i.label,
+                        "down_kbps": spec.rate_kbps(site.name, i.label, "down"),
+                        "up_kbps": spec.rate_kbps(site.name, i.label, "up"),
+                    }
+                    for i in site.isps
+                ],
+            }
+            for role, site in (("local", local), ("remote", remote))
+        }
+    )
+    testbed.up(spec)
+    try:
+        ccs = sorted(testbed.available_congestion_controls())
+        with session_scope() as s:
+            row = inventory.ensure_topology(s, topo, None)
+            plan = campaigns.planned_probes(
+                len(row.subflows), len(ccs), 2, len(DEMO_BUFFERS_MIB), args.runs
+            )
+            cid = campaigns.create_campaign(
+                s,
+                row.id,
+                ccs=ccs,
+                buffer_grid_mib=DEMO_BUFFERS_MIB,
+                runs=args.runs,
+                duration_s=args.duration,
+                probe_seconds_budget=plan * args.duration,
+                settings=settings,
+            ).id
+        start = time.monotonic()
+        state = run_campaign(cid, settings=settings)
+        wall = time.monotonic() - start
+        with session_scope() as s:
+            c = campaigns.get_campaign(s, cid)
+            rows = s.scalars(select(Measurement).where(Measurement.campaign_id == cid)).all()
+            tool = sum((m.finished_at - m.started_at).total_seconds() for m in rows)
+            probe_s = c.probe_seconds_used
+            n = len(rows)
+    finally:
+        testbed.down(spec.name)
+    print(
+        f"scenario {args.scenario}: {len(ccs)} CCs x 2 PM x {len(DEMO_BUFFERS_MIB)} buffers x "
+        f"{args.runs} runs x {args.duration:g} s + impact phase; state {state}"
+    )
+    print(f"probes:         {n}")
+    print(f"wall:           {wall:8.1f} s")
+    print(f"probe-seconds:  {probe_s:8.1f} s")
+    print(f"tool time:      {tool:8.1f} s")
+    print(
+        f"overhead (wall - probe-seconds) / wall: {100 * (wall - probe_s) / wall:5.1f} %"
+        "  (target < 10 %)"
+    )
+    print(
+        f"  of which orchestration (wall - tool time) / wall: {100 * (wall - tool) / wall:5.1f} %"
+    )
+    print(f"  per probe: {(wall - probe_s) / n:.3f} s, orchestration {(wall - tool) / n:.3f} s")
+
+
+if __name__ == "__main__":
+    main()

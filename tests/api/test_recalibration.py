@@ -1,0 +1,92 @@
+"""Scheduled recalibration (cron per topology), the calibration history and change events."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from models import Campaign, ImpactFactor, Recommendation
+from service import schedules
+from service.recommend import recommend
+
+from .calibration import seed_srl_hu
+from .conftest import HU, SRL
+from .test_recommendations import _topology
+
+
+def test_schedule_crud_and_validation(client, auth):
+    topo = _topology(client, auth, SRL, HU)
+    url = f"/topologies/{topo['id']}/schedule"
+    assert client.get(url).status_code == 404
+    assert client.put(url, json={"cron": "0 3 * * *"}).status_code == 401
+    for bad in ({"cron": "every day"}, {"cron": "61 * * * *"}, {"cron": "* * * * * *"},
+                {"cron": "0 3 * * *", "parameters": {"runs": 0}},
+                {"cron": "0 3 * * *", "parameters": {"ccs": ["Cubic; rm -rf /"]}},
+                {"cron": "0 3 * * *", "extra": 1}):
+        r = client.put(url, json=bad, headers=auth)
+        assert r.status_code == 422, (bad, r.text)
+    r = client.put(url, json={"cron": "0  3 * * *", "parameters": {"runs": 2, "ccs": ["reno"]}},
+                   headers=auth)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["cron"] == "0 3 * * *" and body["parameters"] == {
+        "runs": 2, "ccs": ["reno"], "delta": 0.07, "model_kind": "paper"}
+    assert body["next_run_at"].endswith(("03:00:00Z", "03:00:00+00:00"))
+    assert client.get(url).json()["cron"] == "0 3 * * *"
+    assert client.put("/topologies/999999/schedule", json={"cron": "0 3 * * *"},
+                      headers=auth).status_code == 404
+    assert client.delete(url, headers=auth).status_code == 204
+    assert client.get(url).status_code == 404
+
+
+def test_due_schedule_queues_one_campaign_at_a_time(client, auth, db_session):
+    topo = _topology(client, auth, SRL, HU)
+    row = schedules.set_schedule(db_session, topo["id"], "*/5 * * * *", parameters={"runs": 1})
+    db_session.commit()
+    not_yet = row.created_at - timedelta(seconds=1)
+    assert schedules.queue_due_campaigns(db_session, now=not_yet) == []
+    due = schedules.next_run(row) + timedelta(seconds=1)
+    (cid,) = schedules.queue_due_campaigns(db_session, now=due)
+    campaign = db_session.get(Campaign, cid)
+    assert (campaign.reason, campaign.runs, campaign.state) == ("scheduled", 1, "queued")
+    # Due again later, but the topology's campaign is still active: nothing more is queued.
+    assert schedules.queue_due_campaigns(db_session, now=due + timedelta(hours=1)) == []
+    assert client.get(f"/topologies/{topo['id']}/schedule").json()["last_campaign_id"] == cid
+
+
+def test_history_and_change_events_between_calibrations(client, auth, db_session):
+    topo = _topology(client, auth, SRL, HU)
+    first = seed_srl_hu(db_session, topo["id"], seed=1)["campaign"]
+    old_obs = recommend(db_session, topology_id=topo["id"]).recommendation.obs_mib
+    second = seed_srl_hu(db_session, topo["id"], seed=2)["campaign"]
+    rec = recommend(db_session, topology_id=topo["id"]).recommendation
+    assert rec.campaign_id == second.id
+    # The second calibration came out differently: another CC, a buffer 20 % larger, and one
+    # impact factor that changed sign.
+    rec.occ, rec.obs_mib = "olia", old_obs * 1.2
+    flipped = db_session.scalar(select(ImpactFactor).where(
+        ImpactFactor.campaign_id == second.id, ImpactFactor.cc == "cubic",
+        ImpactFactor.subflow == "P-C"))
+    flipped.omega = -flipped.omega
+    db_session.commit()
+
+    events = schedules.record_events(db_session, second)
+    db_session.commit()
+    kinds = {(e.kind, e.subject) for e in events}
+    assert kinds == {("occ_changed", "occ"), ("obs_moved", "obs_mib"),
+                     ("omega_sign_changed", "cubic/P-C")}
+    moved = next(e for e in events if e.kind == "obs_moved")
+    assert moved.change_pct == pytest.approx(20.0)
+    assert all(e.previous_campaign_id == first.id for e in events)
+
+    listed = client.get(f"/topologies/{topo['id']}/events").json()
+    assert {(e["kind"], e["subject"]) for e in listed} == kinds
+    history = client.get(f"/topologies/{topo['id']}/history").json()
+    assert [h["campaign_id"] for h in history] == [second.id, first.id]
+    assert history[0]["occ"] == "olia"
+    first_rec = db_session.scalar(select(Recommendation).where(
+        Recommendation.campaign_id == first.id))
+    assert history[1]["occ"] == first_rec.occ == "hybla"
+    assert client.get("/topologies/999999/events").status_code == 404
