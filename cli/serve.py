@@ -14,15 +14,62 @@ def _settings():
     return get_settings()
 
 
+def run_uvicorn(
+    app,
+    *,
+    host: str,
+    port: int,
+    workers: int = 1,
+    log_level: str = "info",
+    access_log: bool = True,
+    factory: bool = False,
+) -> None:
+    """`uvicorn.run`, except that with several workers the accepted sockets get TCP_NODELAY.
+
+    uvicorn's supervisor binds the listening socket with proto 0, and asyncio only sets
+    TCP_NODELAY on accepted sockets whose proto is IPPROTO_TCP: with `--workers N` every keep-alive
+    response then waits ~40 ms for the client's delayed ACK (uvicorn issue #3149). `app` must be an
+    import string when workers > 1.
+    """
+    import socket
+
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    class Config(uvicorn.Config):
+        def bind_socket(self) -> socket.socket:
+            sock = super().bind_socket()
+            if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.proto == 0:
+                sock = socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, sock.detach())
+                sock.set_inheritable(True)
+            return sock
+
+    config = Config(
+        app,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=log_level,
+        access_log=access_log,
+        factory=factory,
+    )
+    if config.workers > 1:
+        Multiprocess(config, sockets=[config.bind_socket()]).run()
+    else:
+        uvicorn.Server(config).run()
+
+
 def serve(
     host: str = typer.Option(None, help="bind address (default MPCOA_HOST or 127.0.0.1)"),
     port: int = typer.Option(None, help="port (default MPCOA_PORT or 8000)"),
     migrate: bool = typer.Option(True, help="upgrade the schema to head before serving"),
     log_level: str = typer.Option("info", help="uvicorn log level"),
+    workers: int = typer.Option(
+        1, min=1, max=64, help="worker processes (e.g. one per core; each has its own DB pool)"
+    ),
+    access_log: bool = typer.Option(True, help="log every request (costs CPU under load)"),
 ) -> None:
     """Run the REST API. With no configuration: a SQLite file in the user's data directory."""
-    import uvicorn
-
     from api.app import create_app
     from service import db
 
@@ -31,11 +78,15 @@ def serve(
         db.upgrade(settings.effective_database_url)
     where = settings.sqlite_path if settings.is_embedded else "MPCOA_DATABASE_URL"
     typer.echo(f"mpcoa: database {where}, executor {settings.executor}", err=True)
-    uvicorn.run(
-        create_app(settings),
+    # Several workers each build the app from the environment (settings come from it anyway).
+    run_uvicorn(
+        create_app(settings) if workers == 1 else "api.app:create_app",
         host=host or settings.host,
         port=port or settings.port,
+        workers=workers,
         log_level=log_level,
+        access_log=access_log,
+        factory=workers > 1,
     )
 
 

@@ -26,6 +26,7 @@ from .algorithm.curve import FULLMESH, PCDC
 from .algorithm.impact import ImpactResult, impact_from_series
 from .algorithm.regression import Sample, fit
 from .campaigns import (
+    buffer_range,
     get_campaign,
     impact_results,
     planned_probes,
@@ -364,14 +365,10 @@ def _finish(session: Session, campaign: Campaign) -> None:
     ).all()
     _note(campaign, "failed_probes", [_failed_entry(m) for m in failed])
     set_state(session, campaign.id, "done")
-    # Solve on the measured buffer range only: a fitted quadratic is not extrapolated.
-    grid = campaign.buffer_grid_mib
+    lo, hi = buffer_range(campaign)  # solved on the measured range only
     outcome = recommend(
-        session,
-        topology_id=campaign.topology_id,
-        delta=campaign.delta,
-        bs_min_mib=min(grid),
-        bs_max_mib=max(grid),
+        session, topology_id=campaign.topology_id, delta=campaign.delta, bs_min_mib=lo,
+        bs_max_mib=hi,
     )
     rec = outcome.recommendation
     flags = list(rec.quality_flags or [])

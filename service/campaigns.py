@@ -121,6 +121,13 @@ def create_campaign(
     return campaign
 
 
+def buffer_range(campaign: Campaign) -> tuple[float, float]:
+    """The buffers a campaign measured: its curves are solved and drawn on this range only
+    (a fitted quadratic is not extrapolated)."""
+    grid = campaign.buffer_grid_mib
+    return min(grid), max(grid)
+
+
 def get_campaign(session: Session, campaign_id: int) -> Campaign:
     campaign = session.get(Campaign, campaign_id)
     if campaign is None:

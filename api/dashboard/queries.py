@@ -19,10 +19,10 @@ from models import Campaign, FitRecord, ImpactFactor, Measurement, Recommendatio
 from service import campaigns as campaign_svc
 from service import inventory
 from service import recommend as recommend_svc
-from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, solve
+from service.algorithm.solver import solve
 from service.errors import NotFound
 
-CURVE_STEP_MIB = 0.25  # resolution of the fitted curves drawn on the Fits page
+CURVE_POINTS = 120  # points per fitted curve drawn on the Fits page
 
 
 # --- overview ------------------------------------------------------------------------------------
@@ -272,7 +272,7 @@ def fits_page(
         {f.model_kind for f in campaign_svc.list_fits(session, campaign.id)} - {campaign.model_kind}
     )
     page["fits"] = fits
-    lo, hi = DEFAULT_BS_MIN_MIB, DEFAULT_BS_MAX_MIB
+    lo, hi = campaign_svc.buffer_range(campaign)
     curves_of: dict[int, list] = {}
     for rec in fits:
         try:
@@ -290,8 +290,7 @@ def fits_page(
     page["solution"] = solution
     arms = {(a.pm, a.cc): a for a in solution.arms} if solution else {}
     points = measured_points(session, campaign.id)
-    steps = round((hi - lo) / CURVE_STEP_MIB)
-    xs = [lo + k * CURVE_STEP_MIB for k in range(steps + 1)]
+    xs = [lo + k * (hi - lo) / CURVE_POINTS for k in range(CURVE_POINTS + 1)]
     for rec in fits:
         series = []
         for curve in curves_of[rec.id]:

@@ -159,7 +159,7 @@ def test_fit_chart_renders_points_curves_and_the_t_star_band(live, tab):
         )
         labels = dict(kinds)
         for cc in CCS:
-            assert labels[cc] == 119  # the curve sampled every 0.25 MiB on [0.5, 30]
+            assert labels[cc] == 121  # 121 points of the curve on the measured [0.5, 30] MiB
             assert labels[f"{cc} measured"] == 13  # one mean per buffer of the grid
         assert any(label.startswith("δ band up to T*") for label in labels)
     # T* and the answer: the paper's SRL-HU values (Table 5), from curves fitted to noisy data.
