@@ -367,7 +367,10 @@ def _finish(session: Session, campaign: Campaign) -> None:
     set_state(session, campaign.id, "done")
     lo, hi = buffer_range(campaign)  # solved on the measured range only
     outcome = recommend(
-        session, topology_id=campaign.topology_id, delta=campaign.delta, bs_min_mib=lo,
+        session,
+        topology_id=campaign.topology_id,
+        delta=campaign.delta,
+        bs_min_mib=lo,
         bs_max_mib=hi,
     )
     rec = outcome.recommendation
@@ -508,25 +511,35 @@ def pending_request(
     return request_for(session, campaign, step)
 
 
-def store_result(session: Session, campaign_id: int, step: ProbeStep, result: MeasurementResult):
-    """Store a probe's result under the step's key; a run that fell back to TCP is stored as
-    failed (marked, never fitted)."""
-    campaign = get_campaign(session, campaign_id)
-    subflows = (
-        list(step.allowed_subflows)
-        if step.allowed_subflows is not None
-        else sorted(result.subflow_bytes) or []
-    )
-    ok = result.mptcp_ok
+def _record(session: Session, campaign_id: int, step: ProbeStep, **fields):
+    """record_measurement under the step's key (idempotent: a second call returns the first)."""
     row, _ = record_measurement(
         session,
-        campaign.id,
+        campaign_id,
         phase=step.phase,
         pm=step.pm,
         cc=step.cc,
         bs_mib=step.bs_mib,
         run=step.run,
         excluded_subflow=step.excluded_subflow,
+        **fields,
+    )
+    return row
+
+
+def store_result(session: Session, campaign_id: int, step: ProbeStep, result: MeasurementResult):
+    """Store a probe's result under the step's key; a run that fell back to TCP is stored as
+    failed (marked, never fitted)."""
+    campaign = get_campaign(session, campaign_id)
+    if step.allowed_subflows is not None:
+        subflows = list(step.allowed_subflows)
+    else:
+        subflows = sorted(result.subflow_bytes)
+    ok = result.mptcp_ok
+    return _record(
+        session,
+        campaign.id,
+        step,
         subflows=subflows,
         duration_s=campaign.duration_s,
         goodput_mbps=[mbps for _, mbps in result.goodput_series],
@@ -541,22 +554,15 @@ def store_result(session: Session, campaign_id: int, step: ProbeStep, result: Me
         started_at=result.started_at,
         finished_at=result.ended_at,
     )
-    return row
 
 
 def record_failure(session: Session, campaign_id: int, step: ProbeStep, error: str):
     """After the retries: the step is stored as failed and the campaign goes on without it."""
-    campaign = get_campaign(session, campaign_id)
     now = utcnow()
-    row, _ = record_measurement(
+    return _record(
         session,
-        campaign.id,
-        phase=step.phase,
-        pm=step.pm,
-        cc=step.cc,
-        bs_mib=step.bs_mib,
-        run=step.run,
-        excluded_subflow=step.excluded_subflow,
+        get_campaign(session, campaign_id).id,
+        step,
         subflows=list(step.allowed_subflows or []),
         duration_s=0.0,
         goodput_mbps=[],
@@ -566,7 +572,6 @@ def record_failure(session: Session, campaign_id: int, step: ProbeStep, error: s
         started_at=now,
         finished_at=now,
     )
-    return row
 
 
 def _interval(result: MeasurementResult) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -40,11 +41,12 @@ def drop_database(name: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(scope="session")
-def pg_database_url() -> Iterator[str]:
+@contextmanager
+def migrated_database(prefix: str = "mpcoa_test") -> Iterator[str]:
+    """A new, migrated database; dropped afterwards even when the tests failed."""
     from service import db
 
-    name = create_database()
+    name = create_database(prefix)
     url = pg_url(name)
     try:
         db.upgrade(url)
@@ -53,6 +55,12 @@ def pg_database_url() -> Iterator[str]:
         for key in [k for k in db._engines if name in k]:
             db._engines.pop(key).dispose()
         drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def pg_database_url() -> Iterator[str]:
+    with migrated_database() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -19,8 +19,7 @@ import redis
 from probes import testbed as tbmod
 from probes.netns import list_netns
 from probes.spec import parse_spec
-from service import db
-from tests.conftest import create_database, drop_database, pg_url
+from tests.conftest import migrated_database
 
 BIN = Path(sys.executable).parent
 REDIS_HOST = os.environ.get("MPCOA_TEST_REDIS_HOST", "127.0.0.1")
@@ -60,15 +59,8 @@ def topology_body(local: str, remote: str) -> dict:
 @pytest.fixture(scope="module")
 def committed_db() -> Iterator[str]:
     """A database of its own whose rows are really committed (workers are other processes)."""
-    name = create_database("mpcoa_wk")
-    url = pg_url(name)
-    try:
-        db.upgrade(url)
+    with migrated_database("mpcoa_wk") as url:
         yield url
-    finally:
-        for key in [k for k in db._engines if name in k]:
-            db._engines.pop(key).dispose()
-        drop_database(name)
 
 
 @pytest.fixture(scope="module")
