@@ -71,6 +71,11 @@ def demo(
     runs: Annotated[int, typer.Option(min=1, max=9)] = 2,
     duration: Annotated[float, typer.Option(min=1, max=60, help="T per probe, s")] = 3.0,
     serve: Annotated[bool, typer.Option(help="keep the API and dashboard up until Ctrl-C")] = True,
+    paper_ccs: Annotated[
+        bool,
+        typer.Option(help="add the paper's hybla, scalable, vegas as BPF congestion controls "
+                     "(about twice the probes)"),
+    ] = False,
     data_dir: Annotated[Path | None, typer.Option(help="default: a new temporary folder")] = None,
 ) -> None:
     """Testbed + API + a reduced calibration campaign + the recommendation, in one command."""
@@ -88,9 +93,16 @@ def demo(
     data = data_dir or Path(tempfile.mkdtemp(prefix="mpcoa-demo-"))
     _configure(data, runs, duration, port)
 
-    from probes import testbed
+    from probes import bpf_cc, testbed
     from service.algorithm.curve import PATH_MANAGERS
 
+    loaded: dict[str, int] = {}
+    if paper_ccs:
+        try:
+            with console.status("compiling and registering hybla, scalable, vegas (BPF)"):
+                loaded = bpf_cc.load(["hybla", "scalable", "vegas"])
+        except Exception as exc:  # CapabilityError or a compiler error: say it, don't go on
+            fail(f"--paper-ccs: {exc}")
     ccs = sorted(testbed.available_congestion_controls())
     per_run = len(ccs) * (1 + len(spec.subflow_names(*[s.name for s in spec.sites])))
     per_run += len(PATH_MANAGERS) * len(ccs) * len(DEMO_BUFFERS_MIB)
@@ -119,6 +131,8 @@ def demo(
             if server is not None:
                 server.should_exit = True
             testbed.down(spec.name)
+            if loaded:  # exactly what this demo registered, never anyone else's
+                bpf_cc.unload(list(loaded), map_ids=loaded)
         console.print(f"testbed {spec.name} removed; the data stays in {data}")
 
 

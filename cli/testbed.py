@@ -71,3 +71,57 @@ def status_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON"))
         typer.echo(f"{r['name']}: {health}; sites {sites}; namespaces {len(r['namespaces'])}; "
                    f"delay line pid {r['delayline_pid']} "
                    f"{'alive' if r['delayline_alive'] else 'dead'}")
+
+
+# ---- congestion controls the kernel lacks, as BPF struct_ops (probes/bpf_cc) -----------------
+cc_app = typer.Typer(help="BPF congestion controls (scalable, hybla, vegas); host-wide.",
+                     no_args_is_help=True)
+app.add_typer(cc_app, name="cc")
+CC_NAMES_ARG = typer.Argument(None, help="scalable, hybla, vegas (default: all)")
+
+
+def _cc_call(fn, *args, **kw):
+    try:
+        return fn(*args, **kw)
+    except ProbeError as exc:  # CapabilityError, BpfCcError
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@cc_app.command("load")
+def cc_load_cmd(names: list[str] | None = CC_NAMES_ARG) -> None:
+    """Build (cached) and register BPF congestion controls; present ones are left alone."""
+    from probes import bpf_cc
+
+    loaded = _cc_call(bpf_cc.load, names or None)
+    for name in names or bpf_cc.SUPPORTED:
+        how = f"loaded (map id {loaded[name]})" if name in loaded else "already available"
+        typer.echo(f"{name}: {how}")
+
+
+@cc_app.command("unload")
+def cc_unload_cmd(names: list[str] | None = CC_NAMES_ARG) -> None:
+    """Unregister OUR BPF congestion controls (struct_ops maps named mpcoa_<cc>) only."""
+    from probes import bpf_cc
+
+    gone = _cc_call(bpf_cc.unload, names or None)
+    typer.echo(f"unloaded: {', '.join(gone)}" if gone else "nothing of ours to unload")
+
+
+@cc_app.command("status")
+def cc_status_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """Which BPF congestion controls are available, and which are registered by mpcoa."""
+    from probes import bpf_cc
+
+    rows = _cc_call(bpf_cc.status)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=1))
+        return
+    typer.echo(f"kernel: {' '.join(_cc_call(bpf_cc.available))}")
+    for r in rows:
+        state = ("ours, map id " + ",".join(map(str, r["map_ids"])) if r["ours"]
+                 else "available (not ours)" if r["available"] else "not loaded")
+        if r.get("retiring_map_ids"):
+            state += (f"; unregistered map id {','.join(map(str, r['retiring_map_ids']))} "
+                      "kept until its last socket closes")
+        typer.echo(f"  {r['name']}: {state}")
