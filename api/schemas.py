@@ -177,14 +177,23 @@ class RecommendationIn(BaseModel):
     topology_id: int | None = Field(default=None, ge=1, le=MAX_ID)
     topology: InlineTopology | None = None
     delta: Delta = DEFAULT_DELTA
-    bs_min_mib: Mib = DEFAULT_BS_MIN_MIB
-    bs_max_mib: Mib = DEFAULT_BS_MAX_MIB
+    bs_min_mib: Mib | None = Field(
+        default=None,
+        description="default: the range the campaign measured; provisional: "
+        f"{DEFAULT_BS_MIN_MIB}",
+    )
+    bs_max_mib: Mib | None = Field(
+        default=None,
+        description="default: the range the campaign measured; provisional: "
+        f"{DEFAULT_BS_MAX_MIB}",
+    )
 
     @model_validator(mode="after")
     def _one_topology(self) -> RecommendationIn:
         if (self.topology_id is None) == (self.topology is None):
             raise ValueError("give exactly one of topology_id and topology")
-        if self.bs_min_mib >= self.bs_max_mib:
+        if (self.bs_min_mib is not None and self.bs_max_mib is not None
+                and self.bs_min_mib >= self.bs_max_mib):
             raise ValueError("bs_min_mib must be below bs_max_mib")
         return self
 

@@ -36,15 +36,7 @@ def run_uvicorn(
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
-    class Config(uvicorn.Config):
-        def bind_socket(self) -> socket.socket:
-            sock = super().bind_socket()
-            if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.proto == 0:
-                sock = socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, sock.detach())
-                sock.set_inheritable(True)
-            return sock
-
-    config = Config(
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -54,7 +46,11 @@ def run_uvicorn(
         factory=factory,
     )
     if config.workers > 1:
-        Multiprocess(config, sockets=[config.bind_socket()]).run()
+        sock = config.bind_socket()
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.proto == 0:
+            sock = socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, sock.detach())
+            sock.set_inheritable(True)
+        Multiprocess(config, sockets=[sock]).run()
     else:
         uvicorn.Server(config).run()
 
@@ -74,6 +70,9 @@ def serve(
     from service import db
 
     settings = _settings()
+    if workers > 1 and settings.is_embedded:
+        typer.echo("error: --workers > 1 needs PostgreSQL (MPCOA_DATABASE_URL)", err=True)
+        raise typer.Exit(2)
     if migrate and settings.auto_migrate:
         db.upgrade(settings.effective_database_url)
     where = settings.sqlite_path if settings.is_embedded else "MPCOA_DATABASE_URL"

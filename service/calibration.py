@@ -27,6 +27,7 @@ from .algorithm.impact import ImpactResult, impact_from_series
 from .algorithm.regression import Sample, fit
 from .campaigns import (
     buffer_range,
+    campaign_flags,
     get_campaign,
     impact_results,
     planned_probes,
@@ -385,20 +386,6 @@ def _finish(session: Session, campaign: Campaign) -> None:
 
 def _public_notes(campaign: Campaign) -> dict:
     return {k: v for k, v in _notes(campaign).items() if k != "lease"}
-
-
-def campaign_flags(notes: dict) -> list[str]:
-    """What a recommendation from this campaign must say is missing from its data."""
-    flags = []
-    if notes.get("failed_probes"):
-        flags.append(f"missing_measurements:{len(notes['failed_probes'])}")
-    if notes.get("dropped_ccs"):
-        flags.append("dropped_ccs:" + ",".join(sorted(notes["dropped_ccs"])))
-    if notes.get("unfitted_arms"):
-        flags.append("unfitted_arms:" + ",".join(notes["unfitted_arms"]))
-    if notes.get("budget_exhausted"):
-        flags.append("budget_exhausted")
-    return flags
 
 
 def _failed_entry(m: Measurement) -> dict:

@@ -128,6 +128,20 @@ def buffer_range(campaign: Campaign) -> tuple[float, float]:
     return min(grid), max(grid)
 
 
+def campaign_flags(notes: dict) -> list[str]:
+    """What a recommendation from this campaign must say is missing from its data."""
+    flags = []
+    if notes.get("failed_probes"):
+        flags.append(f"missing_measurements:{len(notes['failed_probes'])}")
+    if notes.get("dropped_ccs"):
+        flags.append("dropped_ccs:" + ",".join(sorted(notes["dropped_ccs"])))
+    if notes.get("unfitted_arms"):
+        flags.append("unfitted_arms:" + ",".join(notes["unfitted_arms"]))
+    if notes.get("budget_exhausted"):
+        flags.append("budget_exhausted")
+    return flags
+
+
 def get_campaign(session: Session, campaign_id: int) -> Campaign:
     campaign = session.get(Campaign, campaign_id)
     if campaign is None:

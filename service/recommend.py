@@ -47,6 +47,8 @@ from .algorithm.solver import (
 from .algorithm.traditional import rto_from_rtt, traditional_buffer
 from .campaigns import (
     active_campaign,
+    buffer_range,
+    campaign_flags,
     create_campaign,
     fit_curves,
     impact_results,
@@ -57,6 +59,7 @@ from .errors import Invalid
 from .inventory import ensure_topology, get_topology
 from .settings import Settings, get_settings
 
+_UNSET_MIN, _UNSET_MAX = 1e-12, 1e12  # stand-ins for a bound the request leaves out
 STALE_AFTER_S = 30 * 24 * 3600  # data older than this is flagged "stale_data"
 
 
@@ -260,10 +263,18 @@ def _answer_query(topology_id):
         select(
             ls.name.label("local_site"),
             rs.name.label("remote_site"),
-            li.id.label("li_id"), li.position.label("li_pos"), li.name.label("li_name"),
-            li.label.label("li_label"), li.down_kbps.label("li_down"), li.up_kbps.label("li_up"),
-            ri.id.label("ri_id"), ri.position.label("ri_pos"), ri.name.label("ri_name"),
-            ri.label.label("ri_label"), ri.down_kbps.label("ri_down"), ri.up_kbps.label("ri_up"),
+            li.id.label("li_id"),
+            li.position.label("li_pos"),
+            li.name.label("li_name"),
+            li.label.label("li_label"),
+            li.down_kbps.label("li_down"),
+            li.up_kbps.label("li_up"),
+            ri.id.label("ri_id"),
+            ri.position.label("ri_pos"),
+            ri.name.label("ri_name"),
+            ri.label.label("ri_label"),
+            ri.down_kbps.label("ri_down"),
+            ri.up_kbps.label("ri_up"),
             Subflow.name.label("sf_name"),
             Subflow.bandwidth_kbps.label("sf_bw"),
             Subflow.rtt_ms.label("sf_rtt"),
@@ -448,14 +459,21 @@ def recommend(
     topology: algo.Topology | None = None,
     rtts_ms: Mapping[str, float] | None = None,
     delta: float = DEFAULT_DELTA,
-    bs_min_mib: float = DEFAULT_BS_MIN_MIB,
-    bs_max_mib: float = DEFAULT_BS_MAX_MIB,
+    bs_min_mib: float | None = None,
+    bs_max_mib: float | None = None,
     settings: Settings | None = None,
 ) -> Outcome:
-    """Answer for a stored topology (by id) or an inline one (stored on the way); always stored."""
+    """Answer for a stored topology (by id) or an inline one (stored on the way); always stored.
+
+    Buffer bounds left out: a calibrated answer is solved on the buffers its campaign measured
+    (a fitted quadratic is not extrapolated), a provisional one reports the paper's 0.5..30 MiB.
+    Bounds given for a calibrated answer are narrowed to the measured range, and flagged.
+    """
     settings = settings or get_settings()
     try:
-        check_bounds(delta, bs_min_mib, bs_max_mib)
+        # A missing bound stands aside (the other is checked alone; the pair when both are given).
+        check_bounds(delta, _UNSET_MIN if bs_min_mib is None else bs_min_mib,
+                     _UNSET_MAX if bs_max_mib is None else bs_max_mib)
     except ValueError as exc:
         field_name = str(exc).split(":", 1)[0]
         raise Invalid(str(exc), ("body", field_name)) from exc
@@ -476,7 +494,12 @@ def recommend(
         outcome = _calibrated(session, snap, campaign, delta, bs_min_mib, bs_max_mib, flags)
         if outcome is not None:
             return outcome
-    return _provisional(session, snap, delta, bs_min_mib, bs_max_mib, flags, settings)
+    return _provisional(
+        session, snap, delta,
+        DEFAULT_BS_MIN_MIB if bs_min_mib is None else bs_min_mib,
+        DEFAULT_BS_MAX_MIB if bs_max_mib is None else bs_max_mib,
+        flags, settings,
+    )
 
 
 @dataclass(frozen=True)
@@ -499,6 +522,8 @@ class _Answer:
     flags_before_stale: tuple[str, ...] = ()
     flags_after_stale: tuple[str, ...] = ()
     newest_at: datetime | None = None
+    bs_min_mib: float | None = None  # the bounds it was solved on (the measured range)
+    bs_max_mib: float | None = None
 
 
 _answers = _LRU(1024)
@@ -517,8 +542,8 @@ def _calibrated(
     topology: TopologySnapshot,
     ref: CampaignRef,
     delta: float,
-    bs_min: float,
-    bs_max: float,
+    bs_min: float | None,
+    bs_max: float | None,
     flags: list[str],
 ) -> Outcome | None:
     key = (
@@ -555,6 +580,7 @@ def _calibrated(
     flags.extend(answer.flags_after_stale)
     provenance = dict(answer.provenance)
     provenance["data_age_s"] = age
+    bs_min, bs_max = answer.bs_min_mib, answer.bs_max_mib
     rec = _store(
         session,
         topology_id=topology.id,
@@ -575,9 +601,7 @@ def _calibrated(
         quality_flags=flags,
         created_at=now,
     )
-    return Outcome(
-        recommendation=rec, campaign_id=ref.id, _campaign=campaign, _session=session
-    )
+    return Outcome(recommendation=rec, campaign_id=ref.id, _campaign=campaign, _session=session)
 
 
 def _solve_calibrated(
@@ -585,16 +609,21 @@ def _solve_calibrated(
     topology: TopologySnapshot,
     campaign: Campaign,
     delta: float,
-    bs_min: float,
-    bs_max: float,
+    bs_min: float | None,
+    bs_max: float | None,
 ) -> _Answer:
     fits: list[FitRecord] = list_fits(session, campaign.id, campaign.model_kind)
     curves = [c for rec in fits for c in fit_curves(rec)]
+    flags: list[str] = []
+    measured_lo, measured_hi = buffer_range(campaign)
+    lo = measured_lo if bs_min is None else max(bs_min, measured_lo)
+    hi = measured_hi if bs_max is None else min(bs_max, measured_hi)
+    if (lo, hi) != (bs_min, bs_max) and (bs_min, bs_max) != (None, None):
+        flags.append(f"buffer_range_limited_to_measured:{measured_lo:g}-{measured_hi:g}")
     try:
-        solution = solve(curves, delta, bs_min, bs_max)
+        solution = solve(curves, delta, lo, hi)
     except ValueError as exc:
         return _Answer(error=f"calibration_unusable: campaign {campaign.id}: {exc}")
-    flags: list[str] = []
     names = topology.spec.subflow_names()
     impacts = {r.cc: r for r in impact_results(session, campaign.id)}
     if solution.opm == FULLMESH:
@@ -615,6 +644,8 @@ def _solve_calibrated(
         if not rec.gate_passed:
             after_stale.append(f"quality_gate_failed:{rec.pm}")
         warnings.extend(f"{rec.pm}: {w}" for w in rec.warnings)
+    # What the campaign could not measure (failed probes, dropped CCs, ...) goes with every answer.
+    after_stale.extend(campaign_flags(campaign.notes or {}))
     provenance = {
         "source": "calibrated",
         "campaign_id": campaign.id,
@@ -681,6 +712,8 @@ def _solve_calibrated(
         flags_before_stale=tuple(flags),
         flags_after_stale=tuple(after_stale),
         newest_at=newest,
+        bs_min_mib=lo,
+        bs_max_mib=hi,
     )
 
 

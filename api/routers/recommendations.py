@@ -5,10 +5,17 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response, status
-from fastapi.concurrency import run_in_threadpool
 from sqlalchemy.orm import Session
 
-from api.deps import Limit, Offset, SessionDep, WriteSession, commit, require_read
+from api.deps import (
+    Limit,
+    Offset,
+    SessionDep,
+    WriteSession,
+    commit,
+    in_lane,
+    require_read,
+)
 from api.schemas import (
     MAX_ID,
     RECOMMENDATION_EXAMPLES,
@@ -43,14 +50,9 @@ async def create_recommendation(
     session: WriteSession,
     body: Annotated[RecommendationIn, Body(openapi_examples=RECOMMENDATION_EXAMPLES)],
 ):
-    # async: one threadpool hop for the whole answer (a sync endpoint with sync dependencies
-    # costs four or five: session, token, endpoint, response validation, session close).
-    if _os.environ.get("MPCOA_ONEHOP"):
-        out, provisional = await _run(_onehop, session, body, request.app.state.settings)
-    else:
-        out, provisional = await _run(
-            _recommend, session, body, request.app.state.settings
-        )
+    # async, with the blocking work in one thread hop: a sync endpoint with sync dependencies costs
+    # five (session, token, endpoint, response validation, session close).
+    out, provisional = await in_lane("work", _recommend, session, body, request.app.state.settings)
     if provisional:
         response.status_code = status.HTTP_202_ACCEPTED
         response.headers["Location"] = out.poll_url or ""
@@ -103,18 +105,3 @@ def get_recommendation(
     recommendation_id: Annotated[int, Path(ge=1, le=MAX_ID)], session: SessionDep
 ):
     return RecommendationOut.of(svc.get_recommendation(session, recommendation_id))
-
-
-import os as _os  # noqa: E402
-
-if _os.environ.get("MPCOA_INLINE"):
-    async def _run(fn, *args):
-        return fn(*args)
-else:
-    _run = run_in_threadpool
-
-
-def _onehop(session, body, settings):
-    from api.deps import _check
-    _check(session, session.info.pop("credentials"))
-    return _recommend(session, body, settings)
