@@ -92,6 +92,12 @@ def measurement_keys(committed_db, cid) -> list[tuple]:
         return [tuple(r) for r in rows]
 
 
+def goodputs(committed_db, cid) -> list[float]:
+    with session_scope(get_engine(Settings(database_url=committed_db, _env_file=None))) as s:
+        return list(s.scalars(select(Measurement.mean_goodput_mbps).where(
+            Measurement.campaign_id == cid, Measurement.status == "ok")))
+
+
 def test_posted_topology_is_calibrated_from_measurements(api, sites, testbed, workers,
                                                          committed_db, broker_url, tmp_path):
     local, _ = sites
@@ -117,8 +123,10 @@ def test_posted_topology_is_calibrated_from_measurements(api, sites, testbed, wo
     assert rec["provisional"] is False and rec["campaign_id"] == cid
     assert rec["opm"] in ("PCDC", "FullMesh") and rec["occ"] in ("reno", "cubic")
     assert PLAN["buffer_grid_mib"][0] <= rec["obs_mib"] <= PLAN["buffer_grid_mib"][-1]
-    # The two sites' capacity: 12 + 3 Mbit/s uplinks into a 20 Mbit/s downlink.
-    assert 5 < rec["otp_mbps"] <= 15.5
+    # The two sites' capacity: 12 + 3 Mbit/s uplinks into a 20 Mbit/s downlink. Each measured
+    # run stays under it; the fitted curve may overshoot it a little at its peak.
+    assert 0 < max(goodputs(committed_db, cid)) <= 15 * 1.05
+    assert 5 < rec["otp_mbps"] <= 15 * 1.2
     assert rec["provenance"]["measurement_count"] == PROBES
     impact = api.get(f"/topologies/{done['topology_id']}/impact-factors").json()
     assert impact, "Table 2 is empty"
