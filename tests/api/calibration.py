@@ -18,14 +18,15 @@ RUNS = 3
 RTT_MS = 310.0
 
 
-def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7) -> dict:
+def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7,
+                runs: int = RUNS, t0: datetime | None = None, commit: bool = True) -> dict:
     """A finished SRL-HU campaign with measurements, impact factors and fits; returns counts."""
     rng = np.random.default_rng(seed)
     campaign = campaigns.create_campaign(
-        session, topology_id, ccs=list(CCS), buffer_grid_mib=GRID, runs=RUNS, duration_s=10
+        session, topology_id, ccs=list(CCS), buffer_grid_mib=GRID, runs=runs, duration_s=10
     )
     campaigns.set_state(session, campaign.id, "running")
-    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    t0 = t0 or datetime(2026, 11, 1, tzinfo=UTC)
     subflows = list(TABLE2["SRL-HU"])
     count = 0
 
@@ -47,7 +48,7 @@ def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7) ->
         count += 1
 
     for k, cc in enumerate(CCS):
-        for run in range(RUNS):
+        for run in range(runs):
             record(phase="impact", pm="FullMesh", cc=cc, bs_mib=30.0, run=run,
                    subflows=subflows, goodput_mbps=[50.0] * 10)
             for sf in subflows:
@@ -61,7 +62,7 @@ def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7) ->
     for pm, curves in TABLE4["SRL-HU"].items():
         for cc, (a, b, c) in curves.items():
             for bs in GRID:
-                for run in range(RUNS):
+                for run in range(runs):
                     tp = a + b * bs + c * bs * bs + rng.normal(0, noise)
                     used = subflows if pm == "FullMesh" else subsets[cc]
                     record(phase="buffer", pm=pm, cc=cc, bs_mib=bs, run=run, subflows=used,
@@ -69,5 +70,6 @@ def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7) ->
     fits = campaigns.fit_from_measurements(session, campaign.id)
     stored = campaigns.store_fits(session, campaign.id, fits)
     campaigns.set_state(session, campaign.id, "done")
-    session.commit()
+    if commit:
+        session.commit()
     return {"campaign": campaign, "measurements": count, "fits": stored, "impact": impact}

@@ -20,6 +20,7 @@ from service.algorithm.impact import impact_from_omegas
 from service.algorithm.topology import ISP, Site
 from service.algorithm.topology import Topology as TopologySpec
 from tests.algorithm.paper_data import CCS, SITES, TABLE2, TABLE4
+from tests.api.calibration import seed_srl_hu
 
 GRID = [0.5, 2.5, 5.0, 7.5, 10.0, 12.5, 15.0, 17.5, 20.0, 22.5, 25.0, 27.5, 30.0]
 RUNS = 2
@@ -136,73 +137,6 @@ def _noisy_calibration(session: Session, topology_id: int):
 
 def _calibrate(session: Session, topology_id: int, subflows: list[str]):
     """A finished campaign: runs recorded, then Omegas, SP* and fits derived by the service."""
-    rng = np.random.default_rng(11)
-    campaign = campaigns.create_campaign(
-        session, topology_id, ccs=list(CCS), buffer_grid_mib=GRID, runs=RUNS, duration_s=10
-    )
-    campaigns.set_state(session, campaign.id, "running")
+    del subflows  # the SRL-HU topology's own
     t0 = datetime.now(UTC) - timedelta(days=2)
-    count = 0
-
-    def record(**kw):
-        nonlocal count
-        start = t0 + timedelta(seconds=15 * count)
-        campaigns.record_measurement(
-            session,
-            campaign.id,
-            duration_s=10,
-            tool="synthetic",
-            tool_version="1",
-            raw_output="{}",
-            started_at=start,
-            finished_at=start + timedelta(seconds=10),
-            rtt_ms={sf: RTT_MS for sf in kw["subflows"]},
-            **kw,
-        )
-        count += 1
-
-    for k, cc in enumerate(CCS):
-        for run in range(RUNS):
-            record(
-                phase="impact",
-                pm="FullMesh",
-                cc=cc,
-                bs_mib=30.0,
-                run=run,
-                subflows=subflows,
-                goodput_mbps=[50.0] * 5,
-            )
-            for sf in subflows:
-                omega = TABLE2["SRL-HU"][sf][k]
-                record(
-                    phase="impact",
-                    pm="FullMesh",
-                    cc=cc,
-                    bs_mib=30.0,
-                    run=run,
-                    excluded_subflow=sf,
-                    subflows=[s for s in subflows if s != sf],
-                    goodput_mbps=[50.0 * (1 - omega)] * 5,
-                )
-    impact = campaigns.impact_from_measurements(session, campaign.id)
-    campaigns.store_impact(session, campaign.id, impact)
-    subsets = {r.cc: r.subset for r in impact}
-    for pm, curves in TABLE4["SRL-HU"].items():
-        for cc, (a, b, c) in curves.items():
-            for bs in GRID:
-                for run in range(RUNS):
-                    tp = a + b * bs + c * bs * bs + rng.normal(0, 0.3)
-                    used = subflows if pm == "FullMesh" else subsets[cc]
-                    record(
-                        phase="buffer",
-                        pm=pm,
-                        cc=cc,
-                        bs_mib=bs,
-                        run=run,
-                        subflows=used,
-                        goodput_mbps=[max(tp, 0.0)] * 3,
-                    )
-    fits = campaigns.fit_from_measurements(session, campaign.id)
-    campaigns.store_fits(session, campaign.id, fits)
-    campaigns.set_state(session, campaign.id, "done")
-    return campaign
+    return seed_srl_hu(session, topology_id, seed=11, runs=RUNS, t0=t0, commit=False)["campaign"]
