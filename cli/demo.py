@@ -8,6 +8,7 @@ Ctrl-C (or the end, with --no-serve) tears everything down.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import tempfile
@@ -79,7 +80,6 @@ def demo(
     data_dir: Annotated[Path | None, typer.Option(help="default: a new temporary folder")] = None,
 ) -> None:
     """Testbed + API + a reduced calibration campaign + the recommendation, in one command."""
-    from probes.netns import list_netns  # noqa: F401  (fails early without iproute2)
     from probes.spec import SpecError, load_spec, scenario_path
 
     if os.geteuid() != 0:
@@ -106,7 +106,7 @@ def demo(
     ccs = sorted(testbed.available_congestion_controls())
     per_run = len(ccs) * (1 + len(spec.subflow_names(*[s.name for s in spec.sites])))
     per_run += len(PATH_MANAGERS) * len(ccs) * len(DEMO_BUFFERS_MIB)
-    os.environ["MPCOA_CAMPAIGN_CCS"] = _json(ccs)
+    os.environ["MPCOA_CAMPAIGN_CCS"] = json.dumps(ccs)
     # The budget is the plan: no extra rounds, so the demo's length is known in advance.
     os.environ["MPCOA_CAMPAIGN_PROBE_SECONDS_BUDGET"] = str(per_run * runs * duration)
     console.print(f"[bold]mpcoa demo[/]: scenario {scenario} ({spec.description}); data in {data}")
@@ -136,12 +136,6 @@ def demo(
         console.print(f"testbed {spec.name} removed; the data stays in {data}")
 
 
-def _json(value) -> str:
-    import json
-
-    return json.dumps(value)
-
-
 def _configure(data: Path, runs: int, duration: float, port: int) -> None:
     """The demo's settings, through the environment so every part of the process agrees."""
     from service.settings import get_settings
@@ -154,7 +148,7 @@ def _configure(data: Path, runs: int, duration: float, port: int) -> None:
             "MPCOA_DATABASE_URL": f"sqlite:///{data / 'demo.sqlite3'}",
             "MPCOA_CAMPAIGN_RUNS": str(runs),
             "MPCOA_CAMPAIGN_DURATION_S": str(duration),
-            "MPCOA_CAMPAIGN_BUFFER_GRID_MIB": _json(DEMO_BUFFERS_MIB),
+            "MPCOA_CAMPAIGN_BUFFER_GRID_MIB": json.dumps(DEMO_BUFFERS_MIB),
             "MPCOA_PORT": str(port),
         }
     )
