@@ -20,7 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from models import NO_EXCLUSION, Campaign, Measurement, utcnow
-from probes.base import MeasurementRequest, MeasurementResult
+from probes.base import EXCLUSION_MAX_SHARE, MeasurementRequest, MeasurementResult
 
 from .algorithm.curve import FULLMESH, PCDC
 from .algorithm.impact import ImpactResult, impact_from_series
@@ -515,14 +515,19 @@ def _record(session: Session, campaign_id: int, step: ProbeStep, **fields):
 
 
 def store_result(session: Session, campaign_id: int, step: ProbeStep, result: MeasurementResult):
-    """Store a probe's result under the step's key; a run that fell back to TCP is stored as
-    failed (marked, never fitted)."""
+    """Store a probe's result under the step's key. A run that fell back to TCP, or whose
+    excluded subflows carried more than 1 % of the bytes, is stored as failed: never fitted."""
     campaign = get_campaign(session, campaign_id)
     if step.allowed_subflows is not None:
         subflows = list(step.allowed_subflows)
     else:
         subflows = sorted(result.subflow_bytes)
-    ok = result.mptcp_ok
+    ok, error = result.mptcp_ok, None
+    if not ok:
+        error = f"not fitted: {result.fallback_reason}"
+    elif leaked := _leaked_subflows(step, result):
+        # An "excluded" subflow that carried payload makes TP_i (or SP*'s sweep) meaningless.
+        ok, error = False, f"not fitted: excluded subflows carried payload: {leaked}"
     return _record(
         session,
         campaign.id,
@@ -537,10 +542,22 @@ def store_result(session: Session, campaign_id: int, step: ProbeStep, result: Me
         tool_version=result.tool_version,
         raw_output=_raw_text(result),
         status="ok" if ok else "failed",
-        error=None if ok else f"not fitted: {result.fallback_reason}",
+        error=error,
         started_at=result.started_at,
         finished_at=result.ended_at,
     )
+
+
+def _leaked_subflows(step: ProbeStep, result: MeasurementResult) -> dict[str, str]:
+    """Subflows the step excluded from payload that carried more than 1 % of the bytes."""
+    if step.allowed_subflows is None:
+        return {}
+    excluded = [n for n in result.subflow_bytes if n not in step.allowed_subflows]
+    return {
+        n: f"{100 * result.subflow_share(n):.1f} %"
+        for n in excluded
+        if result.subflow_share(n) > EXCLUSION_MAX_SHARE
+    }
 
 
 def record_failure(session: Session, campaign_id: int, step: ProbeStep, error: str):
