@@ -22,7 +22,12 @@ def up_cmd(
 ) -> None:
     """Bring a testbed up from a topology file (idempotent)."""
     try:
-        path = Path(file) if Path(file).exists() else scenario_path(file)
+        if Path(file).exists():
+            path = Path(file)
+        elif "/" in file or file.endswith((".yaml", ".yml", ".json")):
+            raise SpecError(f"{file}: no such file")
+        else:
+            path = scenario_path(file)
         spec = load_spec(path)
         bed = tb.up(spec)
     except (SpecError, ProbeError) as exc:
