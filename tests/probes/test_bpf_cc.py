@@ -88,8 +88,12 @@ def sampler():
 th = threading.Thread(target=sampler, daemon=True)
 th.start()
 buf = b"\0" * 65536
+s.settimeout(0.5)  # a stalled path must not block the run past its duration
 while time.monotonic() < t0 + duration:
-    s.send(buf)
+    try:
+        s.send(buf)
+    except TimeoutError:
+        pass
 stop.set()
 th.join()
 s.close()
@@ -222,9 +226,12 @@ def test_iperf3_mptcp_live(testbed2x2, bpf_ccs, cc):
     ("reno", lambda w: max(w >> 1, 2)),            # control: tcp_reno_ssthresh
 ])
 def test_multiplicative_decrease_after_loss(testbed2x2, bpf_ccs, cc, expected):
-    out = tcp_flow(testbed2x2, cc, 4.0, 5311)
-    assert out["cc"] == cc
-    ev = loss_events(out["samples"])
+    for _attempt in range(2):  # one more run if the first saw too few losses (a stalled path)
+        out = tcp_flow(testbed2x2, cc, 4.0, 5311)
+        assert out["cc"] == cc
+        ev = loss_events(out["samples"])
+        if len(ev) >= 3:
+            break
     assert len(ev) >= 3, (len(ev), out["samples"][-1])
     ok = [abs(ssth - expected(w)) <= 1 for w, ssth, _ in ev]
     ratios = [round(ssth / w, 3) for w, ssth, _ in ev if w]
