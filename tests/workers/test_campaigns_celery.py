@@ -128,8 +128,13 @@ def test_posted_topology_is_calibrated_from_measurements(api, sites, testbed, wo
     assert 0 < max(goodputs(committed_db, cid)) <= 15 * 1.05
     assert 5 < rec["otp_mbps"] <= 15 * 1.2
     assert rec["provenance"]["measurement_count"] == PROBES
+    # Table 2 from the impact runs: an Omega per CC and subflow (F-U the fast, A-U the slow one).
     impact = api.get(f"/topologies/{done['topology_id']}/impact-factors").json()
-    assert impact, "Table 2 is empty"
+    assert impact["campaign_id"] == cid
+    assert {row["cc"] for row in impact["rows"]} == {"reno", "cubic"}
+    for row in impact["rows"]:
+        assert set(row["omegas"]) == {"F-U", "A-U"}
+        assert row["omegas"]["F-U"] > 0  # losing the 12 Mbit/s path always costs throughput
     history = api.get(f"/topologies/{done['topology_id']}/history").json()
     assert history[0]["campaign_id"] == cid and history[0]["occ"] == rec["occ"]
 
