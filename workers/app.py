@@ -11,13 +11,11 @@ from __future__ import annotations
 from celery import Celery
 from celery.signals import worker_ready
 
+from service.dispatch import site_queue
 from service.settings import Settings, get_settings
 
 CONTROL_QUEUE = "mpcoa.control"
-
-
-def site_queue(site: str) -> str:
-    return f"site.{site}"
+__all__ = ["CONTROL_QUEUE", "app", "make_app", "site_queue"]
 
 
 def make_app(settings: Settings | None = None) -> Celery:
