@@ -16,6 +16,7 @@ from api.routers import campaigns, inventory, recommendations, schedules
 from api.schemas import Health, Problem
 from service.db import get_engine, make_sessionmaker
 from service.errors import Conflict, Invalid, NotFound, ServiceError
+from service.flows import runner
 from service.settings import Settings, get_settings
 
 DESCRIPTION = """
@@ -65,13 +66,14 @@ def create_app(
     settings = settings or get_settings()
     if session_factory is None:
         session_factory = make_sessionmaker(get_engine(settings))
+    in_process = None
+    if settings.run_campaigns and settings.executor == "inprocess":
+        in_process = runner.install(settings)  # the executor registers with dispatch
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # Embedded: campaigns a previous run of this process left queued or running go on.
-        if settings.run_campaigns and settings.executor == "inprocess":
-            from service.runner import executor
-
-            executor(settings).resume_all()
+        if in_process is not None:
+            in_process.resume_all()
         yield
 
     app = FastAPI(

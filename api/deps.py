@@ -12,15 +12,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from service import tokens
+from models import utcnow
 from service.errors import Conflict
-from service.settings import Settings
+from service.store import tokens
 
 bearer = HTTPBearer(auto_error=False, description="an API token from `mpcoa token create NAME`")
-
-
-def get_settings(request: Request) -> Settings:
-    return request.app.state.settings
 
 
 def get_session(request: Request) -> Iterator[Session]:
@@ -46,14 +42,14 @@ def commit(session: Session) -> None:
 
 
 def _check(session: Session, credentials: HTTPAuthorizationCredentials | None) -> None:
-    row = tokens.verify_token(session, credentials.credentials if credentials else None)
+    row = tokens.verify_token(session, token=credentials.credentials if credentials else None)
     if row is None:
         raise HTTPException(
             status_code=status.HTTP_401_UNAUTHORIZED,
             detail="a valid API token is needed (Authorization: Bearer <token>)",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    now = tokens.utcnow()
+    now = utcnow()
     if row.last_used_at is None or now - row.last_used_at > timedelta(minutes=1):
         row.last_used_at = now
         session.commit()

@@ -7,20 +7,22 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from models import CAMPAIGN_STATES, MEASUREMENT_PHASES, MEASUREMENT_STATUSES, RECOMMENDATION_KINDS
+from probes.vocabulary import PATH_MANAGERS, Site, SubflowName
 from service.algorithm import topology as algo
 from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA
-from service.schedules import CampaignParameters as CampaignParametersIn
+from service.flows.answer import Arm, Eq1, TStar
+from service.flows.plan import CampaignParameters
+from service.store.campaigns import report
 
 T = TypeVar("T")
 
 MAX_ID = 2**31 - 1
 Description = Annotated[str, Field(max_length=200, pattern=r"^[^\x00-\x08\x0b\x0c\x0e-\x1f]*$")]
-SubflowName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]{0,7}-[A-Za-z][A-Za-z0-9]{0,7}$")]
 RttMs = Annotated[float, Field(gt=0, le=600_000, allow_inf_nan=False, description="RTT in ms")]
 Delta = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
 Mib = Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]
-PathManager = Literal["PCDC", "FullMesh"]
-CongestionControl = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,15}$")]
+PathManager = Literal[PATH_MANAGERS]
 
 SRL = {
     "name": "SRL",
@@ -53,30 +55,20 @@ class Problem(BaseModel):
 
 
 # --- sites ---------------------------------------------------------------------------------------
-class SiteIn(BaseModel):
-    """A site and its ISPs (Table 1)."""
+class SiteIn(Site):
+    """A site and its ISPs (Table 1): the vocabulary's Site (its bounds and rules) plus a
+    description."""
 
     model_config = ConfigDict(
         extra="forbid",
+        frozen=True,
         json_schema_extra={"examples": [{**SRL, "description": "Simula Research Laboratory"}]},
     )
 
-    name: algo.Name
     description: Description = ""
-    isps: list[algo.ISP] = Field(min_length=1, max_length=algo.MAX_ISPS_PER_SITE)
 
-    @field_validator("isps")
-    @classmethod
-    def _unique(cls, isps: list[algo.ISP]) -> list[algo.ISP]:
-        for attr in ("label", "name"):
-            values = [getattr(i, attr) for i in isps]
-            dupes = sorted({v for v in values if values.count(v) > 1})
-            if dupes:
-                raise ValueError(f"duplicate ISP {attr} {dupes[0]!r}")
-        return isps
-
-    def spec(self) -> algo.Site:
-        return algo.Site(name=self.name, isps=self.isps)
+    def spec(self) -> Site:
+        return Site(name=self.name, isps=self.isps)
 
 
 class ISPOut(BaseModel):
@@ -154,8 +146,8 @@ class InlineTopology(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    local: algo.Site
-    remote: algo.Site
+    local: Site
+    remote: Site
     rtts_ms: dict[SubflowName, RttMs] | None = Field(default=None, max_length=256)
 
     @model_validator(mode="after")
@@ -217,45 +209,14 @@ RECOMMENDATION_EXAMPLES = {
 }
 
 
-class TStar(BaseModel):
-    tp_mbps: float
-    bs_mib: float
-    pm: str
-    cc: str
-
-
-class Arm(BaseModel):
-    pm: str
-    cc: str
-    peak_bs_mib: float
-    peak_tp_mbps: float
-    obs_mib: float | None
-    tp_at_obs_mbps: float | None
-    same_as_fullmesh: bool
-
-
-class Traditional(BaseModel):
-    """Eq. 1 over the subflows the answer uses, or why it is unknown."""
-
-    available: bool
-    subflows: list[str]
-    buffer_mib: float | None = None
-    fallback_mib: float | None = None
-    obs_ratio: float | None = None
-    rtt_max_s: float | None = None
-    rto_max_s: float | None = None
-    bandwidth_sum_kbps: float | None = None
-    rtt_source: str | None = None
-    rto_source: str | None = None
-    reason: str | None = None
-    missing_rtt_subflows: list[str] = []
+Traditional = Eq1  # Eq. 1, the traditional buffer
 
 
 class RecommendationOut(BaseModel):
     """Table 5, with T*, Eq. 1 and the provenance behind it."""
 
     id: int
-    kind: Literal["calibrated", "provisional"]
+    kind: Literal[RECOMMENDATION_KINDS]
     provisional: bool
     topology_id: int
     campaign_id: int | None
@@ -309,7 +270,7 @@ class RecommendationOut(BaseModel):
 
 
 # --- campaigns, measurements --------------------------------------------------------------------
-class CampaignIn(CampaignParametersIn):
+class CampaignIn(CampaignParameters):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
@@ -334,7 +295,7 @@ class CampaignOut(BaseModel):
 
     id: int
     topology_id: int
-    state: str
+    state: Literal[CAMPAIGN_STATES]
     reason: str
     ccs: list[str]
     pms: list[str]
@@ -375,7 +336,7 @@ class CampaignOut(BaseModel):
             elif row.probes_done:
                 left = max(0, row.probes_total - row.probes_done)
                 remaining = left * elapsed / row.probes_done
-        notes = {k: v for k, v in (row.notes or {}).items() if k != "lease"}
+        notes = report(row)
         return cls.model_validate({**_attrs(row), "progress": progress, "elapsed_s": elapsed,
                                    "remaining_s": remaining, "notes": notes})
 
@@ -389,7 +350,7 @@ class MeasurementOut(BaseModel):
 
     id: int
     campaign_id: int
-    phase: str
+    phase: Literal[MEASUREMENT_PHASES]
     pm: str
     cc: str
     bs_mib: float
@@ -405,7 +366,7 @@ class MeasurementOut(BaseModel):
     rto_ms: dict[str, float]
     tool: str
     tool_version: str
-    status: str
+    status: Literal[MEASUREMENT_STATUSES]
     error: str | None
     started_at: datetime
     finished_at: datetime

@@ -65,7 +65,7 @@ def make_app():
     from api.app import create_app
     from api.deps import in_lane
     from models import Recommendation, utcnow
-    from service.recommend import _store
+    from service.store.recommendations import add_recommendation
 
     app = create_app()
 
@@ -76,7 +76,7 @@ def make_app():
     def insert_only(factory, values) -> dict:
         session = factory()
         try:
-            rec = _store(session, **values, created_at=utcnow())
+            rec = add_recommendation(session, **values, created_at=utcnow())
             session.commit()
             return {"id": rec.id}
         finally:
@@ -123,20 +123,27 @@ def _server_pids(pid: int) -> list[int]:
 
 def seed(url: str) -> tuple[int, str]:
     """A calibrated SRL-HU topology (buffer-phase runs from Table 4 + noise, fitted) and a token."""
-    from service import campaigns, db, inventory, tokens
+    from service import db
     from service.algorithm.topology import Topology
+    from service.flows.derive import fit_from_runs
+    from service.flows.dispatch import start_campaign
+    from service.flows.plan import CampaignParameters
+    from service.settings import Settings
+    from service.store import campaigns, inventory, measurements, results, tokens
 
     db.upgrade(url)
     rng = np.random.default_rng(1)
     engine = db.make_engine(url)
     with db.session_scope(engine) as s:
         topo = inventory.ensure_topology(
-            s, Topology.model_validate({"local": SRL, "remote": HU}),
-            {f"{a}-{b}": 310.0 for a in "UKPT" for b in ("C", "CU")},
+            s, spec=Topology.model_validate({"local": SRL, "remote": HU}),
+            rtts_ms={f"{a}-{b}": 310.0 for a in "UKPT" for b in ("C", "CU")},
         )
-        c = campaigns.create_campaign(s, topo.id, buffer_grid_mib=[0.5 * k for k in range(1, 61)],
-                                      runs=3, duration_s=30)
-        campaigns.set_state(s, c.id, "running")
+        params = CampaignParameters(buffer_grid_mib=[0.5 * k for k in range(1, 61)], runs=3,
+                                    duration_s=30)
+        c = start_campaign(s, topology_id=topo.id, params=params, reason="bench",
+                           settings=Settings(run_campaigns=False))
+        campaigns.set_state(s, campaign_id=c.id, state="running")
         t0 = datetime.now(UTC) - timedelta(days=2)
         n = 0
         for pm, curves in CURVES.items():
@@ -145,15 +152,15 @@ def seed(url: str) -> tuple[int, str]:
                     for run in range(c.runs):
                         tp = max(0.0, a + b * bs + cq * bs * bs + rng.normal(0, 0.5))
                         start = t0 + timedelta(seconds=31 * n)
-                        campaigns.record_measurement(
-                            s, c.id, phase="buffer", pm=pm, cc=cc, bs_mib=bs, run=run,
+                        measurements.record_measurement(
+                            s, campaign_id=c.id, phase="buffer", pm=pm, cc=cc, bs_mib=bs, run=run,
                             subflows=["K-C"], duration_s=30, goodput_mbps=[tp] * 30,
                             rtt_ms={"K-C": 300.0}, tool="synthetic", started_at=start,
                             finished_at=start + timedelta(seconds=30))
                         n += 1
-        campaigns.store_fits(s, c.id, campaigns.fit_from_measurements(s, c.id))
-        campaigns.set_state(s, c.id, "done")
-        token = tokens.create_token(s, "bench")
+        results.store_fits(s, campaign_id=c.id, fits=fit_from_runs(s, campaign=c).fits)
+        campaigns.set_state(s, campaign_id=c.id, state="done")
+        token = tokens.create_token(s, name="bench")
         topology_id = topo.id
     engine.dispose()
     return topology_id, token

@@ -37,11 +37,13 @@ def main() -> None:
     from models import Measurement
     from probes import testbed
     from probes.spec import load_spec, scenario_path
-    from service import campaigns, inventory
     from service.algorithm.topology import Topology
     from service.db import session_scope, upgrade
-    from service.runner import run_campaign
+    from service.flows import dispatch
+    from service.flows.plan import CampaignParameters, planned_probes
+    from service.flows.runner import run_campaign
     from service.settings import get_settings
+    from service.store import campaigns, inventory
 
     settings = get_settings()
     upgrade(settings.effective_database_url)
@@ -68,25 +70,25 @@ def main() -> None:
     try:
         ccs = sorted(testbed.available_congestion_controls())
         with session_scope() as s:
-            row = inventory.ensure_topology(s, topo, None)
-            plan = campaigns.planned_probes(
-                len(row.subflows), len(ccs), 2, len(DEMO_BUFFERS_MIB), args.runs
-            )
-            cid = campaigns.create_campaign(
-                s,
-                row.id,
+            row = inventory.ensure_topology(s, spec=topo)
+            plan = planned_probes(len(row.subflows), len(ccs), 2, len(DEMO_BUFFERS_MIB), args.runs)
+            params = CampaignParameters(
                 ccs=ccs,
                 buffer_grid_mib=DEMO_BUFFERS_MIB,
                 runs=args.runs,
                 duration_s=args.duration,
                 probe_seconds_budget=plan * args.duration,
-                settings=settings,
+            )
+            # This benchmark is the executor: it runs the campaign in the foreground.
+            dispatch.register_executor("inprocess", lambda _cid: None)
+            cid = dispatch.start_campaign(
+                s, topology_id=row.id, params=params, reason="benchmark", settings=settings
             ).id
         start = time.monotonic()
         state = run_campaign(cid, settings=settings)
         wall = time.monotonic() - start
         with session_scope() as s:
-            c = campaigns.get_campaign(s, cid)
+            c = campaigns.get_campaign(s, campaign_id=cid)
             rows = s.scalars(select(Measurement).where(Measurement.campaign_id == cid)).all()
             tool = sum((m.finished_at - m.started_at).total_seconds() for m in rows)
             probe_s = c.probe_seconds_used

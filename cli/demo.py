@@ -94,7 +94,7 @@ def demo(
     _configure(data, runs, duration, port)
 
     from probes import bpf_cc, testbed
-    from service.algorithm.curve import PATH_MANAGERS
+    from probes.vocabulary import PATH_MANAGERS
 
     loaded: dict[str, int] = {}
     if paper_ccs:
@@ -125,9 +125,10 @@ def demo(
         console.print("\ninterrupted")
     finally:
         with console.status("tearing down"):
-            from service.runner import executor
+            from service.flows.runner import install
+            from service.settings import get_settings
 
-            executor().stop()
+            install(get_settings()).stop()
             if server is not None:
                 server.should_exit = True
             testbed.down(spec.name)
@@ -179,11 +180,11 @@ def _start_api(port: int):
 def _run(spec, port: int, serve: bool) -> None:
     import httpx
 
-    from service import tokens
     from service.db import session_scope
+    from service.store import tokens
 
     with session_scope() as s:
-        token = tokens.create_token(s, f"demo-{int(time.time())}")
+        token = tokens.create_token(s, name=f"demo-{int(time.time())}")
     base = f"http://127.0.0.1:{port}"
     client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
     body, rtts = _topology_body(spec)

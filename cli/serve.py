@@ -120,15 +120,16 @@ def db_current() -> None:
 @token_app.command("create")
 def token_create(name: str = typer.Argument(..., help="who or what the token is for")) -> None:
     """Create a token and print it once; only its SHA-256 is stored."""
-    from service import db, tokens
+    from service import db
     from service.errors import Conflict
+    from service.store import tokens
 
     settings = _settings()
     if settings.auto_migrate:
         db.upgrade(settings.effective_database_url)
     try:
         with db.session_scope(db.get_engine(settings)) as session:
-            value = tokens.create_token(session, name)
+            value = tokens.create_token(session, name=name)
     except (Conflict, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
@@ -138,7 +139,8 @@ def token_create(name: str = typer.Argument(..., help="who or what the token is 
 @token_app.command("list")
 def token_list() -> None:
     """Token names, creation and last use (never the tokens)."""
-    from service import db, tokens
+    from service import db
+    from service.store import tokens
 
     with db.session_scope(db.get_engine(_settings())) as session:
         for row in tokens.list_tokens(session):
@@ -149,12 +151,13 @@ def token_list() -> None:
 @token_app.command("revoke")
 def token_revoke(name: str) -> None:
     """Revoke the token called NAME."""
-    from service import db, tokens
+    from service import db
     from service.errors import NotFound
+    from service.store import tokens
 
     try:
         with db.session_scope(db.get_engine(_settings())) as session:
-            tokens.revoke_token(session, name)
+            tokens.revoke_token(session, name=name)
     except NotFound as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc

@@ -9,11 +9,14 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from cli.algorithm import fail
-from service import calibration
-from service.campaigns import create_campaign
+from models import FINAL_CAMPAIGN_STATES
 from service.db import session_scope, upgrade
 from service.errors import ServiceError
+from service.flows import dispatch
+from service.flows.plan import CampaignParameters
 from service.settings import get_settings
+from service.store import campaigns as campaign_store
+from service.store import recommendations
 
 EXIT_FAILED = 1
 
@@ -45,23 +48,20 @@ def calibrate(
     settings = get_settings()
     if settings.is_embedded:
         upgrade(settings.effective_database_url)
+    # In-process, this command is the executor: it runs the campaign in the foreground.
+    dispatch.register_executor("inprocess", lambda _cid: None)
     try:
+        params = CampaignParameters(
+            ccs=ccs, buffer_grid_mib=buffers, runs=runs, duration_s=duration, delta=delta,
+            probe_seconds_budget=budget,
+        )
         with session_scope() as s:
-            campaign = create_campaign(
-                s,
-                topology_id,
-                ccs=ccs,
-                buffer_grid_mib=buffers,
-                runs=runs,
-                duration_s=duration,
-                delta=delta,
-                probe_seconds_budget=budget,
-                reason="cli",
-                settings=settings,
+            campaign = dispatch.start_campaign(
+                s, topology_id=topology_id, params=params, reason="cli", settings=settings
             )
             cid = campaign.id
-    except (ServiceError, ValueError) as exc:
-        fail(str(exc))
+    except (ServiceError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        fail(str(exc).replace("\n", "; "))
     with _progress_bar() as bar:
         task = bar.add_task("", total=None, cid=cid, what="starting")
 
@@ -74,13 +74,10 @@ def calibrate(
             )
 
         if settings.executor == "inprocess":
-            from service.runner import run_campaign
+            from service.flows.runner import run_campaign
 
             state = run_campaign(cid, settings=settings, on_progress=show)
-        else:
-            from workers.tasks import send_advance
-
-            send_advance(cid)
+        else:  # dispatched to the sender site's Celery queue when the campaign was committed
             state = _poll(cid, show)
     _print_outcome(cid, state)
 
@@ -88,23 +85,22 @@ def calibrate(
 def _poll(cid: int, show) -> str:
     while True:
         with session_scope() as s:
-            campaign = calibration.get_campaign(s, cid)
+            campaign = campaign_store.get_campaign(s, campaign_id=cid)
             show(campaign, None)
-            if campaign.state in calibration.FINAL_STATES:
+            if campaign.state in FINAL_CAMPAIGN_STATES:
                 return campaign.state
         time.sleep(1.0)
 
 
 def _print_outcome(cid: int, state: str) -> None:
-    from service.recommend import get_recommendation
-
     with session_scope() as s:
-        campaign = calibration.get_campaign(s, cid)
-        notes = dict(campaign.notes or {})
+        campaign = campaign_store.get_campaign(s, campaign_id=cid)
         if state != "done":
             typer.echo(f"campaign {cid} {state}: {campaign.error or ''}", err=True)
             raise typer.Exit(EXIT_FAILED)
-        rec = get_recommendation(s, notes["recommendation_id"])
+        rec = recommendations.get_recommendation(
+            s, recommendation_id=campaign.recommendation_id
+        )
         typer.echo(
             f"campaign {cid} done: OPM={rec.opm} OCC={rec.occ} OBS={rec.obs_mib:.3f} MiB "
             f"OTP={rec.otp_mbps:.3f} Mbit/s (T*={rec.tp_max_mbps:.3f}); "
@@ -119,7 +115,7 @@ def worker(
     """A Celery worker for the given sites' queues (site.<name>); needs MPCOA_BROKER_URL."""
     import re
 
-    from probes.base import NAME_PATTERN
+    from probes.vocabulary import NAME_PATTERN
 
     settings = get_settings()
     if not settings.broker_url:

@@ -3,7 +3,9 @@
 from .base import Base, JSONType, UTCDateTime, utcnow
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
 from .tables import (
+    ACTIVE_CAMPAIGN_STATES,
     CAMPAIGN_STATES,
+    FINAL_CAMPAIGN_STATES,
     ISP,
     MEASUREMENT_PHASES,
     MEASUREMENT_STATUSES,
@@ -21,8 +23,10 @@ from .tables import (
 )
 
 __all__ = [
+    "ACTIVE_CAMPAIGN_STATES",
     "CAMPAIGN_STATES",
     "EVENT_KINDS",
+    "FINAL_CAMPAIGN_STATES",
     "ISP",
     "MEASUREMENT_PHASES",
     "MEASUREMENT_STATUSES",

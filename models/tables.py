@@ -24,6 +24,8 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from .base import Base, JSONType, UTCDateTime, utcnow
 
 CAMPAIGN_STATES = ("queued", "running", "done", "failed", "cancelled")
+ACTIVE_CAMPAIGN_STATES = ("queued", "running")
+FINAL_CAMPAIGN_STATES = ("done", "failed", "cancelled")
 MEASUREMENT_PHASES = ("impact", "buffer")
 MEASUREMENT_STATUSES = ("ok", "failed")
 RECOMMENDATION_KINDS = ("calibrated", "provisional")
@@ -152,8 +154,20 @@ class Campaign(Base):
     executor: Mapped[str | None] = mapped_column(String(32), nullable=True)
     task_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    # What the campaign decided on the way: CCs kept and dropped (and why), failed probes,
-    # extra rounds for the quality gate, the probe lease, the recommendation it produced.
+    # What the campaign decided on the way. CCs: offered by both sites' kernels, still measured
+    # (None until chosen), dropped with the reason.
+    offered_ccs: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
+    active_ccs: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
+    dropped_ccs: Mapped[dict[str, str]] = mapped_column(JSONType, default=dict)
+    impact_runs: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    extra_rounds: Mapped[int] = mapped_column(Integer, default=0)
+    budget_exhausted: Mapped[bool] = mapped_column(Boolean, default=False)
+    recommendation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The probe lease: one probe in flight per campaign, taken under a row lock.
+    lease_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    lease_step: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # What the campaign reports beyond that: failed probes, unfitted arms.
     notes: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

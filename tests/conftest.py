@@ -21,6 +21,22 @@ PG_HOST = os.environ.get("MPCOA_TEST_PG_HOST", "localhost")
 PG_USER = os.environ.get("MPCOA_TEST_PG_USER", "postgres")
 
 
+def new_campaign(session, topology_id: int, reason: str = "tests", **params):
+    """A queued campaign through the service's one create-and-dispatch flow, never sent to an
+    executor (the tests drive it themselves)."""
+    from service.flows.dispatch import start_campaign
+    from service.flows.plan import CampaignParameters
+    from service.settings import Settings
+
+    return start_campaign(
+        session,
+        topology_id=topology_id,
+        params=CampaignParameters(**params),
+        reason=reason,
+        settings=Settings(run_campaigns=False),
+    )
+
+
 def pg_admin() -> psycopg.Connection:
     return psycopg.connect(host=PG_HOST, user=PG_USER, dbname="postgres", autocommit=True)
 

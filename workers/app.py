@@ -11,7 +11,7 @@ from __future__ import annotations
 from celery import Celery
 from celery.signals import worker_ready
 
-from service.dispatch import site_queue
+from service.flows.dispatch import site_queue
 from service.settings import Settings, get_settings
 
 CONTROL_QUEUE = "mpcoa.control"

@@ -1,9 +1,8 @@
 """Read-only queries behind the dashboard pages.
 
-Everything here reads the database through the service layer (`service.inventory`,
-`service.campaigns`, `service.recommend`) or, where the service has no such query, through the
-SQLAlchemy models directly. Nothing here writes. Each function returns plain dicts/lists that the
-templates render and that are safe to serialise to JSON for the charts.
+Everything here reads the database through the store (`service.store`) or, where the store has
+no such query, through the SQLAlchemy models directly. Nothing here writes. Each function returns
+plain dicts/lists that the templates render and that are safe to serialise to JSON for the charts.
 """
 
 from __future__ import annotations
@@ -16,11 +15,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from models import Campaign, FitRecord, ImpactFactor, Measurement, Recommendation, Topology
-from service import campaigns as campaign_svc
-from service import inventory
-from service import recommend as recommend_svc
+from service.algorithm.impact import is_harmful
 from service.algorithm.solver import solve
-from service.errors import NotFound
+from service.store import campaigns as campaign_store
+from service.store import inventory, recommendations, results
 
 CURVE_POINTS = 120  # points per fitted curve drawn on the Fits page
 
@@ -44,7 +42,7 @@ def overview(session: Session, limit: int = 200) -> dict:
     ids = [t.id for t in topologies]
     latest_rec = _latest_by_topology(session, Recommendation, ids)
     latest_campaign = _latest_by_topology(session, Campaign, ids)
-    recent_campaigns, campaigns_total = campaign_svc.list_campaigns(session, limit=10)
+    recent_campaigns, campaigns_total = campaign_store.list_campaigns(session, limit=10)
     return {
         "topologies": [
             {
@@ -63,9 +61,13 @@ def overview(session: Session, limit: int = 200) -> dict:
 
 # --- topology ------------------------------------------------------------------------------------
 def topology_page(session: Session, topology_id: int) -> dict:
-    topology = inventory.get_topology(session, topology_id)
-    recs, rec_total = recommend_svc.list_recommendations(session, topology.id, limit=1)
-    campaigns, campaigns_total = campaign_svc.list_campaigns(session, topology.id, limit=20)
+    topology = inventory.get_topology(session, topology_id=topology_id)
+    recs, rec_total = recommendations.list_recommendations(
+        session, topology_id=topology.id, limit=1
+    )
+    campaigns, campaigns_total = campaign_store.list_campaigns(
+        session, topology_id=topology.id, limit=20
+    )
     isps = {i.id: i for site in (topology.local_site, topology.remote_site) for i in site.isps}
     subflows = [
         {
@@ -83,7 +85,7 @@ def topology_page(session: Session, topology_id: int) -> dict:
         "recommendations_total": rec_total,
         "campaigns": campaigns,
         "campaigns_total": campaigns_total,
-        "active_campaign": campaign_svc.active_campaign(session, topology.id),
+        "active_campaign": campaign_store.active_campaign(session, topology_id=topology.id),
     }
 
 
@@ -91,22 +93,14 @@ def _campaign_of(
     session: Session, topology: Topology, campaign_id: int | None, what: type
 ) -> Campaign | None:
     """The asked-for campaign of this topology, or the newest one with rows in `what`."""
-    if campaign_id is None:
-        return campaign_svc.latest_campaign_with(session, topology.id, what)
-    campaign = campaign_svc.get_campaign(session, campaign_id)
-    if campaign.topology_id != topology.id:
-        raise NotFound(f"campaign {campaign_id} is not a campaign of topology {topology.id}")
-    return campaign
+    return results.table_campaign(
+        session, topology_id=topology.id, campaign_id=campaign_id, what=what
+    )
 
 
 def _campaigns_with(session: Session, topology_id: int, what: type) -> list[Campaign]:
     """Every campaign of the topology that has rows in `what`, oldest first."""
-    has = select(what.id).where(what.campaign_id == Campaign.id).exists()
-    return list(
-        session.scalars(
-            select(Campaign).where(Campaign.topology_id == topology_id, has).order_by(Campaign.id)
-        )
-    )
+    return results.campaigns_with(session, topology_id=topology_id, what=what)
 
 
 # --- impact factors (Tables 2 and 3, and their history) -------------------------------------------
@@ -136,12 +130,8 @@ class ImpactView:
     sign_change_count: int = 0
 
 
-def _sign(value: float) -> int:
-    return (value > 0) - (value < 0)
-
-
 def impact_page(session: Session, topology_id: int, campaign_id: int | None) -> ImpactView:
-    topology = inventory.get_topology(session, topology_id)
+    topology = inventory.get_topology(session, topology_id=topology_id)
     campaign = _campaign_of(session, topology, campaign_id, ImpactFactor)
     with_impact = _campaigns_with(session, topology.id, ImpactFactor)
     names = [sf.name for sf in topology.subflows]
@@ -156,7 +146,7 @@ def impact_page(session: Session, topology_id: int, campaign_id: int | None) -> 
         subsets=[],
     )
     if campaign is not None:
-        for result in campaign_svc.impact_results(session, campaign.id):
+        for result in results.impact_results(session, campaign_id=campaign.id):
             view.ccs.append(result.cc)
             for name, value in result.omegas.items():
                 view.omega[(name, result.cc)] = value
@@ -195,12 +185,13 @@ def impact_page(session: Session, topology_id: int, campaign_id: int | None) -> 
                 series = values.get((subflow, cc))
                 if series is None:
                     continue
-                changes, previous = [], 0
+                # A change is a flip of Eq. 6's rule (harmful or not), as the events count it.
+                changes, previous = [], None
                 for value in series:
-                    sign = 0 if value is None else _sign(value)
-                    changes.append(bool(sign and previous and sign != previous))
-                    if sign:
-                        previous = sign
+                    harmful = None if value is None else is_harmful(value)
+                    changes.append(None not in (harmful, previous) and harmful != previous)
+                    if harmful is not None:
+                        previous = harmful
                 view.history.append(HistoryRow(subflow, cc, series, changes))
                 view.sign_change_count += sum(changes)
     return view
@@ -249,7 +240,7 @@ def _finite(value: float | None) -> float | None:
 def fits_page(
     session: Session, topology_id: int, campaign_id: int | None, delta: float | None
 ) -> dict:
-    topology = inventory.get_topology(session, topology_id)
+    topology = inventory.get_topology(session, topology_id=topology_id)
     campaign = _campaign_of(session, topology, campaign_id, FitRecord)
     page: dict[str, Any] = {
         "topology": topology,
@@ -261,100 +252,103 @@ def fits_page(
         "delta": delta,
         "charts": [],
         "other_kinds": [],
+        "fit_rows": [],
     }
     if campaign is None:
         return page
-    if delta is None:
-        delta = campaign.delta
-    page["delta"] = delta
-    fits = campaign_svc.list_fits(session, campaign.id, campaign.model_kind)
-    page["other_kinds"] = sorted(
-        {f.model_kind for f in campaign_svc.list_fits(session, campaign.id)} - {campaign.model_kind}
-    )
+    page["delta"] = delta if delta is not None else campaign.delta
+    fits = results.list_fits(session, campaign_id=campaign.id, model_kind=campaign.model_kind)
+    all_kinds = {f.model_kind for f in results.list_fits(session, campaign_id=campaign.id)}
+    page["other_kinds"] = sorted(all_kinds - {campaign.model_kind})
     page["fits"] = fits
-    lo, hi = campaign_svc.buffer_range(campaign)
-    curves_of: dict[int, list] = {}
-    for rec in fits:
-        try:
-            curves_of[rec.id] = campaign_svc.fit_curves(rec)
-        except ValueError as exc:  # a stored curve with a non-finite coefficient
-            curves_of[rec.id] = []
-            page["solve_error"] = f"{rec.pm}: {exc}"
-    curves = [c for rec in fits for c in curves_of[rec.id]]
-    solution = None
-    if curves and page["solve_error"] is None:
-        try:
-            solution = solve(curves, delta, lo, hi)
-        except ValueError as exc:
-            page["solve_error"] = str(exc)
+    lo, hi = campaign_store.buffer_range(campaign)
+    curves_of, solution, page["solve_error"] = _solve_fits(fits, page["delta"], lo, hi)
     page["solution"] = solution
-    arms = {(a.pm, a.cc): a for a in solution.arms} if solution else {}
     points = measured_points(session, campaign.id)
-    xs = [lo + k * (hi - lo) / CURVE_POINTS for k in range(CURVE_POINTS + 1)]
-    for rec in fits:
-        series = []
-        for curve in curves_of[rec.id]:
-            arm = arms.get((curve.pm, curve.cc))
-            series.append(
-                {
-                    "cc": curve.cc,
-                    "a": curve.a,
-                    "b": curve.b,
-                    "c": curve.c,
-                    "curve": [[x, curve.tp(x)] for x in xs],
-                    "points": [p for p in points if p["pm"] == rec.pm and p["cc"] == curve.cc],
-                    "obs": arm.obs_mib if arm else None,
-                    "tp_at_obs": arm.tp_at_obs_mbps if arm else None,
-                    "peak_bs": arm.peak_bs_mib if arm else None,
-                    "peak_tp": arm.peak_tp_mbps if arm else None,
-                    "p_values": rec.curve_p_values.get(curve.cc, {}),
-                }
-            )
-        chart = {
-            "id": f"fit-{rec.id}",
-            "pm": rec.pm,
-            "bs_min": lo,
-            "bs_max": hi,
-            "series": series,
-            "t_star": None,
-            "target": None,
-            "chosen": None,
-        }
-        if solution is not None:
-            chart["t_star"] = {
-                "tp": solution.tp_max_mbps,
-                "bs": solution.tp_max_bs_mib,
-                "pm": solution.tp_max_pm,
-                "cc": solution.tp_max_cc,
-                "here": solution.tp_max_pm == rec.pm,
-            }
-            chart["target"] = solution.target_mbps
-            if solution.opm == rec.pm:
-                chart["chosen"] = {
-                    "bs": solution.obs_mib,
-                    "tp": solution.otp_mbps,
-                    "cc": solution.occ,
-                }
-        page["charts"].append(chart)
+    page["charts"] = [
+        _fit_chart(rec, curves_of[rec.id], solution, points, lo, hi) for rec in fits
+    ]
     # Table rows per fit, with the stored quality numbers.
     page["fit_rows"] = [
-        {
-            "fit": rec,
-            "adj_r2": _finite(rec.adj_r2),
-            "chart": chart,
-        }
+        {"fit": rec, "adj_r2": _finite(rec.adj_r2), "chart": chart}
         for rec, chart in zip(fits, page["charts"], strict=True)
     ]
     return page
 
 
+def _solve_fits(fits, delta: float, lo: float, hi: float):
+    """(curves per fit id, the solution or None, the error that stopped it or None)."""
+    curves_of: dict[int, list] = {}
+    error = None
+    for rec in fits:
+        try:
+            curves_of[rec.id] = results.fit_curves(rec)
+        except ValueError as exc:  # a stored curve with a non-finite coefficient
+            curves_of[rec.id] = []
+            error = f"{rec.pm}: {exc}"
+    curves = [c for rec in fits for c in curves_of[rec.id]]
+    solution = None
+    if curves and error is None:
+        try:
+            solution = solve(curves, delta, lo, hi)
+        except ValueError as exc:
+            error = str(exc)
+    return curves_of, solution, error
+
+
+def _fit_chart(rec, curves, solution, points, lo: float, hi: float) -> dict:
+    """One PM's chart: every CC's fitted curve and measured points, T*, the target, the answer."""
+    arms = {(a.pm, a.cc): a for a in solution.arms} if solution else {}
+    xs = [lo + k * (hi - lo) / CURVE_POINTS for k in range(CURVE_POINTS + 1)]
+    series = []
+    for curve in curves:
+        arm = arms.get((curve.pm, curve.cc))
+        series.append(
+            {
+                "cc": curve.cc,
+                "a": curve.a,
+                "b": curve.b,
+                "c": curve.c,
+                "curve": [[x, curve.tp(x)] for x in xs],
+                "points": [p for p in points if p["pm"] == rec.pm and p["cc"] == curve.cc],
+                "obs": arm.obs_mib if arm else None,
+                "tp_at_obs": arm.tp_at_obs_mbps if arm else None,
+                "peak_bs": arm.peak_bs_mib if arm else None,
+                "peak_tp": arm.peak_tp_mbps if arm else None,
+                "p_values": rec.curve_p_values.get(curve.cc, {}),
+            }
+        )
+    chart = {
+        "id": f"fit-{rec.id}",
+        "pm": rec.pm,
+        "bs_min": lo,
+        "bs_max": hi,
+        "series": series,
+        "t_star": None,
+        "target": None,
+        "chosen": None,
+    }
+    if solution is not None:
+        chart["t_star"] = {
+            "tp": solution.tp_max_mbps,
+            "bs": solution.tp_max_bs_mib,
+            "pm": solution.tp_max_pm,
+            "cc": solution.tp_max_cc,
+            "here": solution.tp_max_pm == rec.pm,
+        }
+        chart["target"] = solution.target_mbps
+        if solution.opm == rec.pm:
+            chart["chosen"] = {"bs": solution.obs_mib, "tp": solution.otp_mbps, "cc": solution.occ}
+    return chart
+
+
 # --- recommendations (Table 5) --------------------------------------------------------------------
 def recommendations_page(session: Session, topology_id: int, limit: int, offset: int) -> dict:
-    topology = inventory.get_topology(session, topology_id)
-    rows, total = recommend_svc.list_recommendations(
-        session, topology.id, limit=limit, offset=offset
+    topology = inventory.get_topology(session, topology_id=topology_id)
+    rows, total = recommendations.list_recommendations(
+        session, topology_id=topology.id, limit=limit, offset=offset
     )
-    latest, _ = recommend_svc.list_recommendations(session, topology.id, limit=1)
+    latest, _ = recommendations.list_recommendations(session, topology_id=topology.id, limit=1)
     return {
         "topology": topology,
         "recommendations": rows,
@@ -362,12 +356,12 @@ def recommendations_page(session: Session, topology_id: int, limit: int, offset:
         "limit": limit,
         "offset": offset,
         "latest": latest[0] if latest else None,
-        "active_campaign": campaign_svc.active_campaign(session, topology.id),
+        "active_campaign": campaign_store.active_campaign(session, topology_id=topology.id),
     }
 
 
 def recommendation_page(session: Session, recommendation_id: int) -> dict:
-    rec = recommend_svc.get_recommendation(session, recommendation_id)
+    rec = recommendations.get_recommendation(session, recommendation_id=recommendation_id)
     topology = session.get(Topology, rec.topology_id)
     campaign = session.get(Campaign, rec.campaign_id) if rec.campaign_id else None
     return {"rec": rec, "topology": topology, "campaign": campaign}
@@ -375,7 +369,7 @@ def recommendation_page(session: Session, recommendation_id: int) -> dict:
 
 # --- campaigns -----------------------------------------------------------------------------------
 def campaign_page(session: Session, campaign_id: int) -> dict:
-    campaign = campaign_svc.get_campaign(session, campaign_id)
+    campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
     topology = session.get(Topology, campaign.topology_id)
     counts = session.execute(
         select(Measurement.phase, Measurement.status, func.count(Measurement.id))

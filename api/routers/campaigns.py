@@ -11,18 +11,21 @@ from api.schemas import (
     MAX_ID,
     CampaignIn,
     CampaignOut,
-    CongestionControl,
     MeasurementDetail,
     MeasurementOut,
     Page,
     PathManager,
 )
-from service import campaigns as svc
-from service.dispatch import dispatch_campaign
+from models import CAMPAIGN_STATES, MEASUREMENT_PHASES, MEASUREMENT_STATUSES
+from probes.vocabulary import CongestionControl
+from service.flows.dispatch import start_campaign
+from service.flows.plan import CampaignParameters
+from service.store import campaigns as svc
+from service.store import measurements
 
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
 OptionalId = Annotated[int | None, Query(ge=1, le=MAX_ID)]
-State = Literal["queued", "running", "done", "failed", "cancelled"]
+State = Literal[CAMPAIGN_STATES]
 
 router = APIRouter()
 
@@ -40,7 +43,9 @@ def list_campaigns(
     limit: Limit = 50,
     offset: Offset = 0,
 ):
-    rows, total = svc.list_campaigns(session, topology_id, state, limit, offset)
+    rows, total = svc.list_campaigns(
+        session, topology_id=topology_id, state=state, limit=limit, offset=offset
+    )
     return Page[CampaignOut](
         items=[CampaignOut.of(r) for r in rows], total=total, limit=limit, offset=offset
     )
@@ -55,22 +60,13 @@ def list_campaigns(
     responses={401: {"description": "no valid token"}, 404: {"description": "unknown topology"}},
 )
 def create_campaign(body: CampaignIn, request: Request, response: Response, session: SessionDep):
-    settings = request.app.state.settings
-    campaign = svc.create_campaign(
+    campaign = start_campaign(
         session,
-        body.topology_id,
-        ccs=body.ccs,
-        pms=body.pms,
-        buffer_grid_mib=body.buffer_grid_mib,
-        runs=body.runs,
-        duration_s=body.duration_s,
-        delta=body.delta,
-        model_kind=body.model_kind,
-        probe_seconds_budget=body.probe_seconds_budget,
+        topology_id=body.topology_id,
+        params=CampaignParameters.model_validate(body.model_dump(exclude={"topology_id"})),
         reason="api",
-        settings=settings,
+        settings=request.app.state.settings,
     )
-    dispatch_campaign(session, campaign.id, settings)
     commit(session)
     response.headers["Location"] = f"/campaigns/{campaign.id}"
     return CampaignOut.of(campaign)
@@ -84,7 +80,7 @@ def create_campaign(body: CampaignIn, request: Request, response: Response, sess
     responses={404: {"description": "unknown id"}},
 )
 def get_campaign(campaign_id: Id, session: SessionDep):
-    return CampaignOut.of(svc.get_campaign(session, campaign_id))
+    return CampaignOut.of(svc.get_campaign(session, campaign_id=campaign_id))
 
 
 @router.post(
@@ -99,7 +95,7 @@ def get_campaign(campaign_id: Id, session: SessionDep):
     },
 )
 def cancel_campaign(campaign_id: Id, session: SessionDep):
-    campaign = svc.cancel_campaign(session, campaign_id)
+    campaign = svc.set_state(session, campaign_id=campaign_id, state="cancelled")
     commit(session)
     return CampaignOut.of(campaign)
 
@@ -114,14 +110,14 @@ def list_measurements(
     session: SessionDep,
     campaign_id: OptionalId = None,
     topology_id: OptionalId = None,
-    phase: Annotated[Literal["impact", "buffer"] | None, Query()] = None,
+    phase: Annotated[Literal[MEASUREMENT_PHASES] | None, Query()] = None,
     pm: Annotated[PathManager | None, Query()] = None,
     cc: Annotated[CongestionControl | None, Query()] = None,
-    status_: Annotated[Literal["ok", "failed"] | None, Query(alias="status")] = None,
+    status_: Annotated[Literal[MEASUREMENT_STATUSES] | None, Query(alias="status")] = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ):
-    rows, total = svc.list_measurements(
+    rows, total = measurements.list_measurements(
         session,
         campaign_id=campaign_id,
         topology_id=topology_id,
@@ -148,4 +144,6 @@ def list_measurements(
     responses={404: {"description": "unknown id"}},
 )
 def get_measurement(measurement_id: Id, session: SessionDep):
-    return MeasurementDetail.model_validate(svc.get_measurement(session, measurement_id))
+    return MeasurementDetail.model_validate(
+        measurements.get_measurement(session, measurement_id=measurement_id)
+    )

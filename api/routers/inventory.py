@@ -19,7 +19,7 @@ from api.schemas import (
     TopologyOut,
     TopologyPatch,
 )
-from service import inventory, results
+from service.store import inventory, results
 
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
 OptionalId = Annotated[int | None, Query(ge=1, le=MAX_ID)]
@@ -47,7 +47,7 @@ def topology_out(row) -> TopologyOut:
     "/sites", response_model=Page[SiteOut], tags=["sites"], dependencies=[Depends(require_read)]
 )
 def list_sites(session: SessionDep, limit: Limit = 50, offset: Offset = 0):
-    rows, total = inventory.list_sites(session, limit, offset)
+    rows, total = inventory.list_sites(session, limit=limit, offset=offset)
     return Page[SiteOut](
         items=[SiteOut.model_validate(r) for r in rows], total=total, limit=limit, offset=offset
     )
@@ -62,7 +62,7 @@ def list_sites(session: SessionDep, limit: Limit = 50, offset: Offset = 0):
     responses={**ERRORS, 409: {"description": "a site of that name exists"}},
 )
 def create_site(body: SiteIn, session: SessionDep, response: Response):
-    site = inventory.create_site(session, body.spec(), body.description)
+    site = inventory.create_site(session, spec=body.spec(), description=body.description)
     commit(session)
     response.headers["Location"] = f"/sites/{site.id}"
     return SiteOut.model_validate(site)
@@ -76,7 +76,7 @@ def create_site(body: SiteIn, session: SessionDep, response: Response):
     responses=ERRORS,
 )
 def get_site(site_id: Id, session: SessionDep):
-    return SiteOut.model_validate(inventory.get_site(session, site_id))
+    return SiteOut.model_validate(inventory.get_site(session, site_id=site_id))
 
 
 @router.put(
@@ -87,7 +87,9 @@ def get_site(site_id: Id, session: SessionDep):
     responses={**ERRORS, 409: {"description": "name taken, or ISP labels of a used site changed"}},
 )
 def update_site(site_id: Id, body: SiteIn, session: SessionDep):
-    site = inventory.update_site(session, site_id, body.spec(), body.description)
+    site = inventory.update_site(
+        session, site_id=site_id, spec=body.spec(), description=body.description
+    )
     commit(session)
     session.refresh(site)
     return SiteOut.model_validate(site)
@@ -101,7 +103,7 @@ def update_site(site_id: Id, body: SiteIn, session: SessionDep):
     responses={**ERRORS, 409: {"description": "the site is used by a topology"}},
 )
 def delete_site(site_id: Id, session: SessionDep):
-    inventory.delete_site(session, site_id)
+    inventory.delete_site(session, site_id=site_id)
     commit(session)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -114,7 +116,7 @@ def delete_site(site_id: Id, session: SessionDep):
     dependencies=[Depends(require_read)],
 )
 def list_topologies(session: SessionDep, limit: Limit = 50, offset: Offset = 0):
-    rows, total = inventory.list_topologies(session, limit, offset)
+    rows, total = inventory.list_topologies(session, limit=limit, offset=offset)
     return Page[TopologyOut](
         items=[topology_out(r) for r in rows], total=total, limit=limit, offset=offset
     )
@@ -129,7 +131,12 @@ def list_topologies(session: SessionDep, limit: Limit = 50, offset: Offset = 0):
     responses={**ERRORS, 409: {"description": "the site pair exists"}},
 )
 def create_topology(body: TopologyIn, session: SessionDep, response: Response):
-    row = inventory.create_topology(session, body.local_site_id, body.remote_site_id, body.rtts_ms)
+    row = inventory.create_topology(
+        session,
+        local_site_id=body.local_site_id,
+        remote_site_id=body.remote_site_id,
+        rtts_ms=body.rtts_ms,
+    )
     commit(session)
     response.headers["Location"] = f"/topologies/{row.id}"
     return topology_out(row)
@@ -143,7 +150,7 @@ def create_topology(body: TopologyIn, session: SessionDep, response: Response):
     responses=ERRORS,
 )
 def get_topology(topology_id: Id, session: SessionDep):
-    return topology_out(inventory.get_topology(session, topology_id))
+    return topology_out(inventory.get_topology(session, topology_id=topology_id))
 
 
 @router.patch(
@@ -154,7 +161,7 @@ def get_topology(topology_id: Id, session: SessionDep):
     responses=ERRORS,
 )
 def patch_topology(topology_id: Id, body: TopologyPatch, session: SessionDep):
-    row = inventory.update_topology_rtts(session, topology_id, body.rtts_ms)
+    row = inventory.update_topology_rtts(session, topology_id=topology_id, rtts_ms=body.rtts_ms)
     commit(session)
     return topology_out(row)
 
@@ -167,7 +174,7 @@ def patch_topology(topology_id: Id, body: TopologyPatch, session: SessionDep):
     responses={**ERRORS, 409: {"description": "the topology has campaigns or recommendations"}},
 )
 def delete_topology(topology_id: Id, session: SessionDep):
-    inventory.delete_topology(session, topology_id)
+    inventory.delete_topology(session, topology_id=topology_id)
     commit(session)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -182,7 +189,7 @@ def delete_topology(topology_id: Id, session: SessionDep):
     responses=ERRORS,
 )
 def impact_factors(topology_id: Id, session: SessionDep, campaign_id: OptionalId = None):
-    return results.impact_table(session, topology_id, campaign_id)
+    return results.impact_table(session, topology_id=topology_id, campaign_id=campaign_id)
 
 
 @router.get(
@@ -194,7 +201,7 @@ def impact_factors(topology_id: Id, session: SessionDep, campaign_id: OptionalId
     responses=ERRORS,
 )
 def pcdc_subsets(topology_id: Id, session: SessionDep, campaign_id: OptionalId = None):
-    return results.subset_table(session, topology_id, campaign_id)
+    return results.subset_table(session, topology_id=topology_id, campaign_id=campaign_id)
 
 
 @router.get(
@@ -211,7 +218,9 @@ def fits(
     campaign_id: OptionalId = None,
     model_kind: Annotated[Literal["paper", "per-arm"] | None, Query()] = None,
 ):
-    campaign, rows = results.fit_table(session, topology_id, campaign_id, model_kind)
+    campaign, rows = results.fit_table(
+        session, topology_id=topology_id, campaign_id=campaign_id, model_kind=model_kind
+    )
     return {
         "topology_id": topology_id,
         "campaign_id": campaign.id if campaign else None,

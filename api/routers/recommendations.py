@@ -23,8 +23,9 @@ from api.schemas import (
     RecommendationIn,
     RecommendationOut,
 )
-from service import recommend as svc
+from service.flows.recommend import recommend
 from service.settings import Settings
+from service.store import recommendations as store
 
 router = APIRouter(tags=["recommendations"])
 
@@ -62,7 +63,7 @@ async def create_recommendation(
 def _recommend(
     session: Session, body: RecommendationIn, settings: Settings
 ) -> tuple[RecommendationOut, bool]:
-    outcome = svc.recommend(
+    outcome = recommend(
         session,
         topology_id=body.topology_id,
         topology=body.topology.spec() if body.topology else None,
@@ -89,7 +90,9 @@ def list_recommendations(
     limit: Limit = 50,
     offset: Offset = 0,
 ):
-    rows, total = svc.list_recommendations(session, topology_id, kind, limit, offset)
+    rows, total = store.list_recommendations(
+        session, topology_id=topology_id, kind=kind, limit=limit, offset=offset
+    )
     return Page[RecommendationOut](
         items=[RecommendationOut.of(r) for r in rows], total=total, limit=limit, offset=offset
     )
@@ -104,4 +107,6 @@ def list_recommendations(
 def get_recommendation(
     recommendation_id: Annotated[int, Path(ge=1, le=MAX_ID)], session: SessionDep
 ):
-    return RecommendationOut.of(svc.get_recommendation(session, recommendation_id))
+    return RecommendationOut.of(
+        store.get_recommendation(session, recommendation_id=recommendation_id)
+    )

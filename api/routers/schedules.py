@@ -9,8 +9,10 @@ from fastapi import APIRouter, Depends, Path, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import Limit, Offset, SessionDep, commit, require_read, require_write
-from api.schemas import MAX_ID, CampaignParametersIn
-from service import schedules as svc
+from api.schemas import MAX_ID
+from models import EVENT_KINDS
+from service.flows.plan import CampaignParameters
+from service.store import schedules as svc
 
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
 router = APIRouter(tags=["recalibration"])
@@ -28,7 +30,7 @@ class ScheduleIn(BaseModel):
 
     cron: str = Field(min_length=9, max_length=120, description="5-field cron, UTC")
     enabled: bool = True
-    parameters: CampaignParametersIn = Field(default_factory=CampaignParametersIn)
+    parameters: CampaignParameters = Field(default_factory=CampaignParameters)
 
 
 class ScheduleOut(BaseModel):
@@ -73,7 +75,7 @@ class EventOut(BaseModel):
     topology_id: int
     campaign_id: int
     previous_campaign_id: int | None
-    kind: Literal["opm_changed", "occ_changed", "obs_moved", "omega_sign_changed"]
+    kind: Literal[EVENT_KINDS]
     subject: str
     before: Any
     after: Any
@@ -90,7 +92,11 @@ class EventOut(BaseModel):
 def put_schedule(topology_id: Id, body: ScheduleIn, session: SessionDep):
     """Set (or replace) the topology's recalibration schedule; beat queues a campaign when due."""
     row = svc.set_schedule(
-        session, topology_id, body.cron, body.enabled, body.parameters.model_dump(exclude_none=True)
+        session,
+        topology_id=topology_id,
+        cron=body.cron,
+        enabled=body.enabled,
+        parameters=body.parameters.model_dump(exclude_none=True),
     )
     commit(session)
     return ScheduleOut.of(row)
@@ -103,7 +109,7 @@ def put_schedule(topology_id: Id, body: ScheduleIn, session: SessionDep):
     responses={404: {"description": "unknown topology, or no schedule"}},
 )
 def get_schedule(topology_id: Id, session: SessionDep):
-    return ScheduleOut.of(svc.get_schedule(session, topology_id))
+    return ScheduleOut.of(svc.get_schedule(session, topology_id=topology_id))
 
 
 @router.delete(
@@ -116,7 +122,7 @@ def get_schedule(topology_id: Id, session: SessionDep):
     },
 )
 def delete_schedule(topology_id: Id, session: SessionDep):
-    svc.delete_schedule(session, topology_id)
+    svc.delete_schedule(session, topology_id=topology_id)
     commit(session)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -129,7 +135,7 @@ def delete_schedule(topology_id: Id, session: SessionDep):
 )
 def get_history(topology_id: Id, session: SessionDep):
     """Every finished calibration of the topology, newest first, with its recommendation."""
-    return svc.calibration_history(session, topology_id)
+    return svc.calibration_history(session, topology_id=topology_id)
 
 
 @router.get(
@@ -140,6 +146,5 @@ def get_history(topology_id: Id, session: SessionDep):
 )
 def get_events(topology_id: Id, session: SessionDep, limit: Limit = 100, offset: Offset = 0):
     """OPM/OCC changes, OBS moves over 10 % and impact-factor sign changes between calibrations."""
-    return [
-        EventOut.model_validate(e) for e in svc.list_events(session, topology_id, limit, offset)
-    ]
+    events = svc.list_events(session, topology_id=topology_id, limit=limit, offset=offset)
+    return [EventOut.model_validate(e) for e in events]

@@ -6,21 +6,16 @@ import math
 import re
 from dataclasses import dataclass
 
-PCDC = "PCDC"
-FULLMESH = "FullMesh"
-PATH_MANAGERS = (PCDC, FULLMESH)
-_PM_BY_KEY = {pm.lower(): pm for pm in PATH_MANAGERS}
+# Path-manager names are the project's vocabulary, defined once.
+from probes.vocabulary import (  # noqa: F401 - re-exported for the algorithm's users
+    CC_PATTERN,
+    FULLMESH,
+    PATH_MANAGERS,
+    PCDC,
+    normalize_pm,
+)
 
-# The kernel's congestion-control names: lower-case identifiers ("cubic", "hybla", "bpf_scalable").
-_CC_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
-
-
-def normalize_pm(name: str) -> str:
-    """'pcdc', 'Fullmesh', ... into the canonical 'PCDC' / 'FullMesh'."""
-    key = str(name).strip().lower()
-    if key not in _PM_BY_KEY:
-        raise ValueError(f"unknown path manager {name!r} (expected PCDC or FullMesh)")
-    return _PM_BY_KEY[key]
+_CC_PATTERN = re.compile(CC_PATTERN)
 
 
 def normalize_cc(name: str) -> str:

@@ -31,6 +31,12 @@ def impact_factor(tp0: Sequence[float], tpi: Sequence[float]) -> float:
     return 1.0 - (sum(tpi) / len(tpi)) / base
 
 
+def is_harmful(omega: float) -> bool:
+    """The one sign rule (Eq. 6): a subflow harms the connection when Omega < 0; Omega = 0 is
+    harmless and stays in SP*. Events, tables and the dashboard all use this."""
+    return omega < 0
+
+
 def pcdc_subset(omegas: Mapping[str, float]) -> list[str]:
     """Eq. 6: SP* = SP minus every subflow with Omega < 0, in SP's order; never empty.
 
@@ -41,7 +47,7 @@ def pcdc_subset(omegas: Mapping[str, float]) -> list[str]:
     for name, value in omegas.items():
         if not math.isfinite(value):
             raise ValueError(f"omegas.{name}: must be finite, got {value!r}")
-    kept = [name for name, value in omegas.items() if value >= 0]
+    kept = [name for name, value in omegas.items() if not is_harmful(value)]
     if not kept:
         kept = [max(omegas, key=lambda n: omegas[n])]
     return kept

@@ -7,45 +7,20 @@ sending direction is min(local uplink, remote downlink).
 
 from __future__ import annotations
 
-from typing import Annotated
+from pydantic import BaseModel, ConfigDict, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-# Short identifiers only: these names end up in namespace, device and queue names.
-NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,31}$"
-LABEL_PATTERN = r"^[A-Za-z][A-Za-z0-9]{0,7}$"
-MAX_ISPS_PER_SITE = 16
-
-Name = Annotated[str, Field(pattern=NAME_PATTERN, description="short identifier")]
-Label = Annotated[str, Field(pattern=LABEL_PATTERN, description="short ISP label, e.g. K")]
-Kbps = Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False, description="kbit/s")]
-
-
-class ISP(BaseModel):
-    """One access link of a site (Table 1 of the paper)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: Name
-    label: Label
-    down_kbps: Kbps
-    up_kbps: Kbps
-
-
-class Site(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: Name
-    isps: list[ISP] = Field(min_length=1, max_length=MAX_ISPS_PER_SITE)
-
-    @model_validator(mode="after")
-    def _unique_isps(self) -> Site:
-        for attr in ("label", "name"):
-            values = [getattr(isp, attr) for isp in self.isps]
-            dupes = sorted({v for v in values if values.count(v) > 1})
-            if dupes:
-                raise ValueError(f"duplicate ISP {attr} {dupes[0]!r} in site {self.name!r}")
-        return self
+# The site/ISP model and its bounds are the project's vocabulary, defined once.
+from probes.vocabulary import (  # noqa: F401 - re-exported for the algorithm's users
+    ISP,
+    LABEL_PATTERN,
+    MAX_ISPS_PER_SITE,
+    NAME_PATTERN,
+    Kbps,
+    Label,
+    Name,
+    Site,
+    subflow_name,
+)
 
 
 class Subflow(BaseModel):
@@ -78,7 +53,7 @@ class Topology(BaseModel):
     def subflows(self) -> list[Subflow]:
         """f1: SP, every (local ISP, remote ISP) pair, in Table 2's order."""
         return [
-            Subflow(name=f"{lo.label}-{re.label}", local_isp=lo, remote_isp=re)
+            Subflow(name=subflow_name(lo.label, re.label), local_isp=lo, remote_isp=re)
             for lo in self.local.isps
             for re in self.remote.isps
         ]

@@ -10,8 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from service import campaigns
+from service.flows.derive import fit_from_runs, impact_from_runs
+from service.store import campaigns, measurements, results
 from tests.algorithm.paper_data import CCS, TABLE2, TABLE4
+from tests.conftest import new_campaign
 
 GRID = [0.5, 2.5, 5.0, 7.5, 10.0, 12.5, 15.0, 17.5, 20.0, 22.5, 25.0, 27.5, 30.0]
 RUNS = 3
@@ -22,10 +24,10 @@ def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7,
                 runs: int = RUNS, t0: datetime | None = None, commit: bool = True) -> dict:
     """A finished SRL-HU campaign with measurements, impact factors and fits; returns counts."""
     rng = np.random.default_rng(seed)
-    campaign = campaigns.create_campaign(
+    campaign = new_campaign(
         session, topology_id, ccs=list(CCS), buffer_grid_mib=GRID, runs=runs, duration_s=10
     )
-    campaigns.set_state(session, campaign.id, "running")
+    campaigns.set_state(session, campaign_id=campaign.id, state="running")
     t0 = t0 or datetime(2026, 11, 1, tzinfo=UTC)
     subflows = list(TABLE2["SRL-HU"])
     count = 0
@@ -33,9 +35,9 @@ def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7,
     def record(**kw):
         nonlocal count
         start = t0 + timedelta(seconds=15 * count)
-        campaigns.record_measurement(
+        measurements.record_measurement(
             session,
-            campaign.id,
+            campaign_id=campaign.id,
             duration_s=10,
             tool="synthetic",
             tool_version="1",
@@ -56,8 +58,8 @@ def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7,
                 record(phase="impact", pm="FullMesh", cc=cc, bs_mib=30.0, run=run,
                        excluded_subflow=sf, subflows=[s for s in subflows if s != sf],
                        goodput_mbps=[50.0 * (1 - omega)] * 10)
-    impact = campaigns.impact_from_measurements(session, campaign.id)
-    campaigns.store_impact(session, campaign.id, impact)
+    impact = impact_from_runs(session, campaign_id=campaign.id)
+    results.store_impact(session, campaign_id=campaign.id, results=impact)
     subsets = {r.cc: r.subset for r in impact}
     for pm, curves in TABLE4["SRL-HU"].items():
         for cc, (a, b, c) in curves.items():
@@ -67,9 +69,9 @@ def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7,
                     used = subflows if pm == "FullMesh" else subsets[cc]
                     record(phase="buffer", pm=pm, cc=cc, bs_mib=bs, run=run, subflows=used,
                            goodput_mbps=[max(tp, 0.0)] * 3)
-    fits = campaigns.fit_from_measurements(session, campaign.id)
-    stored = campaigns.store_fits(session, campaign.id, fits)
-    campaigns.set_state(session, campaign.id, "done")
+    fits = fit_from_runs(session, campaign=campaign).fits
+    stored = results.store_fits(session, campaign_id=campaign.id, fits=fits)
+    campaigns.set_state(session, campaign_id=campaign.id, state="done")
     if commit:
         session.commit()
     return {"campaign": campaign, "measurements": count, "fits": stored, "impact": impact}

@@ -8,8 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from service import tokens
 from service.settings import Settings
+from service.store import tokens
 
 # Table 1 of the paper (kbit/s).
 SRL = {
@@ -62,7 +62,7 @@ def client(app) -> Iterator[TestClient]:
 
 @pytest.fixture
 def token(db_session) -> str:
-    value = tokens.create_token(db_session, "tests")
+    value = tokens.create_token(db_session, name="tests")
     db_session.commit()
     return value
 

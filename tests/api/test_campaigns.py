@@ -10,8 +10,9 @@ from sqlalchemy import func, select
 
 from api.app import create_app
 from models import ApiToken, Measurement
-from service import campaigns, tokens
 from service.settings import Settings
+from service.store import campaigns, measurements, tokens
+from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
 
@@ -22,7 +23,7 @@ T0 = datetime(2026, 11, 2, 12, tzinfo=UTC)
 def _topology(client, auth) -> int:
     r = client.post("/recommendations", json={"topology": {"local": SRL, "remote": HU}},
                     headers=auth)
-    assert r.status_code == 202
+    assert r.status_code == 202, r.text
     return r.json()["topology_id"]
 
 
@@ -47,28 +48,29 @@ def test_campaign_create_progress_and_cancel(client, auth):
 
 def test_done_campaign_cannot_be_cancelled(client, auth, db_session):
     topology_id = _topology(client, auth)
-    c = campaigns.create_campaign(db_session, topology_id, runs=1, duration_s=1)
-    campaigns.set_state(db_session, c.id, "running")
-    campaigns.set_state(db_session, c.id, "done")
+    c = new_campaign(db_session, topology_id, runs=1, duration_s=1)
+    campaigns.set_state(db_session, campaign_id=c.id, state="running")
+    campaigns.set_state(db_session, campaign_id=c.id, state="done")
     db_session.commit()
     assert client.post(f"/campaigns/{c.id}/cancel", headers=auth).status_code == 409
 
 
 def test_measurements_are_idempotent_and_paginated(client, auth, db_session):
     topology_id = _topology(client, auth)
-    c = campaigns.create_campaign(db_session, topology_id, ccs=["cubic"], runs=1, duration_s=2)
+    c = new_campaign(db_session, topology_id, ccs=["cubic"], runs=1, duration_s=2)
     key = {"phase": "buffer", "pm": "pcdc", "cc": "Cubic", "run": 0}
     for k in range(5):
-        _row, created = campaigns.record_measurement(
-            db_session, c.id, **key, bs_mib=0.5 * (k + 1), subflows=["K-C"], duration_s=2,
+        _row, created = measurements.record_measurement(
+            db_session, campaign_id=c.id, **key, bs_mib=0.5 * (k + 1), subflows=["K-C"],
+            duration_s=2,
             goodput_mbps=[1.0 + k, 3.0 + k], tool="iperf3", tool_version="3.12",
             raw_output=f'{{"run": {k}}}', started_at=T0, finished_at=T0 + timedelta(seconds=2),
             subflow_bytes={"K-C": 1000 * k},
         )
         assert created
     # Re-executing a task: same key, nothing new, progress unchanged.
-    again, created = campaigns.record_measurement(
-        db_session, c.id, **key, bs_mib=0.5, subflows=["K-C"], duration_s=2,
+    again, created = measurements.record_measurement(
+        db_session, campaign_id=c.id, **key, bs_mib=0.5, subflows=["K-C"], duration_s=2,
         goodput_mbps=[99.0], tool="iperf3", started_at=T0, finished_at=T0,
     )
     db_session.commit()
@@ -100,7 +102,7 @@ def test_tokens_are_stored_hashed_and_can_be_revoked(client, db_session, token, 
     assert rows and all(token not in (r.token_hash, r.name) for r in rows)
     assert any(r.token_hash == tokens.hash_token(token) for r in rows)
     assert client.post("/sites", json=SRL, headers=auth).status_code == 201
-    tokens.revoke_token(db_session, "tests")
+    tokens.revoke_token(db_session, name="tests")
     db_session.commit()
     assert client.post("/sites", json=HU, headers=auth).status_code == 401
 

@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 
 import httpx
+from alembic.script import ScriptDirectory
+
+from service import db
 
 from .conftest import HU, SRL
 
@@ -85,4 +88,5 @@ def test_serve_with_no_configuration_uses_sqlite(tmp_path):
         out = subprocess.run([str(BIN / "mpcoa"), *args], env=env, cwd=tmp_path,
                              capture_output=True, text=True, timeout=120, check=False)
         assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "0002"
+    head = ScriptDirectory.from_config(db.alembic_config("sqlite://")).get_current_head()
+    assert out.stdout.strip() == head

@@ -8,8 +8,10 @@ import pytest
 from sqlalchemy import select
 
 from models import Campaign, ImpactFactor, Recommendation
-from service import schedules
-from service.recommend import recommend
+from service.flows.recalibration import queue_due_campaigns, record_events
+from service.flows.recommend import recommend
+from service.settings import Settings
+from service.store import schedules
 
 from .calibration import seed_srl_hu
 from .conftest import HU, SRL
@@ -43,25 +45,31 @@ def test_schedule_crud_and_validation(client, auth):
 
 def test_due_schedule_queues_one_campaign_at_a_time(client, auth, db_session):
     topo = _topology(client, auth, SRL, HU)
-    row = schedules.set_schedule(db_session, topo["id"], "*/5 * * * *", parameters={"runs": 1})
+    row = schedules.set_schedule(
+        db_session, topology_id=topo["id"], cron="*/5 * * * *", parameters={"runs": 1}
+    )
+    settings = Settings(run_campaigns=False)
     db_session.commit()
     not_yet = row.created_at - timedelta(seconds=1)
-    assert schedules.queue_due_campaigns(db_session, now=not_yet) == []
+    assert queue_due_campaigns(db_session, settings=settings, now=not_yet) == []
     due = schedules.next_run(row) + timedelta(seconds=1)
-    (cid,) = schedules.queue_due_campaigns(db_session, now=due)
+    (cid,) = queue_due_campaigns(db_session, settings=settings, now=due)
     campaign = db_session.get(Campaign, cid)
     assert (campaign.reason, campaign.runs, campaign.state) == ("scheduled", 1, "queued")
     # Due again later, but the topology's campaign is still active: nothing more is queued.
-    assert schedules.queue_due_campaigns(db_session, now=due + timedelta(hours=1)) == []
+    later = due + timedelta(hours=1)
+    assert queue_due_campaigns(db_session, settings=settings, now=later) == []
     assert client.get(f"/topologies/{topo['id']}/schedule").json()["last_campaign_id"] == cid
 
 
 def test_history_and_change_events_between_calibrations(client, auth, db_session):
     topo = _topology(client, auth, SRL, HU)
     first = seed_srl_hu(db_session, topo["id"], seed=1)["campaign"]
-    old_obs = recommend(db_session, topology_id=topo["id"]).recommendation.obs_mib
+    old_obs = recommend(
+        db_session, topology_id=topo["id"], queue_campaign=False
+    ).recommendation.obs_mib
     second = seed_srl_hu(db_session, topo["id"], seed=2)["campaign"]
-    rec = recommend(db_session, topology_id=topo["id"]).recommendation
+    rec = recommend(db_session, topology_id=topo["id"], queue_campaign=False).recommendation
     assert rec.campaign_id == second.id
     # The second calibration came out differently: another CC, a buffer 20 % larger, and one
     # impact factor that changed sign.
@@ -72,7 +80,7 @@ def test_history_and_change_events_between_calibrations(client, auth, db_session
     flipped.omega = -flipped.omega
     db_session.commit()
 
-    events = schedules.record_events(db_session, second)
+    events = record_events(db_session, campaign=second)
     db_session.commit()
     kinds = {(e.kind, e.subject) for e in events}
     assert kinds == {("occ_changed", "occ"), ("obs_moved", "obs_mib"),

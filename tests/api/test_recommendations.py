@@ -166,3 +166,33 @@ def test_writes_need_a_token(client):
     r = client.post("/recommendations", json={"topology_id": 1},
                     headers={"Authorization": "Bearer not-a-token"})
     assert r.status_code == 401
+
+
+def test_a_finished_campaign_whose_solve_fails_queues_no_other(client, auth, db_session):
+    from sqlalchemy import func, select
+
+    from models import Campaign, FitRecord
+    from service.flows.finish import finish_campaign
+    from service.store import campaigns
+    from tests.conftest import new_campaign
+
+    topo = _topology(client, auth, UIT, HAW)
+    campaign = new_campaign(db_session, topo["id"], ccs=["cubic"], runs=1, duration_s=5,
+                            buffer_grid_mib=[1.0, 2.0, 3.0])
+    campaigns.set_state(db_session, campaign_id=campaign.id, state="running")
+    # A fit whose curve never reaches a positive throughput: the solver refuses it.
+    db_session.add(FitRecord(
+        campaign_id=campaign.id, pm="FullMesh", model_kind="paper", n=3, r2=0.0,
+        curves=[{"cc": "cubic", "a": -1.0, "b": 0.0, "c": 0.0}], coefficients=[],
+        gate_passed=False, warnings=[],
+    ))
+    db_session.flush()
+    rec_id = finish_campaign(db_session, campaign_id=campaign.id)
+    db_session.commit()
+    rec = client.get(f"/recommendations/{rec_id}").json()
+    assert rec["kind"] == "provisional" and rec["campaign_id"] is None
+    assert any(f.startswith("calibration_unusable") for f in rec["quality_flags"])
+    count = db_session.scalar(
+        select(func.count(Campaign.id)).where(Campaign.topology_id == topo["id"])
+    )
+    assert count == 1 and db_session.get(Campaign, campaign.id).state == "done"

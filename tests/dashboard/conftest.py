@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from service import db, tokens
+from service import db
 from service.settings import Settings
+from service.store import tokens
 from tests.conftest import create_database, drop_database, pg_url
 
 from .seed import Seeded, seed
@@ -66,7 +67,7 @@ def dashboard_db() -> Iterator[tuple[str, Seeded, str]]:
         engine = db.make_engine(url, pool_size=2)
         with db.make_sessionmaker(engine)() as session:
             seeded = seed(session)
-            token = tokens.create_token(session, "dashboard-tests")
+            token = tokens.create_token(session, name="dashboard-tests")
             session.commit()
         yield url, seeded, token
     finally:

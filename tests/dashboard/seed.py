@@ -15,12 +15,14 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 from sqlalchemy.orm import Session
 
-from service import campaigns, inventory
+from probes.vocabulary import ISP, Site
 from service.algorithm.impact import impact_from_omegas
-from service.algorithm.topology import ISP, Site
 from service.algorithm.topology import Topology as TopologySpec
+from service.flows.derive import fit_from_runs
+from service.store import campaigns, inventory, measurements, results
 from tests.algorithm.paper_data import CCS, SITES, TABLE2, TABLE4
 from tests.api.calibration import seed_srl_hu
+from tests.conftest import new_campaign
 
 GRID = [0.5, 2.5, 5.0, 7.5, 10.0, 12.5, 15.0, 17.5, 20.0, 22.5, 25.0, 27.5, 30.0]
 RUNS = 2
@@ -51,31 +53,34 @@ class Seeded:
 
 
 def seed(session: Session) -> Seeded:
-    srl = inventory.create_site(session, site("SRL"), description=HOSTILE_DESCRIPTION)
-    hu = inventory.create_site(session, site("HU"))
+    srl = inventory.create_site(session, spec=site("SRL"), description=HOSTILE_DESCRIPTION)
+    hu = inventory.create_site(session, spec=site("HU"))
     subflows = TopologySpec(local=site("SRL"), remote=site("HU")).subflow_names()
     topology = inventory.create_topology(
-        session, srl.id, hu.id, rtts_ms={name: RTT_MS for name in subflows}
+        session,
+        local_site_id=srl.id,
+        remote_site_id=hu.id,
+        rtts_ms={name: RTT_MS for name in subflows},
     )
 
     # An earlier calibration that measured impact factors only.
-    old = campaigns.create_campaign(
+    old = new_campaign(
         session, topology.id, ccs=list(CCS), buffer_grid_mib=GRID, runs=RUNS, duration_s=10
     )
-    campaigns.set_state(session, old.id, "running")
+    campaigns.set_state(session, campaign_id=old.id, state="running")
     old_results = []
     for k, cc in enumerate(CCS):
         omegas = {sf: FLIPPED.get((sf, cc), TABLE2["SRL-HU"][sf][k]) for sf in subflows}
         old_results.append(impact_from_omegas(cc, omegas))
-    campaigns.store_impact(session, old.id, old_results)
-    campaigns.set_state(session, old.id, "done")
+    results.store_impact(session, campaign_id=old.id, results=old_results)
+    campaigns.set_state(session, campaign_id=old.id, state="done")
 
     campaign = _calibrate(session, topology.id, subflows)
 
-    uit = inventory.create_site(session, site("UiT"))
-    haw = inventory.create_site(session, site("HAW"))
-    empty = inventory.create_topology(session, uit.id, haw.id)
-    running = campaigns.create_campaign(
+    uit = inventory.create_site(session, spec=site("UiT"))
+    haw = inventory.create_site(session, spec=site("HAW"))
+    empty = inventory.create_topology(session, local_site_id=uit.id, remote_site_id=haw.id)
+    running = new_campaign(
         session,
         empty.id,
         ccs=["cubic", "reno"],
@@ -83,17 +88,17 @@ def seed(session: Session) -> Seeded:
         runs=1,
         duration_s=5,
     )
-    campaigns.set_state(session, running.id, "running")
+    campaigns.set_state(session, campaign_id=running.id, state="running")
 
-    unis = inventory.create_site(session, site("UNIS"))
-    hin = inventory.create_site(session, site("HiN"))
-    noisy = inventory.create_topology(session, unis.id, hin.id)
+    unis = inventory.create_site(session, spec=site("UNIS"))
+    hin = inventory.create_site(session, spec=site("HiN"))
+    noisy = inventory.create_topology(session, local_site_id=unis.id, remote_site_id=hin.id)
     noisy_campaign = _noisy_calibration(session, noisy.id)
     session.commit()
 
     omegas = {
         (sf, r.cc): value
-        for r in campaigns.impact_results(session, campaign.id)
+        for r in results.impact_results(session, campaign_id=campaign.id)
         for sf, value in r.omegas.items()
     }
     return Seeded(
@@ -104,19 +109,19 @@ def seed(session: Session) -> Seeded:
 def _noisy_calibration(session: Session, topology_id: int):
     """Buffer-phase runs of UNIS-HiN (Table 4) drowned in noise: R^2 well below 0.90."""
     rng = np.random.default_rng(5)
-    campaign = campaigns.create_campaign(
+    campaign = new_campaign(
         session, topology_id, ccs=list(CCS), buffer_grid_mib=GRID, runs=RUNS, duration_s=10
     )
-    campaigns.set_state(session, campaign.id, "running")
+    campaigns.set_state(session, campaign_id=campaign.id, state="running")
     start = datetime.now(UTC) - timedelta(days=1)
     for pm, curves in TABLE4["UNIS-HiN"].items():
         for cc, (a, b, c) in curves.items():
             for bs in GRID:
                 for run in range(RUNS):
                     tp = a + b * bs + c * bs * bs + rng.normal(0, 70.0)
-                    campaigns.record_measurement(
+                    measurements.record_measurement(
                         session,
-                        campaign.id,
+                        campaign_id=campaign.id,
                         phase="buffer",
                         pm=pm,
                         cc=cc,
@@ -129,9 +134,9 @@ def _noisy_calibration(session: Session, topology_id: int):
                         started_at=start,
                         finished_at=start,
                     )
-    fits = campaigns.fit_from_measurements(session, campaign.id)
-    campaigns.store_fits(session, campaign.id, fits)
-    campaigns.set_state(session, campaign.id, "done")
+    fits = fit_from_runs(session, campaign=campaign).fits
+    results.store_fits(session, campaign_id=campaign.id, fits=fits)
+    campaigns.set_state(session, campaign_id=campaign.id, state="done")
     return campaign
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from service import campaigns
+from service.store import measurements, results
 from tests.algorithm.paper_data import CCS, TABLE2, TABLE3, TSTAR
 
 from .seed import FLIPPED, HOSTILE_DESCRIPTION, RTT_MS
@@ -237,9 +237,9 @@ def test_a_provisional_recommendation_shows_its_flags_and_the_campaign_live(live
     # A worker records a probe run: the open page follows without a reload.
     with live.session_factory() as session:
         now = datetime.now(UTC)
-        campaigns.record_measurement(
+        measurements.record_measurement(
             session,
-            s.running_campaign_id,
+            campaign_id=s.running_campaign_id,
             phase="impact",
             pm="FullMesh",
             cc="cubic",
@@ -323,7 +323,9 @@ def test_chart_library_is_served_from_the_project(live):
 def test_a_failed_quality_gate_is_shown_on_the_fits_and_on_the_answer(live, tab):
     s = live.seeded
     with live.session_factory() as session:
-        stored = {f.pm: f for f in campaigns.list_fits(session, s.noisy_campaign_id)}
+        stored = {
+            f.pm: f for f in results.list_fits(session, campaign_id=s.noisy_campaign_id)
+        }
     assert stored and not any(f.gate_passed for f in stored.values())
     page = tab.page
     page.goto(live.url(f"/dashboard/topologies/{s.noisy_topology_id}/fits"))

@@ -11,7 +11,7 @@ import pytest
 
 from service.algorithm.topology import Topology
 from service.db import make_engine, session_scope, upgrade
-from service.inventory import ensure_topology
+from service.store.inventory import ensure_topology
 
 from .conftest import BIN, topology_body
 
@@ -23,7 +23,7 @@ def test_calibrate_command_runs_a_campaign_in_process(sites, testbed, tmp_path):
     upgrade(url)
     engine = make_engine(url)
     with session_scope(engine) as s:
-        topology_id = ensure_topology(s, Topology.model_validate(topology_body(*sites)), None).id
+        topology_id = ensure_topology(s, spec=Topology.model_validate(topology_body(*sites))).id
     engine.dispose()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPCOA_")}
     env.update({"MPCOA_DATABASE_URL": url, "MPCOA_DATA_DIR": str(tmp_path)})

@@ -16,9 +16,9 @@ from sqlalchemy import select
 
 from api.app import create_app
 from models import Measurement
-from service import tokens
 from service.db import get_engine, session_scope
 from service.settings import Settings
+from service.store import tokens
 
 from .conftest import topology_body, wait_for, worker_env
 
@@ -40,7 +40,7 @@ def api(committed_db, broker_url, tmp_path):
         campaign_runs=PLAN["runs"], campaign_duration_s=PLAN["duration_s"],
         campaign_probe_seconds_budget=BUDGET)
     with session_scope(get_engine(settings)) as s:
-        token = tokens.create_token(s, f"t{os.getpid()}{id(tmp_path)}")
+        token = tokens.create_token(s, name=f"t{os.getpid()}{id(tmp_path)}")
     with TestClient(create_app(settings)) as client:
         client.headers["Authorization"] = f"Bearer {token}"
         yield client

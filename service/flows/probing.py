@@ -6,11 +6,14 @@ the topology's local and remote site. Real sites (NorNet-style) would plug in an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from probes import testbed as tb
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError
+
+from ..settings import Settings
 
 MIB = 2**20
 
@@ -59,3 +62,36 @@ def find_testbed(local_site: str, remote_site: str) -> str:
 def buffer_bytes(bs_mib: float) -> int | None:
     """0 MiB stands for "no buffer set": the kernel's autotuning (the impact phase, baselines)."""
     return None if bs_mib <= 0 else round(bs_mib * MIB)
+
+
+ProberFactory = Callable[[str, str], Prober]  # (local site, remote site) -> Prober
+
+
+def default_prober_factory(settings: Settings) -> ProberFactory:
+    def make(local: str, remote: str) -> Prober:
+        return LazyProber(local, remote, settings.iperf3_binary)
+
+    return make
+
+
+@dataclass
+class LazyProber:
+    """Finds the site pair's testbed when a probe is first needed, not when a task starts."""
+
+    local: str
+    remote: str
+    iperf3_binary: str | None = None
+    _prober: TestbedProber | None = None
+
+    def _get(self) -> TestbedProber:
+        if self._prober is None:
+            self._prober = TestbedProber(
+                find_testbed(self.local, self.remote), iperf3_binary=self.iperf3_binary
+            )
+        return self._prober
+
+    def available_ccs(self) -> set[str]:
+        return self._get().available_ccs()
+
+    def measure(self, request) -> MeasurementResult:
+        return self._get().measure(request)

@@ -9,9 +9,9 @@ import secrets
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from models import ApiToken, utcnow
+from models import ApiToken
 
-from .errors import Conflict, NotFound
+from ..errors import Conflict, NotFound
 
 TOKEN_PREFIX = "mpcoa_"  # noqa: S105 - a prefix, not a secret
 
@@ -20,7 +20,7 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def create_token(session: Session, name: str) -> str:
+def create_token(session: Session, *, name: str) -> str:
     """Store a new token named `name` and return it; only its hash is kept."""
     if not name or len(name) > 64:
         raise ValueError("name: 1 to 64 characters")
@@ -43,7 +43,7 @@ def _by_hash():
     return _BY_HASH
 
 
-def verify_token(session: Session, token: str | None) -> ApiToken | None:
+def verify_token(session: Session, *, token: str | None) -> ApiToken | None:
     """The live token row matching `token`, or None (one indexed SELECT; SHA-256, no slow hash)."""
     if not token or len(token) > 200:
         return None
@@ -54,15 +54,11 @@ def verify_token(session: Session, token: str | None) -> ApiToken | None:
     return row
 
 
-def touch(session: Session, row: ApiToken) -> None:
-    row.last_used_at = utcnow()
-
-
 def list_tokens(session: Session) -> list[ApiToken]:
     return list(session.scalars(select(ApiToken).order_by(ApiToken.id)))
 
 
-def revoke_token(session: Session, name: str) -> None:
+def revoke_token(session: Session, *, name: str) -> None:
     row = session.scalar(select(ApiToken).where(ApiToken.name == name))
     if row is None:
         raise NotFound(f"no token named {name!r}")

@@ -1,8 +1,9 @@
 """The embedded executor: campaigns run in this process, one after another, on a background thread.
 
-It drives exactly the steps the Celery tasks drive (`service.calibration`), with the same retry
-policy (exponential backoff, then the probe is recorded as failed and the campaign goes on), so
-`mpcoa serve` and `mpcoa demo` need no broker and no worker process.
+It drives exactly the steps the Celery tasks drive (`flows.calibration`, then `flows.finish`), with
+the same retry policy (exponential backoff, then the probe is recorded as failed and the campaign
+goes on), so `mpcoa serve` and `mpcoa demo` need no broker and no worker process. `install`
+registers it with `flows.dispatch` at start-up.
 """
 
 from __future__ import annotations
@@ -12,56 +13,24 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from models import Campaign
-from probes.base import MeasurementResult, ProbeError
+from probes.base import ProbeError
 
-from . import calibration
-from .db import get_engine, session_scope
-from .inventory import get_topology
-from .probing import Prober, TestbedProber, find_testbed
-from .settings import Settings, get_settings
+from ..db import get_engine, session_scope
+from ..settings import Settings
+from ..store import campaigns as campaign_store
+from ..store import inventory
+from . import calibration, dispatch
+from .finish import finish_campaign
+from .plan import ProbeStep
+from .probing import Prober, default_prober_factory
 
 log = logging.getLogger(__name__)
 
-ProberFactory = Callable[[str, str], Prober]  # (local site, remote site) -> Prober
-Progress = Callable[[Campaign, "calibration.ProbeStep | None"], None]
-
-
-def default_prober_factory(settings: Settings | None = None) -> ProberFactory:
-    settings = settings or get_settings()
-
-    def make(local: str, remote: str) -> Prober:
-        return LazyProber(local, remote, settings.iperf3_binary)
-
-    return make
-
-
-@dataclass
-class LazyProber:
-    """Finds the site pair's testbed when a probe is first needed, not when a task starts."""
-
-    local: str
-    remote: str
-    iperf3_binary: str | None = None
-    _prober: TestbedProber | None = None
-
-    def _get(self) -> TestbedProber:
-        if self._prober is None:
-            self._prober = TestbedProber(
-                find_testbed(self.local, self.remote), iperf3_binary=self.iperf3_binary
-            )
-        return self._prober
-
-    def available_ccs(self) -> set[str]:
-        return self._get().available_ccs()
-
-    def measure(self, request) -> MeasurementResult:
-        return self._get().measure(request)
+Progress = Callable[[Campaign, ProbeStep | None], None]
 
 
 def backoff_s(retry: int, factor: float, maximum: float = 60.0) -> float:
@@ -70,39 +39,42 @@ def backoff_s(retry: int, factor: float, maximum: float = 60.0) -> float:
 
 
 def site_pair(engine: Engine, campaign_id: int) -> tuple[str, str]:
+    """(sender site, receiver site) of a campaign's topology."""
     with session_scope(engine) as s:
-        campaign = calibration.get_campaign(s, campaign_id)
-        topo = get_topology(s, campaign.topology_id)
+        campaign = campaign_store.get_campaign(s, campaign_id=campaign_id)
+        topo = inventory.get_topology(s, topology_id=campaign.topology_id)
         return topo.local_site.name, topo.remote_site.name
 
 
 def run_campaign(
     campaign_id: int,
     *,
+    settings: Settings,
     engine: Engine | None = None,
     prober: Prober | None = None,
-    settings: Settings | None = None,
     on_progress: Progress | None = None,
     stop: threading.Event | None = None,
 ) -> str:
     """Run a campaign to its end in this thread; returns its final state."""
-    settings = settings or get_settings()
     engine = engine or get_engine(settings)
     if prober is None:
         prober = default_prober_factory(settings)(*site_pair(engine, campaign_id))
     while stop is None or not stop.is_set():
         try:
             with session_scope(engine) as s:
-                step = calibration.next_step(s, campaign_id, prober)
+                advance = calibration.next_step(s, campaign_id=campaign_id, prober=prober)
+                if advance.finish:
+                    finish_campaign(s, campaign_id=campaign_id)
         except ProbeError as exc:  # e.g. no testbed for the sites: the campaign cannot run
             with session_scope(engine) as s:
-                calibration.fail_campaign(s, campaign_id, str(exc))
+                calibration.fail_campaign(s, campaign_id=campaign_id, why=str(exc))
             continue
+        step = advance.step
         with session_scope(engine) as s:
-            campaign = calibration.get_campaign(s, campaign_id)
+            campaign = campaign_store.get_campaign(s, campaign_id=campaign_id)
             if step is not None:
-                lease = calibration.claim(s, campaign_id, step)
-                request = calibration.pending_request(s, campaign_id, step)
+                lease = calibration.claim(s, campaign_id=campaign_id, step=step)
+                request = calibration.pending_request(s, campaign_id=campaign_id, step=step)
         if on_progress is not None:
             on_progress(campaign, step)
         if step is None:
@@ -113,7 +85,7 @@ def run_campaign(
         if request is not None:
             _measure_with_retries(engine, campaign_id, step, request, prober, settings, stop)
         with session_scope(engine) as s:
-            calibration.release(s, campaign_id, lease)
+            calibration.release(s, campaign_id=campaign_id, lease_id=lease)
     return "interrupted"
 
 
@@ -128,7 +100,10 @@ def _measure_with_retries(engine, campaign_id, step, request, prober, settings, 
             if attempt == settings.probe_retries:
                 with session_scope(engine) as s:
                     calibration.record_failure(
-                        s, campaign_id, step, f"{exc} (after {attempt + 1} attempts)"
+                        s,
+                        campaign_id=campaign_id,
+                        step=step,
+                        error=f"{exc} (after {attempt + 1} attempts)",
                     )
                 return
             delay = backoff_s(attempt, settings.probe_retry_backoff_s)
@@ -138,15 +113,15 @@ def _measure_with_retries(engine, campaign_id, step, request, prober, settings, 
                 time.sleep(delay)
             continue
         with session_scope(engine) as s:
-            calibration.store_result(s, campaign_id, step, result)
+            calibration.store_result(s, campaign_id=campaign_id, step=step, result=result)
         return
 
 
 class InProcessExecutor:
     """One daemon thread working through queued campaign ids in order."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
-        self.settings = settings or get_settings()
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
         self._queue: queue.Queue[int] = queue.Queue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -163,17 +138,10 @@ class InProcessExecutor:
 
     def resume_all(self) -> list[int]:
         """Queue every queued or running campaign (after a restart of the process)."""
-        engine = get_engine(self.settings)
-        with session_scope(engine) as s:
-            ids = list(
-                s.scalars(
-                    select(Campaign.id)
-                    .where(Campaign.state.in_(("queued", "running")))
-                    .order_by(Campaign.id)
-                )
-            )
+        with session_scope(get_engine(self.settings)) as s:
+            ids = campaign_store.active_campaign_ids(s)
             for cid in ids:  # whoever held a lease before the restart is gone
-                calibration.drop_lease(s, cid)
+                campaign_store.drop_lease(campaign_store.get_campaign(s, campaign_id=cid))
         for cid in ids:
             self.submit(cid)
         return ids
@@ -198,9 +166,11 @@ class InProcessExecutor:
 _executor: InProcessExecutor | None = None
 
 
-def executor(settings: Settings | None = None) -> InProcessExecutor:
-    """The process-wide in-process executor (created with the first caller's settings)."""
+def install(settings: Settings) -> InProcessExecutor:
+    """The process-wide in-process executor, registered with dispatch (created once, with the
+    first caller's settings)."""
     global _executor
     if _executor is None:
         _executor = InProcessExecutor(settings)
+        dispatch.register_executor("inprocess", _executor.submit)
     return _executor

@@ -1,7 +1,7 @@
 """Sites, their ISPs, and topologies (site pairs with their subflows): the stored inventory.
 
-Validation of names, labels and bandwidths is the algorithm's own (`service.algorithm.topology`);
-this module keeps the rows consistent with it.
+Validation of names, labels and bandwidths is the vocabulary's own (`probes.vocabulary`, through
+`service.algorithm.topology`); this module keeps the rows consistent with it.
 """
 
 from __future__ import annotations
@@ -14,19 +14,21 @@ from sqlalchemy.orm import Session
 
 from models import ISP, Campaign, Recommendation, Site, Subflow, Topology
 
-from .algorithm import topology as algo
-from .errors import Conflict, Invalid, NotFound
+from ..algorithm import topology as algo
+from ..errors import Conflict, Invalid, NotFound
 
 
 # --- sites --------------------------------------------------------------------------------------
-def get_site(session: Session, site_id: int) -> Site:
+def get_site(session: Session, *, site_id: int) -> Site:
     site = session.get(Site, site_id)
     if site is None:
         raise NotFound(f"site {site_id} not found")
     return site
 
 
-def list_sites(session: Session, limit: int = 100, offset: int = 0) -> tuple[list[Site], int]:
+def list_sites(
+    session: Session, *, limit: int = 100, offset: int = 0
+) -> tuple[list[Site], int]:
     total = session.scalar(select(func.count(Site.id))) or 0
     rows = session.scalars(select(Site).order_by(Site.id).limit(limit).offset(offset))
     return list(rows), total
@@ -54,7 +56,7 @@ def _find_site(session: Session, name: str) -> Site | None:
     return session.scalar(select(Site).where(Site.name == name))
 
 
-def create_site(session: Session, spec: algo.Site, description: str = "") -> Site:
+def create_site(session: Session, *, spec: algo.Site, description: str = "") -> Site:
     if _find_site(session, spec.name) is not None:
         raise Conflict(f"a site named {spec.name!r} exists", ("body", "name"))
     site = Site(name=spec.name, description=description, isps=_isp_rows(spec))
@@ -63,7 +65,7 @@ def create_site(session: Session, spec: algo.Site, description: str = "") -> Sit
     return site
 
 
-def ensure_site(session: Session, spec: algo.Site, loc: tuple[str | int, ...] = ()) -> Site:
+def ensure_site(session: Session, *, spec: algo.Site, loc: tuple[str | int, ...] = ()) -> Site:
     """The stored site with this name and exactly these ISPs, created if absent.
 
     A stored site of the same name with other ISPs is a conflict: an inline topology never changes
@@ -71,7 +73,7 @@ def ensure_site(session: Session, spec: algo.Site, loc: tuple[str | int, ...] = 
     """
     site = _find_site(session, spec.name)
     if site is None:
-        return create_site(session, spec)
+        return create_site(session, spec=spec)
     if site_spec(site) != spec:
         raise Conflict(
             f"site {spec.name!r} is stored with other ISPs (id {site.id}); "
@@ -92,7 +94,7 @@ def _topologies_of(session: Session, site_id: int) -> list[Topology]:
 
 
 def update_site(
-    session: Session, site_id: int, spec: algo.Site, description: str | None = None
+    session: Session, *, site_id: int, spec: algo.Site, description: str | None = None
 ) -> Site:
     """Replace a site's name, description and ISPs.
 
@@ -100,7 +102,7 @@ def update_site(
     every measurement named after them, depend on it): adding or removing one there is a conflict;
     names and bandwidths may change, and the subflows' bandwidths follow.
     """
-    site = get_site(session, site_id)
+    site = get_site(session, site_id=site_id)
     other = _find_site(session, spec.name)
     if other is not None and other.id != site.id:
         raise Conflict(f"a site named {spec.name!r} exists", ("body", "name"))
@@ -138,8 +140,8 @@ def update_site(
     return site
 
 
-def delete_site(session: Session, site_id: int) -> None:
-    site = get_site(session, site_id)
+def delete_site(session: Session, *, site_id: int) -> None:
+    site = get_site(session, site_id=site_id)
     topologies = _topologies_of(session, site.id)
     if topologies:
         raise Conflict(
@@ -151,7 +153,7 @@ def delete_site(session: Session, site_id: int) -> None:
 
 
 # --- topologies ---------------------------------------------------------------------------------
-def get_topology(session: Session, topology_id: int) -> Topology:
+def get_topology(session: Session, *, topology_id: int) -> Topology:
     topology = session.get(Topology, topology_id)
     if topology is None:
         raise NotFound(f"topology {topology_id} not found")
@@ -159,7 +161,7 @@ def get_topology(session: Session, topology_id: int) -> Topology:
 
 
 def list_topologies(
-    session: Session, limit: int = 100, offset: int = 0
+    session: Session, *, limit: int = 100, offset: int = 0
 ) -> tuple[list[Topology], int]:
     total = session.scalar(select(func.count(Topology.id))) or 0
     rows = session.scalars(select(Topology).order_by(Topology.id).limit(limit).offset(offset))
@@ -203,6 +205,7 @@ def _sync_subflows(session: Session, topology: Topology, keep_rtts: bool) -> Non
 
 def create_topology(
     session: Session,
+    *,
     local_site_id: int,
     remote_site_id: int,
     rtts_ms: Mapping[str, float] | None = None,
@@ -215,7 +218,7 @@ def create_topology(
     remote = session.get(Site, remote_site_id)
     if remote is None:
         raise NotFound(f"site {remote_site_id} not found")
-    existing = find_topology(session, local.id, remote.id)
+    existing = find_topology(session, local_site_id=local.id, remote_site_id=remote.id)
     if existing is not None:
         raise Conflict(
             f"topology {local.name} -> {remote.name} exists (id {existing.id})",
@@ -233,7 +236,9 @@ def create_topology(
     return topology
 
 
-def find_topology(session: Session, local_site_id: int, remote_site_id: int) -> Topology | None:
+def find_topology(
+    session: Session, *, local_site_id: int, remote_site_id: int
+) -> Topology | None:
     return session.scalar(
         select(Topology).where(
             Topology.local_site_id == local_site_id, Topology.remote_site_id == remote_site_id
@@ -243,6 +248,7 @@ def find_topology(session: Session, local_site_id: int, remote_site_id: int) -> 
 
 def ensure_topology(
     session: Session,
+    *,
     spec: algo.Topology,
     rtts_ms: Mapping[str, float] | None = None,
     loc: tuple[str | int, ...] = ("body", "topology"),
@@ -252,11 +258,13 @@ def ensure_topology(
     RTTs sent inline are validated and fill in the subflows' RTTs where given.
     """
     _check_rtts(spec, rtts_ms, (*loc, "rtts_ms"))
-    local = ensure_site(session, spec.local, (*loc, "local"))
-    remote = ensure_site(session, spec.remote, (*loc, "remote"))
-    topology = find_topology(session, local.id, remote.id)
+    local = ensure_site(session, spec=spec.local, loc=(*loc, "local"))
+    remote = ensure_site(session, spec=spec.remote, loc=(*loc, "remote"))
+    topology = find_topology(session, local_site_id=local.id, remote_site_id=remote.id)
     if topology is None:
-        return create_topology(session, local.id, remote.id, rtts_ms)
+        return create_topology(
+            session, local_site_id=local.id, remote_site_id=remote.id, rtts_ms=rtts_ms
+        )
     if rtts_ms:
         for sf in topology.subflows:
             if sf.name in rtts_ms:
@@ -266,10 +274,10 @@ def ensure_topology(
 
 
 def update_topology_rtts(
-    session: Session, topology_id: int, rtts_ms: Mapping[str, float | None]
+    session: Session, *, topology_id: int, rtts_ms: Mapping[str, float | None]
 ) -> Topology:
     """Set (or with None clear) the operator-supplied RTT of some subflows."""
-    topology = get_topology(session, topology_id)
+    topology = get_topology(session, topology_id=topology_id)
     given = {k: v for k, v in rtts_ms.items() if v is not None}
     _check_rtts(topology_spec(topology), given, ("body", "rtts_ms"))
     names = {sf.name for sf in topology.subflows}
@@ -284,9 +292,9 @@ def update_topology_rtts(
     return topology
 
 
-def delete_topology(session: Session, topology_id: int) -> None:
+def delete_topology(session: Session, *, topology_id: int) -> None:
     """Delete a topology that has no campaigns or recommendations (their data is kept)."""
-    topology = get_topology(session, topology_id)
+    topology = get_topology(session, topology_id=topology_id)
     campaigns = session.scalar(
         select(func.count(Campaign.id)).where(Campaign.topology_id == topology.id)
     )

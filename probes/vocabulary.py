@@ -1,0 +1,87 @@
+"""The project's vocabulary, defined once: names and their patterns, the path managers, and the
+site/ISP model with its bounds.
+
+It lives in `probes`, the bottom layer, because every layer needs it and imports only go down:
+the testbed's scenario files, the algorithm's topology, the tables and the API bodies all import
+these definitions instead of declaring their own.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+# Short identifiers only: site and ISP names end up in namespace, device and queue names.
+NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,31}$"
+LABEL_PATTERN = r"^[A-Za-z][A-Za-z0-9]{0,7}$"
+SUBFLOW_PATTERN = r"^[A-Za-z][A-Za-z0-9]{0,7}-[A-Za-z][A-Za-z0-9]{0,7}$"
+# The kernel's congestion-control names: lower-case identifiers ("cubic", "hybla", "olia").
+CC_PATTERN = r"^[a-z][a-z0-9_]{0,15}$"
+
+# Path managers (Section 3 of the paper), spelt one way everywhere: API, tables, probes.
+PCDC = "PCDC"
+FULLMESH = "FullMesh"
+PATH_MANAGERS = (PCDC, FULLMESH)
+
+MAX_ISPS_PER_SITE = 16
+MAX_KBPS = 1e9  # 1 Tbit/s: above any access link, below float trouble
+
+Name = Annotated[str, Field(pattern=NAME_PATTERN, description="short identifier")]
+Label = Annotated[str, Field(pattern=LABEL_PATTERN, description="short ISP label, e.g. K")]
+SubflowName = Annotated[
+    str, Field(pattern=SUBFLOW_PATTERN, description="'<local label>-<remote label>'")
+]
+CongestionControl = Annotated[str, Field(pattern=CC_PATTERN, description="kernel CC name")]
+Kbps = Annotated[float, Field(gt=0, le=MAX_KBPS, allow_inf_nan=False, description="kbit/s")]
+
+
+def subflow_name(local_label: str, remote_label: str) -> str:
+    """Eq. 3: a subflow is named after its two ISPs, e.g. K-CU."""
+    return f"{local_label}-{remote_label}"
+
+
+def normalize_pm(name: str) -> str:
+    """'pcdc', 'Fullmesh', ... into the canonical 'PCDC' / 'FullMesh'."""
+    by_key = {pm.lower(): pm for pm in PATH_MANAGERS}
+    key = str(name).strip().lower()
+    if key not in by_key:
+        raise ValueError(f"unknown path manager {name!r} (expected PCDC or FullMesh)")
+    return by_key[key]
+
+
+class ISP(BaseModel):
+    """One access link of a site (Table 1 of the paper)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Name
+    label: Label
+    down_kbps: Kbps
+    up_kbps: Kbps
+
+
+class Site(BaseModel):
+    """A multi-homed site and its ISPs; labels and names are unique within the site."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Name
+    isps: list[ISP] = Field(min_length=1, max_length=MAX_ISPS_PER_SITE)
+
+    @field_validator("isps")
+    @classmethod
+    def _unique_isps(cls, isps: list[ISP], info: ValidationInfo) -> list[ISP]:
+        for attr in ("label", "name"):
+            values = [getattr(isp, attr) for isp in isps]
+            dupes = sorted({v for v in values if values.count(v) > 1})
+            if dupes:
+                site = info.data.get("name", "?")
+                raise ValueError(f"duplicate ISP {attr} {dupes[0]!r} in site {site!r}")
+        return isps
+
+    def isp(self, label: str) -> ISP:
+        for isp in self.isps:
+            if isp.label == label:
+                return isp
+        raise KeyError(label)

@@ -1,0 +1,56 @@
+"""The typed parts of a recommendation: what the flows compute and store, and what the API
+returns (its schemas import these instead of re-declaring them)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+
+class TStar(BaseModel):
+    """T*: the largest throughput any (PM, CC) curve reaches on the buffer range (Eq. 9)."""
+
+    tp_mbps: float
+    bs_mib: float
+    pm: str
+    cc: str
+
+
+class Arm(BaseModel):
+    """One (PM, CC) curve's peak and its own relaxed minimum buffer (Eq. 10-12)."""
+
+    pm: str
+    cc: str
+    peak_bs_mib: float
+    peak_tp_mbps: float
+    obs_mib: float | None
+    tp_at_obs_mbps: float | None
+    same_as_fullmesh: bool
+
+
+class Eq1(BaseModel):
+    """Eq. 1, the traditional buffer, over the subflows the answer uses, or why it is unknown."""
+
+    available: bool
+    subflows: list[str]
+    buffer_mib: float | None = None
+    fallback_mib: float | None = None
+    obs_ratio: float | None = None
+    rtt_max_s: float | None = None
+    rto_max_s: float | None = None
+    bandwidth_sum_kbps: float | None = None
+    rtt_source: str | None = None
+    rto_source: str | None = None
+    reason: str | None = None
+    missing_rtt_subflows: list[str] = []
+
+
+class Outputs(BaseModel):
+    """Everything of an answer beyond OPM / OCC / OBS / OTP."""
+
+    t_star: TStar | None = None
+    target_mbps: float | None = None
+    arms: list[Arm] = []
+    subflows_used: list[str] = []
+    standby_subflows: list[str] = []
+    notes: list[str] = []
+    poll_url: str | None = None

@@ -1,0 +1,333 @@
+"""A calibration campaign, step by step: impact phase -> Omega -> SP* -> buffer sweep -> fit ->
+(more runs while the quality gate fails and the budget allows) -> ready to finish.
+
+Every function re-reads the campaign from the database and is idempotent, so the same steps serve
+the in-process runner and the Celery tasks, and a campaign resumes wherever it stopped: a step is
+done when a measurement with its key exists (status ok, or failed after retries). When nothing is
+left to measure, the executor calls `flows.finish.finish_campaign`.
+
+One probe is in flight per campaign at a time: `claim` hands out a lease for the next step under a
+row lock and refuses a second one until the lease is released or has expired (a killed worker).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy.orm import Session
+
+from models import Campaign, utcnow
+from probes.base import EXCLUSION_MAX_SHARE, MeasurementRequest, MeasurementResult
+
+from ..store import campaigns as campaign_store
+from ..store import inventory, measurements, results
+from .derive import fit_from_runs, impact_from_runs
+from .plan import ProbeStep, buffer_steps, impact_steps, planned_probes
+from .probing import Prober, buffer_bytes
+
+LEASE_MARGIN_S = 120.0  # a probe's lease lasts its duration twice plus this
+MAX_EXTRA_ROUNDS_WITHOUT_BUDGET = 2
+
+
+@dataclass(frozen=True)
+class Advance:
+    """What a campaign needs next: a probe, or finishing (`finish`), or nothing (it is final)."""
+
+    step: ProbeStep | None = None
+    finish: bool = False
+
+
+FINAL = Advance()
+FINISH = Advance(finish=True)
+
+
+def next_step(session: Session, *, campaign_id: int, prober: Prober) -> Advance:
+    """Do every piece of work that needs no probe, and say what the campaign needs next."""
+    campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
+    if campaign_store.is_final(campaign):
+        return FINAL
+    if campaign.state == "queued":
+        campaign_store.set_state(session, campaign_id=campaign.id, state="running")
+    if campaign.active_ccs is None and not _choose_ccs(session, campaign, prober):
+        return FINAL
+    subflows = topology_subflows(session, campaign)
+    done = measurements.done_keys(session, campaign_id=campaign.id)
+
+    for step in impact_steps(campaign.active_ccs, campaign.impact_runs, subflows):
+        if step.key not in done:
+            return _within_budget(session, campaign, step)
+
+    impacts = results.impact_results(session, campaign_id=campaign.id)
+    if not set(campaign.active_ccs) <= {r.cc for r in impacts}:
+        if not _store_impact(session, campaign):
+            return FINAL
+        impacts = results.impact_results(session, campaign_id=campaign.id)
+    subsets = {r.cc: r.subset for r in impacts}
+
+    if not campaign.budget_exhausted:
+        for step in buffer_steps(
+            campaign.pms, campaign.active_ccs, campaign.buffer_grid_mib, campaign.runs,
+            subsets, subflows,
+        ):
+            if step.key not in done:
+                return _within_budget(session, campaign, step)
+
+    fits = _fit(session, campaign)
+    if fits is None:
+        return FINAL
+    if not all(f.gate_passed for f in fits) and _another_round(campaign):
+        return next_step(session, campaign_id=campaign_id, prober=prober)
+    return FINISH
+
+
+def topology_subflows(session: Session, campaign: Campaign) -> list[str]:
+    topology = inventory.get_topology(session, topology_id=campaign.topology_id)
+    return [sf.name for sf in topology.subflows]
+
+
+def _choose_ccs(session: Session, campaign: Campaign, prober: Prober) -> bool:
+    """The campaign's CCs that both sites' kernels offer; the rest are reported as dropped."""
+    offered = prober.available_ccs()
+    campaign.offered_ccs = sorted(offered)
+    campaign.active_ccs = [cc for cc in campaign.ccs if cc in offered]
+    campaign.dropped_ccs = {
+        cc: "not offered by both sites' kernels (tcp_available_congestion_control)"
+        for cc in campaign.ccs
+        if cc not in offered
+    }
+    # Extra rounds for the quality gate add buffer runs only: the impact phase keeps its runs.
+    campaign.impact_runs = campaign.runs
+    campaign.probes_total = planned_probes(
+        len(topology_subflows(session, campaign)), len(campaign.active_ccs), len(campaign.pms),
+        len(campaign.buffer_grid_mib), campaign.runs,
+    )
+    if not campaign.active_ccs:
+        _fail(
+            session,
+            campaign,
+            f"none of the campaign's CCs {campaign.ccs} is offered by both "
+            f"sites (they offer {sorted(offered)})",
+        )
+        return False
+    session.flush()
+    return True
+
+
+def _within_budget(session: Session, campaign: Campaign, step: ProbeStep) -> Advance:
+    left = _budget_left(campaign)
+    if left is None or left >= campaign.duration_s:
+        return Advance(step=step)
+    if step.phase == "impact":
+        _fail(
+            session,
+            campaign,
+            f"probe-seconds budget spent before the impact phase ended "
+            f"({campaign.probe_seconds_used:.0f} s used)",
+        )
+        return FINAL
+    campaign.budget_exhausted = True
+    session.flush()
+    return next_step(session, campaign_id=campaign.id, prober=_NoProber())
+
+
+def _budget_left(campaign: Campaign) -> float | None:
+    if campaign.probe_seconds_budget is None:
+        return None
+    return campaign.probe_seconds_budget - campaign.probe_seconds_used
+
+
+class _NoProber:
+    """Past the budget nothing is measured; CCs were chosen already."""
+
+    def available_ccs(self) -> set[str]:
+        return set()
+
+    def measure(self, request: MeasurementRequest) -> MeasurementResult:
+        raise AssertionError("no probe past the budget")
+
+
+def _store_impact(session: Session, campaign: Campaign) -> bool:
+    """Omega and SP* per CC from the impact runs; a CC whose runs all failed is dropped."""
+    derived = {r.cc: r for r in impact_from_runs(session, campaign_id=campaign.id)}
+    dropped = dict(campaign.dropped_ccs or {})
+    for cc in campaign.active_ccs:
+        if cc not in derived:
+            dropped[cc] = "impact phase: no usable TP_0 and TP_i runs (all failed)"
+    kept = [cc for cc in campaign.active_ccs if cc in derived]
+    results.store_impact(session, campaign_id=campaign.id, results=[derived[cc] for cc in kept])
+    campaign.active_ccs, campaign.dropped_ccs = kept, dropped
+    if not kept:
+        _fail(session, campaign, "impact phase: no congestion control has usable runs")
+        return False
+    session.flush()
+    return True
+
+
+def _fit(session: Session, campaign: Campaign):
+    """f5 over the ok buffer runs, stored; None (and the campaign failed) when no arm is usable."""
+    outcome = fit_from_runs(session, campaign=campaign)
+    campaign_store.add_note(campaign, "unfitted_arms", outcome.unfitted_arms)
+    if not outcome.fits:
+        _fail(session, campaign, "buffer phase: no (PM, CC) has runs at 3 buffer sizes")
+        return None
+    results.store_fits(session, campaign_id=campaign.id, fits=outcome.fits)
+    session.flush()
+    return outcome.fits
+
+
+def _another_round(campaign: Campaign) -> bool:
+    """The gate failed: one more run of the whole buffer sweep, if the budget allows it."""
+    round_cost = (
+        len(campaign.pms) * len(campaign.active_ccs) * len(campaign.buffer_grid_mib)
+        * campaign.duration_s
+    )
+    left = _budget_left(campaign)
+    if campaign.budget_exhausted:
+        return False
+    if left is None and campaign.extra_rounds >= MAX_EXTRA_ROUNDS_WITHOUT_BUDGET:
+        return False
+    if left is not None and left < round_cost:
+        return False
+    campaign.extra_rounds += 1
+    campaign.runs += 1
+    campaign.probes_total += round(round_cost / campaign.duration_s)
+    return True
+
+
+def _fail(session: Session, campaign: Campaign, why: str) -> None:
+    campaign_store.set_state(session, campaign_id=campaign.id, state="failed", error=why)
+
+
+def fail_campaign(session: Session, *, campaign_id: int, why: str) -> None:
+    """Stop a campaign that cannot go on (no testbed for its sites, ...), saying why."""
+    campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
+    if not campaign_store.is_final(campaign):
+        if campaign.state == "queued":
+            campaign_store.set_state(session, campaign_id=campaign.id, state="running")
+        _fail(session, campaign, why)
+
+
+# --- leases: one probe in flight per campaign ----------------------------------------------------
+def claim(session: Session, *, campaign_id: int, step: ProbeStep) -> str | None:
+    """A lease id for running `step`, or None while another live lease holds the campaign."""
+    campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
+    return campaign_store.claim_lease(
+        session,
+        campaign_id=campaign_id,
+        step_key=list(step.key),
+        lasts=timedelta(seconds=2 * campaign.duration_s + LEASE_MARGIN_S),
+    )
+
+
+def release(session: Session, *, campaign_id: int, lease_id: str) -> bool:
+    return campaign_store.release_lease(session, campaign_id=campaign_id, lease_id=lease_id)
+
+
+# --- running one probe ---------------------------------------------------------------------------
+def pending_request(
+    session: Session, *, campaign_id: int, step: ProbeStep
+) -> MeasurementRequest | None:
+    """The measurement `step` needs, or None when its key is stored already (a redelivery).
+
+    The probe itself runs outside any database transaction; `store_result` records it.
+    """
+    campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
+    if campaign_store.is_final(campaign):
+        return None
+    if step.key in measurements.done_keys(session, campaign_id=campaign.id):
+        return None
+    topology = inventory.get_topology(session, topology_id=campaign.topology_id)
+    return MeasurementRequest(
+        sender=topology.local_site.name,
+        receiver=topology.remote_site.name,
+        allowed_subflows=None if step.allowed_subflows is None else list(step.allowed_subflows),
+        cc=step.cc,
+        buffer_bytes=buffer_bytes(step.bs_mib),
+        duration_s=campaign.duration_s,
+        path_manager="pcdc" if step.pm == "PCDC" else "fullmesh",
+    )
+
+
+def _record(session: Session, campaign_id: int, step: ProbeStep, **fields):
+    """record_measurement under the step's key (idempotent: a second call returns the first)."""
+    row, _ = measurements.record_measurement(
+        session,
+        campaign_id=campaign_id,
+        phase=step.phase,
+        pm=step.pm,
+        cc=step.cc,
+        bs_mib=step.bs_mib,
+        run=step.run,
+        excluded_subflow=step.excluded_subflow,
+        **fields,
+    )
+    return row
+
+
+def store_result(
+    session: Session, *, campaign_id: int, step: ProbeStep, result: MeasurementResult
+):
+    """Store a probe's result under the step's key. A run that fell back to TCP, or whose
+    excluded subflows carried more than 1 % of the bytes, is stored as failed: never fitted."""
+    campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
+    if step.allowed_subflows is not None:
+        subflows = list(step.allowed_subflows)
+    else:
+        subflows = sorted(result.subflow_bytes)
+    ok, error = result.mptcp_ok, None
+    if not ok:
+        error = f"not fitted: {result.fallback_reason}"
+    elif leaked := _leaked_subflows(step, result):
+        # An "excluded" subflow that carried payload makes TP_i (or SP*'s sweep) meaningless.
+        ok, error = False, f"not fitted: excluded subflows carried payload: {leaked}"
+    times = [t for t, _ in result.goodput_series]
+    return _record(
+        session,
+        campaign.id,
+        step,
+        subflows=subflows,
+        duration_s=campaign.duration_s,
+        goodput_mbps=[mbps for _, mbps in result.goodput_series],
+        interval_s=round(times[1] - times[0], 6) if len(times) > 1 else 1.0,
+        subflow_bytes=result.subflow_bytes,
+        rtt_ms=dict(result.raw.get("subflow_rtt_ms") or {}),
+        tool=result.tool,
+        tool_version=result.tool_version,
+        raw_output=json.dumps(result.to_dict(), default=str),
+        status="ok" if ok else "failed",
+        error=error,
+        started_at=result.started_at,
+        finished_at=result.ended_at,
+    )
+
+
+def _leaked_subflows(step: ProbeStep, result: MeasurementResult) -> dict[str, str]:
+    """Subflows the step excluded from payload that carried more than 1 % of the bytes."""
+    if step.allowed_subflows is None:
+        return {}
+    excluded = [n for n in result.subflow_bytes if n not in step.allowed_subflows]
+    return {
+        n: f"{100 * result.subflow_share(n):.1f} %"
+        for n in excluded
+        if result.subflow_share(n) > EXCLUSION_MAX_SHARE
+    }
+
+
+def record_failure(session: Session, *, campaign_id: int, step: ProbeStep, error: str):
+    """After the retries: the step is stored as failed and the campaign goes on without it."""
+    now = utcnow()
+    return _record(
+        session,
+        campaign_id,
+        step,
+        subflows=list(step.allowed_subflows or []),
+        duration_s=0.0,
+        goodput_mbps=[],
+        tool="none",
+        status="failed",
+        error=error[:2000],
+        started_at=now,
+        finished_at=now,
+    )

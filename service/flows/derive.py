@@ -1,0 +1,73 @@
+"""From a campaign's stored runs to Omega / SP* (f3, f4) and the fits (f5): the one derivation
+path that campaigns, tests, benchmarks and the dashboard's seed data all go through."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from models import NO_EXCLUSION, Campaign
+
+from ..algorithm.impact import ImpactResult, impact_from_series
+from ..algorithm.regression import Fit, Sample, fit
+from ..store import measurements, results
+
+MIN_BUFFERS_PER_ARM = 3  # a quadratic through fewer distinct buffers is not a fit
+
+
+def impact_from_runs(session: Session, *, campaign_id: int) -> list[ImpactResult]:
+    """Omega per CC from the ok impact runs, each series pooled over runs (Eq. 5).
+
+    A CC without a TP_0 run or without any TP_i run gives none, and a subflow whose TP_i runs all
+    failed gets no Omega (so it is not in SP*).
+    """
+    by_cc: dict[str, dict[str, list[float]]] = {}
+    for m in measurements.ok_measurements(session, campaign_id=campaign_id, phase="impact"):
+        by_cc.setdefault(m.cc, {}).setdefault(m.excluded_subflow, []).extend(m.goodput_mbps)
+    out = []
+    for cc, series in by_cc.items():
+        tp0 = series.pop(NO_EXCLUSION, None)
+        if tp0 and series and sum(tp0) > 0:
+            out.append(impact_from_series(cc, tp0, series))
+    return out
+
+
+@dataclass(frozen=True)
+class FitOutcome:
+    fits: list[Fit]
+    unfitted_arms: list[str]  # "PM/CC" with runs at fewer than MIN_BUFFERS_PER_ARM buffers
+
+
+def fit_from_runs(
+    session: Session, *, campaign: Campaign, ccs: Sequence[str] | None = None
+) -> FitOutcome:
+    """f5 over the ok buffer runs (one sample per run: its mean goodput) of `ccs` (default: the
+    campaign's CCs); arms with runs at fewer than 3 distinct buffers are left out and named."""
+    ccs = list(ccs if ccs is not None else (campaign.active_ccs or campaign.ccs))
+    by_arm: dict[tuple[str, str], list[Sample]] = {}
+    for m in measurements.ok_measurements(
+        session, campaign_id=campaign.id, phase="buffer", ccs=ccs
+    ):
+        if m.mean_goodput_mbps is not None:
+            by_arm.setdefault((m.pm, m.cc), []).append(
+                Sample(m.pm, m.cc, m.bs_mib, m.mean_goodput_mbps)
+            )
+    usable = {
+        arm: s for arm, s in by_arm.items() if len({x.bs_mib for x in s}) >= MIN_BUFFERS_PER_ARM
+    }
+    unfitted = sorted(f"{pm}/{cc}" for pm in campaign.pms for cc in ccs if (pm, cc) not in usable)
+    if not usable:
+        return FitOutcome([], unfitted)
+    same = [
+        r.cc
+        for r in results.impact_results(session, campaign_id=campaign.id)
+        if r.same_as_fullmesh
+    ]
+    fits = fit(
+        [s for rows in usable.values() for s in rows],
+        model=campaign.model_kind,
+        same_as_fullmesh=same,
+    )
+    return FitOutcome(fits, unfitted)

@@ -1,0 +1,45 @@
+"""The end of a campaign: mark it done, answer from its fits, and note what changed since the
+previous calibration. Executors call `finish_campaign` when `next_step` says so."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from ..store import campaigns as campaign_store
+from ..store import measurements
+from .recalibration import record_events
+from .recommend import recommend
+
+
+def finish_campaign(session: Session, *, campaign_id: int) -> int | None:
+    """Finish a campaign whose probes are all stored; returns its recommendation's id.
+
+    Idempotent: a campaign that is already final is left as it is (a redelivered task).
+    """
+    campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
+    if campaign_store.is_final(campaign):
+        return campaign.recommendation_id
+    failed = measurements.failed_measurements(session, campaign_id=campaign.id)
+    campaign_store.add_note(
+        campaign, "failed_probes", [measurements.failure_entry(m) for m in failed]
+    )
+    campaign_store.set_state(session, campaign_id=campaign.id, state="done")
+    lo, hi = campaign_store.buffer_range(campaign)  # solved on the measured range only
+    # A finished campaign must never queue another one, even when its fits are unusable.
+    outcome = recommend(
+        session,
+        topology_id=campaign.topology_id,
+        delta=campaign.delta,
+        bs_min_mib=lo,
+        bs_max_mib=hi,
+        queue_campaign=False,
+    )
+    rec = outcome.recommendation
+    flags = list(rec.quality_flags or [])
+    flags += [f for f in campaign_store.flags(campaign) if f not in flags]
+    rec.quality_flags = flags
+    rec.provenance = {**(rec.provenance or {}), "campaign_notes": campaign_store.report(campaign)}
+    campaign.recommendation_id = rec.id
+    session.flush()
+    record_events(session, campaign=campaign)
+    return rec.id

@@ -1,0 +1,2 @@
+"""Data access: small functions that take a session and keyword arguments, one module per table
+group. They flush but never commit (the caller owns the transaction) and never call a flow."""

@@ -1,0 +1,233 @@
+"""Measurement rows: one per probe run, stored idempotently under the step's key."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from models import NO_EXCLUSION, Campaign, Measurement
+from probes.vocabulary import normalize_pm
+
+from ..errors import NotFound
+from .campaigns import get_campaign
+
+MeasurementKey = tuple[str, str, str, float, int, str]  # phase, pm, cc, bs, run, excluded
+
+
+def record_measurement(
+    session: Session,
+    *,
+    campaign_id: int,
+    phase: str,
+    pm: str,
+    cc: str,
+    bs_mib: float,
+    run: int,
+    subflows: Sequence[str],
+    duration_s: float,
+    goodput_mbps: Sequence[float],
+    tool: str,
+    started_at: datetime,
+    finished_at: datetime,
+    excluded_subflow: str | None = None,
+    interval_s: float = 1.0,
+    subflow_bytes: Mapping[str, int] | None = None,
+    rtt_ms: Mapping[str, float] | None = None,
+    rto_ms: Mapping[str, float] | None = None,
+    tool_version: str = "",
+    raw_output: str = "",
+    status: str = "ok",
+    error: str | None = None,
+) -> tuple[Measurement, bool]:
+    """Store one probe run; (row, created). A second call with the same key returns the first row
+    unchanged (created False), so a re-executed task neither duplicates data nor double-counts
+    progress."""
+    campaign = get_campaign(session, campaign_id=campaign_id)
+    pm, cc = normalize_pm(pm), cc.strip().lower()
+    excluded = excluded_subflow or NO_EXCLUSION
+    existing = session.scalar(
+        select(Measurement).where(
+            Measurement.campaign_id == campaign.id,
+            Measurement.phase == phase,
+            Measurement.pm == pm,
+            Measurement.cc == cc,
+            Measurement.bs_mib == float(bs_mib),
+            Measurement.run == run,
+            Measurement.excluded_subflow == excluded,
+        )
+    )
+    if existing is not None:
+        return existing, False
+    series = [float(v) for v in goodput_mbps]
+    row = Measurement(
+        campaign_id=campaign.id,
+        phase=phase,
+        pm=pm,
+        cc=cc,
+        bs_mib=float(bs_mib),
+        run=run,
+        excluded_subflow=excluded,
+        subflows=list(subflows),
+        duration_s=float(duration_s),
+        interval_s=float(interval_s),
+        goodput_mbps=series,
+        mean_goodput_mbps=(sum(series) / len(series)) if series else None,
+        subflow_bytes=dict(subflow_bytes or {}),
+        rtt_ms=dict(rtt_ms or {}),
+        rto_ms=dict(rto_ms or {}),
+        tool=tool,
+        tool_version=tool_version,
+        raw_output=raw_output,
+        status=status,
+        error=error,
+        started_at=started_at,
+        finished_at=finished_at,
+    )
+    session.add(row)
+    campaign.probes_done += 1
+    campaign.probe_seconds_used += float(duration_s)
+    session.flush()
+    return row, True
+
+
+def get_measurement(session: Session, *, measurement_id: int) -> Measurement:
+    row = session.get(Measurement, measurement_id)
+    if row is None:
+        raise NotFound(f"measurement {measurement_id} not found")
+    return row
+
+
+def list_measurements(
+    session: Session,
+    *,
+    campaign_id: int | None = None,
+    topology_id: int | None = None,
+    phase: str | None = None,
+    pm: str | None = None,
+    cc: str | None = None,
+    status: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> tuple[list[Measurement], int]:
+    query = select(Measurement)
+    if campaign_id is not None:
+        query = query.where(Measurement.campaign_id == campaign_id)
+    if topology_id is not None:
+        query = query.join(Campaign, Campaign.id == Measurement.campaign_id).where(
+            Campaign.topology_id == topology_id
+        )
+    for column, value in (
+        (Measurement.phase, phase),
+        (Measurement.pm, pm),
+        (Measurement.cc, cc),
+        (Measurement.status, status),
+    ):
+        if value is not None:
+            query = query.where(column == value)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(query.order_by(Measurement.id).limit(limit).offset(offset))
+    return list(rows), total
+
+
+def ok_measurements(
+    session: Session, *, campaign_id: int, phase: str, ccs: Sequence[str] | None = None
+) -> list[Measurement]:
+    """The campaign's successful runs of one phase, oldest first."""
+    query = select(Measurement).where(
+        Measurement.campaign_id == campaign_id,
+        Measurement.phase == phase,
+        Measurement.status == "ok",
+    )
+    if ccs is not None:
+        query = query.where(Measurement.cc.in_(list(ccs)))
+    return list(session.scalars(query.order_by(Measurement.id)))
+
+
+def failed_measurements(session: Session, *, campaign_id: int) -> list[Measurement]:
+    return list(
+        session.scalars(
+            select(Measurement)
+            .where(Measurement.campaign_id == campaign_id, Measurement.status == "failed")
+            .order_by(Measurement.id)
+        )
+    )
+
+
+def done_keys(session: Session, *, campaign_id: int) -> set[MeasurementKey]:
+    """The keys of every stored run (ok or failed): those steps are done."""
+    rows = session.execute(
+        select(
+            Measurement.phase,
+            Measurement.pm,
+            Measurement.cc,
+            Measurement.bs_mib,
+            Measurement.run,
+            Measurement.excluded_subflow,
+        ).where(Measurement.campaign_id == campaign_id)
+    )
+    return {(p, pm, cc, float(bs), run, ex) for p, pm, cc, bs, run, ex in rows}
+
+
+@dataclass(frozen=True)
+class MeasurementSummary:
+    """What a campaign's successful runs say as a whole: counts, age, mean RTT/RTO per subflow."""
+
+    measurement_count: int
+    buffer_measurement_count: int
+    run_count: int
+    oldest_at: datetime | None
+    newest_at: datetime | None
+    rtt_ms: dict[str, float] = field(default_factory=dict)
+    rto_ms: dict[str, float] = field(default_factory=dict)
+
+
+def summarize(session: Session, *, campaign_id: int) -> MeasurementSummary:
+    ok = (Measurement.campaign_id == campaign_id, Measurement.status == "ok")
+    count, oldest, newest = session.execute(
+        select(
+            func.count(Measurement.id),
+            func.min(Measurement.started_at),
+            func.max(Measurement.finished_at),
+        ).where(*ok)
+    ).one()
+    buffer_count, runs = session.execute(
+        select(func.count(Measurement.id), func.count(func.distinct(Measurement.run))).where(
+            *ok, Measurement.phase == "buffer"
+        )
+    ).one()
+    rows = session.execute(select(Measurement.rtt_ms, Measurement.rto_ms).where(*ok)).all()
+    return MeasurementSummary(
+        measurement_count=count or 0,
+        buffer_measurement_count=buffer_count or 0,
+        run_count=runs or 0,
+        oldest_at=oldest,
+        newest_at=newest,
+        rtt_ms=_mean_per_subflow(r.rtt_ms for r in rows),
+        rto_ms=_mean_per_subflow(r.rto_ms for r in rows),
+    )
+
+
+def _mean_per_subflow(maps) -> dict[str, float]:
+    values: dict[str, list[float]] = {}
+    for per_subflow in maps:
+        for name, value in (per_subflow or {}).items():
+            if isinstance(value, int | float) and value > 0:
+                values.setdefault(name, []).append(float(value))
+    return {name: sum(v) / len(v) for name, v in values.items()}
+
+
+def failure_entry(m: Measurement) -> dict[str, Any]:
+    return {
+        "phase": m.phase,
+        "pm": m.pm,
+        "cc": m.cc,
+        "bs_mib": m.bs_mib,
+        "run": m.run,
+        "excluded_subflow": m.excluded_subflow,
+        "error": m.error,
+    }

@@ -1,0 +1,72 @@
+"""Recommendation rows (Table 5): every answer given, and the calibrated campaign behind one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from models import Campaign, FitRecord, Recommendation
+
+from ..errors import NotFound
+
+
+def add_recommendation(session: Session, **values: Any) -> Recommendation:
+    """Store one answer (the only way recommendations are written)."""
+    rec = Recommendation(**values)
+    session.add(rec)
+    session.flush()
+    return rec
+
+
+def get_recommendation(session: Session, *, recommendation_id: int) -> Recommendation:
+    rec = session.get(Recommendation, recommendation_id)
+    if rec is None:
+        raise NotFound(f"recommendation {recommendation_id} not found")
+    return rec
+
+
+def list_recommendations(
+    session: Session,
+    *,
+    topology_id: int | None = None,
+    kind: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> tuple[list[Recommendation], int]:
+    query = select(Recommendation)
+    if topology_id is not None:
+        query = query.where(Recommendation.topology_id == topology_id)
+    if kind is not None:
+        query = query.where(Recommendation.kind == kind)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(query.order_by(Recommendation.id.desc()).limit(limit).offset(offset))
+    return list(rows), total
+
+
+def calibrated_recommendation_of(
+    session: Session, *, campaign_id: int
+) -> Recommendation | None:
+    """The answer a campaign gave when it finished."""
+    return session.scalar(
+        select(Recommendation)
+        .where(Recommendation.campaign_id == campaign_id, Recommendation.kind == "calibrated")
+        .order_by(Recommendation.id)
+        .limit(1)
+    )
+
+
+def latest_calibrated_campaign(session: Session, *, topology_id: int) -> Campaign | None:
+    """The newest finished campaign of the topology that has fits of its own model kind."""
+    has_fits = (
+        select(FitRecord.id)
+        .where(FitRecord.campaign_id == Campaign.id, FitRecord.model_kind == Campaign.model_kind)
+        .exists()
+    )
+    return session.scalar(
+        select(Campaign)
+        .where(Campaign.topology_id == topology_id, Campaign.state == "done", has_fits)
+        .order_by(Campaign.finished_at.desc(), Campaign.id.desc())
+        .limit(1)
+    )
