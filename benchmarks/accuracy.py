@@ -1,0 +1,278 @@
+"""Is the recommendation right? An exhaustive oracle against a campaign as users run it.
+
+    .venv/bin/python benchmarks/accuracy.py probes/scenarios/uit-haw.yaml [more.yaml ...]
+
+Per scenario (a testbed file; files outside probes/scenarios/ work too):
+1. **Oracle**: every PM x CC the kernel offers x a dense buffer grid x `--oracle-runs` runs of
+   `--oracle-duration` s (steady probes). FullMesh runs every subflow; PCDC runs the subset that
+   is best for that CC (every non-empty subset when there are at most 4 subflows, else every
+   leave-one-out subset), chosen at the largest buffer first.
+2. **Campaign**: the product as a user runs it (in-process, a SQLite file in a temporary folder,
+   the same flows the API and the workers run), with `--campaign-runs` x `--campaign-duration`.
+3. **Verification**: fresh probes of the recommended (PM, CC, OBS, subflows) configuration.
+
+Prints a table and one JSON line per scenario (`scenario`, `mode`, `oracle_best`, `recommended`,
+`recommended_measured_mbps`, `ratio`, `oracle_min_bs_within_delta_mib`, `probe_seconds_oracle`,
+`probe_seconds_campaign`, ...) for other tools. Runs on a 2-core machine; the oracle dominates
+the time (about `probe_seconds_oracle` x 1.2 of wall time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+MIB = 2**20
+QUIET_GAP_S = 2.0  # between probes: the previous probe's queues drain
+
+
+@dataclass
+class Arm:
+    pm: str
+    cc: str
+    subflows: list[str]
+    means: dict[float, list[float]] = field(default_factory=dict)  # bs MiB -> goodputs
+
+    def mean(self, bs: float) -> float:
+        return statistics.fmean(self.means[bs])
+
+
+@dataclass
+class Oracle:
+    arms: list[Arm]
+    probe_seconds: float
+
+    def best(self) -> tuple[Arm, float, float]:
+        """(arm, bs, mean goodput) of the best measured configuration."""
+        return max(
+            ((a, bs, a.mean(bs)) for a in self.arms for bs in a.means), key=lambda t: t[2]
+        )
+
+    def min_bs_within(self, delta: float) -> tuple[Arm, float]:
+        """The smallest buffer (and its arm) whose mean reaches (1 - delta) of the best."""
+        target = (1 - delta) * self.best()[2]
+        return min(
+            ((a, bs) for a in self.arms for bs in a.means if a.mean(bs) >= target),
+            key=lambda t: (t[1], -t[0].mean(t[1])),
+        )
+
+
+def dense_grid(spec, sender: str, receiver: str, points: int) -> list[float]:
+    """Log-spaced buffers from 1/8 of the smallest subflow BDP to 4x the summed BDP (MiB)."""
+    bdps = []
+    for name in spec.subflow_names(sender, receiver):
+        lo, re = name.split("-")
+        rate = min(spec.rate_kbps(sender, lo, "up"), spec.rate_kbps(receiver, re, "down"))
+        rtt_s = 2 * spec.path(lo, re).delay_ms / 1000.0
+        bdps.append(rate * 1000 / 8 * rtt_s / MIB)
+    lo, hi = min(bdps) / 8, 4 * sum(bdps)
+    return [round(lo * (hi / lo) ** (k / (points - 1)), 5) for k in range(points)]
+
+
+def probe(bed, sender, receiver, pm, cc, subflows, all_subflows, bs_mib, duration) -> float:
+    """One measurement's receiver goodput (Mbit/s); PCDC excludes what is not in `subflows`."""
+    from probes.base import MeasurementRequest
+
+    allowed = None if set(subflows) == set(all_subflows) else list(subflows)
+    request = MeasurementRequest(
+        sender=sender,
+        receiver=receiver,
+        allowed_subflows=allowed,
+        cc=cc,
+        buffer_bytes=None if bs_mib <= 0 else round(bs_mib * MIB),
+        duration_s=duration,
+        path_manager="pcdc" if allowed else "fullmesh",
+    )
+    time.sleep(QUIET_GAP_S)
+    result = bed.measure(request)
+    if not result.mptcp_ok:
+        raise RuntimeError(f"probe fell back to TCP: {result.fallback_reason}")
+    return result.goodput_mbps
+
+
+def candidate_subsets(names: list[str]) -> list[list[str]]:
+    if len(names) <= 4:
+        return [list(c) for k in range(1, len(names)) for c in itertools.combinations(names, k)]
+    return [[n for n in names if n != out] for out in names]
+
+
+def run_oracle(bed, spec, sender, receiver, ccs, grid, runs, duration, log) -> Oracle:
+    names = spec.subflow_names(sender, receiver)
+    arms: list[Arm] = []
+    seconds = 0.0
+    for cc in ccs:
+        full = Arm("FullMesh", cc, names)
+        best_subset, best_tp = names, -1.0
+        for subset in candidate_subsets(names):  # PCDC's best subset, at the largest buffer
+            tp = statistics.fmean(
+                probe(bed, sender, receiver, "PCDC", cc, subset, names, grid[-1], duration)
+                for _ in range(runs)
+            )
+            seconds += runs * duration
+            log(f"  oracle {cc} subset {subset}: {tp:.2f} Mbit/s")
+            if tp > best_tp:
+                best_subset, best_tp = subset, tp
+        pcdc = Arm("PCDC", cc, best_subset)
+        for arm in (full, pcdc):
+            for bs in grid:
+                arm.means[bs] = [
+                    probe(bed, sender, receiver, arm.pm, cc, arm.subflows, names, bs, duration)
+                    for _ in range(runs)
+                ]
+                seconds += runs * duration
+                log(f"  oracle {arm.pm}/{cc} {bs:g} MiB: {arm.mean(bs):.2f} Mbit/s")
+            arms.append(arm)
+    return Oracle(arms, seconds)
+
+
+def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta) -> dict:
+    """The product's own campaign, in-process on a fresh SQLite file; its recommendation."""
+    from service.algorithm.topology import Topology
+    from service.db import session_scope, upgrade
+    from service.flows import dispatch
+    from service.flows.plan import CampaignParameters
+    from service.flows.runner import run_campaign as run
+    from service.settings import get_settings
+    from service.store import campaigns, inventory, recommendations
+
+    settings = get_settings()
+    upgrade(settings.effective_database_url)
+    topo = Topology.model_validate({
+        role: {"name": name, "isps": [
+            {"name": i.name, "label": i.label,
+             "down_kbps": spec.rate_kbps(name, i.label, "down"),
+             "up_kbps": spec.rate_kbps(name, i.label, "up")}
+            for i in spec.site(name).isps]}
+        for role, name in (("local", sender), ("remote", receiver))
+    })
+    rtts = {n: 2 * spec.path(*n.split("-")).delay_ms for n in topo.subflow_names()}
+    dispatch.register_executor("inprocess", lambda _cid: None)  # this script runs it
+    with session_scope() as s:
+        row = inventory.ensure_topology(s, spec=topo, rtts_ms=rtts)
+        params = CampaignParameters(ccs=ccs, buffer_grid_mib=grid, runs=runs,
+                                    duration_s=duration, delta=delta)
+        cid = dispatch.start_campaign(s, topology_id=row.id, params=params, reason="benchmark",
+                                      settings=settings).id
+    state = run(cid, settings=settings)
+    with session_scope() as s:
+        c = campaigns.get_campaign(s, campaign_id=cid)
+        if state != "done" or c.recommendation_id is None:
+            raise RuntimeError(f"campaign {cid} {state}: {c.error}")
+        rec = recommendations.get_recommendation(s, recommendation_id=c.recommendation_id)
+        return {
+            "pm": rec.opm, "cc": rec.occ, "obs_mib": rec.obs_mib, "otp_mbps": rec.otp_mbps,
+            "subflows": rec.outputs.get("subflows_used"), "flags": rec.quality_flags,
+            "probe_seconds": c.probe_seconds_used, "probes": c.probes_done,
+        }
+
+
+def scenario(path: Path, args, log) -> dict:
+    from probes import testbed
+    from probes.spec import load_spec
+
+    spec = load_spec(path)
+    sender, receiver = (s.name for s in spec.sites)
+    grid = dense_grid(spec, sender, receiver, args.grid_points)
+    bed = testbed.up(spec)
+    started = time.monotonic()
+    try:
+        ccs = sorted(set(testbed.available_congestion_controls()) & set(args.ccs))
+        oracle = run_oracle(bed, spec, sender, receiver, ccs, grid, args.oracle_runs,
+                            args.oracle_duration, log)
+        rec = run_campaign(spec, sender, receiver, ccs, grid[:: args.campaign_grid_step],
+                           args.campaign_runs, args.campaign_duration, args.delta)
+        names = spec.subflow_names(sender, receiver)
+        verify = [
+            probe(bed, sender, receiver, rec["pm"], rec["cc"], rec["subflows"], names,
+                  rec["obs_mib"], args.oracle_duration)
+            for _ in range(args.oracle_runs)
+        ]
+    finally:
+        testbed.down(spec.name)
+    return report(path, oracle, rec, verify, args, time.monotonic() - started)
+
+
+def report(path, oracle, rec, verify, args, wall_s) -> dict:
+    arm, bs, best = oracle.best()
+    min_arm, min_bs = oracle.min_bs_within(args.delta)
+    measured = statistics.fmean(verify)
+    return {
+        "scenario": path.stem,
+        "mode": "grid",
+        "delta": args.delta,
+        "oracle_best": {"pm": arm.pm, "cc": arm.cc, "bs_mib": bs, "mbps": round(best, 3),
+                        "subflows": arm.subflows},
+        "recommended": {k: rec[k] for k in ("pm", "cc", "obs_mib", "otp_mbps", "subflows")},
+        "recommended_measured_mbps": round(measured, 3),
+        "recommended_measured_runs": [round(v, 3) for v in verify],
+        "ratio": round(measured / best, 4) if best > 0 else math.nan,
+        "within_delta": measured >= (1 - args.delta) * best,
+        "opm_agrees": rec["pm"] == arm.pm,
+        "occ_agrees": rec["cc"] == arm.cc,
+        "oracle_min_bs_within_delta_mib": min_bs,
+        "oracle_min_bs_arm": f"{min_arm.pm}/{min_arm.cc}",
+        "probe_seconds_oracle": oracle.probe_seconds,
+        "probe_seconds_campaign": rec["probe_seconds"],
+        "flags": rec["flags"],
+        "wall_s": round(wall_s, 1),
+    }
+
+
+def print_table(rows: list[dict]) -> None:
+    print(f"{'scenario':<14} {'oracle best':<34} {'recommended':<34} {'measured':>9} "
+          f"{'ratio':>6} {'OBS/oracle min':>16} {'probe-s o/c':>14}")
+    for r in rows:
+        o, c = r["oracle_best"], r["recommended"]
+        best = f"{o['pm']}/{o['cc']} {o['bs_mib']:g} MiB {o['mbps']:.2f}"
+        rec = f"{c['pm']}/{c['cc']} {c['obs_mib']:.3g} MiB {c['otp_mbps']:.2f}"
+        print(f"{r['scenario']:<14} {best:<34} {rec:<34} "
+              f"{r['recommended_measured_mbps']:>9.2f} {r['ratio']:>6.3f} "
+              f"{c['obs_mib']:>7.3g}/{r['oracle_min_bs_within_delta_mib']:<8.3g} "
+              f"{r['probe_seconds_oracle']:>6.0f}/{r['probe_seconds_campaign']:<6.0f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("scenarios", nargs="+", type=Path)
+    ap.add_argument("--ccs", nargs="+", default=["reno", "cubic", "bbr"])
+    ap.add_argument("--delta", type=float, default=0.07)
+    ap.add_argument("--grid-points", type=int, default=8)
+    ap.add_argument("--oracle-runs", type=int, default=3)
+    ap.add_argument("--oracle-duration", type=float, default=8.0)
+    ap.add_argument("--campaign-runs", type=int, default=2)
+    ap.add_argument("--campaign-duration", type=float, default=5.0)
+    ap.add_argument("--campaign-grid-step", type=int, default=1,
+                    help="the campaign measures every k-th oracle buffer")
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args()
+    data = Path(tempfile.mkdtemp(prefix="mpcoa-accuracy-"))
+    os.environ["MPCOA_DATABASE_URL"] = f"sqlite:///{data / 'accuracy.sqlite3'}"
+    os.environ["MPCOA_DATA_DIR"] = str(data)
+
+    def log(msg: str) -> None:
+        if not args.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    rows = []
+    for path in args.scenarios:
+        log(f"scenario {path}")
+        row = scenario(path, args, log)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
