@@ -69,14 +69,15 @@ class Oracle:
 
 
 def dense_grid(spec, sender: str, receiver: str, points: int) -> list[float]:
-    """Log-spaced buffers from 1/8 of the smallest subflow BDP to 4x the summed BDP (MiB)."""
+    """Log-spaced buffers from 1/8 of the smallest subflow BDP (at least 16 KiB) to 4x the summed
+    BDP, in MiB."""
     bdps = []
     for name in spec.subflow_names(sender, receiver):
         lo, re = name.split("-")
         rate = min(spec.rate_kbps(sender, lo, "up"), spec.rate_kbps(receiver, re, "down"))
         rtt_s = 2 * spec.path(lo, re).delay_ms / 1000.0
         bdps.append(rate * 1000 / 8 * rtt_s / MIB)
-    lo, hi = min(bdps) / 8, 4 * sum(bdps)
+    lo, hi = max(min(bdps) / 8, 16384 / MIB), 4 * sum(bdps)  # 16 KiB: the kernel's floor is near
     return [round(lo * (hi / lo) ** (k / (points - 1)), 5) for k in range(points)]
 
 

@@ -152,6 +152,9 @@ class Campaign(Base):
     probes_done: Mapped[int] = mapped_column(Integer, default=0)
     probe_seconds_used: Mapped[float] = mapped_column(Float, default=0.0)
     executor: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # The outbox: when the executor last accepted a hand-over; NULL = one is owed (the broker
+    # was down, or the last probe's follow-up could not be sent): the sweeper sends it.
+    dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     task_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     # What the campaign decided on the way. CCs: offered by both sites' kernels, still measured

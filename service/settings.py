@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     # Celery: Redis redelivers a task whose worker died after this long (longer than any probe).
     broker_visibility_timeout_s: float = Field(default=600.0, ge=5)
     beat_interval_s: float = Field(default=60.0, ge=1)
+    # The probe lease: its holder renews it every lease_heartbeat_s while it measures; a killed
+    # worker's lease runs out after lease_ttl_s and the next resume hands the campaign on.
+    lease_ttl_s: float = Field(default=30.0, ge=2, le=3600)
+    lease_heartbeat_s: float = Field(default=10.0, gt=0, le=600)
+    # A hand-over owed for longer than this (the broker was down) is sent by the sweeper.
+    redispatch_after_s: float = Field(default=5.0, ge=0, le=3600)
 
     @field_validator("database_url", "broker_url", mode="before")
     @classmethod

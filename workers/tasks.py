@@ -3,20 +3,22 @@
 advance_campaign(id)  -> does what needs no probe, claims the next step and sends run_probe,
                          or finishes the campaign (flows.finish) when nothing is left to measure
 run_probe(id, step)   -> measures (outside any DB transaction), stores, releases, advances
-resume_campaigns()    -> re-advances running campaigns whose lease expired (killed worker)
+resume_campaigns()    -> hands on campaigns whose lease ran out (killed worker) and sends the
+                         hand-overs still owed (broker down): the outbox sweeper
 recalibrate_due()     -> queues the campaigns whose cron schedule is due (beat)
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from celery.utils.time import get_exponential_backoff_interval
 from sqlalchemy.exc import OperationalError
 
 from probes.base import ProbeError
-from service.db import session_scope
-from service.flows import calibration, recalibration
+from service.db import get_engine, session_scope
+from service.flows import calibration, dispatch, recalibration
 from service.flows.finish import finish_campaign
 from service.flows.plan import ProbeStep
 from service.flows.probing import default_prober_factory
@@ -43,9 +45,14 @@ def _prober(campaign_id: int):
     return default_prober_factory(get_settings())(*_sites(campaign_id))
 
 
-def send_advance(campaign_id: int, countdown: float | None = None) -> None:
+def send_advance(campaign_id: int) -> None:
+    """Hand the campaign to its sender site's queue now, or leave the hand-over owed (broker
+    down) for the sweeper: the outbox of `flows.dispatch`."""
+    settings = get_settings()
     local, _ = _sites(campaign_id)
-    advance_campaign.apply_async((campaign_id,), queue=site_queue(local), countdown=countdown)
+    if dispatch.hand_over(campaign_id, local, settings):
+        with session_scope() as s:
+            campaign_store.mark_dispatched(s, campaign_id=campaign_id)
 
 
 @app.task(
@@ -65,7 +72,9 @@ def advance_campaign(self, campaign_id: int) -> str:
             step = advance.step
             if step is None:
                 return "finished"
-            lease = calibration.claim(s, campaign_id=campaign_id, step=step)
+            lease = calibration.claim(
+                s, campaign_id=campaign_id, step=step, settings=get_settings()
+            )
     except ProbeError as exc:  # no testbed for the sites, ...: the campaign cannot run
         with session_scope() as s:
             calibration.fail_campaign(s, campaign_id=campaign_id, why=str(exc))
@@ -91,49 +100,64 @@ def run_probe(self, campaign_id: int, step_data: dict, lease: str) -> str:
     with session_scope() as s:
         request = calibration.pending_request(s, campaign_id=campaign_id, step=step)
     if request is not None:
-        try:
-            result = _prober(campaign_id).measure(request)
-        except Exception as exc:  # any crash of a probe is a failed probe, never a stuck campaign
-            if not isinstance(exc, ProbeError):
-                log.exception("campaign %s: probe crashed", campaign_id)
-            retries = self.request.retries
-            if retries < settings.probe_retries:
-                countdown = get_exponential_backoff_interval(
-                    factor=settings.probe_retry_backoff_s,
-                    retries=retries,
-                    maximum=60,
-                    full_jitter=False,
-                )
-                raise self.retry(
-                    exc=exc, countdown=countdown, max_retries=settings.probe_retries
-                ) from exc
-            with session_scope() as s:
-                calibration.record_failure(
-                    s,
-                    campaign_id=campaign_id,
-                    step=step,
-                    error=f"{exc} (after {retries + 1} attempts)",
-                )
-        else:
-            with session_scope() as s:
-                calibration.store_result(s, campaign_id=campaign_id, step=step, result=result)
+        with calibration.lease_heartbeat(
+            get_engine(), campaign_id=campaign_id, lease_id=lease, settings=settings
+        ):
+            _measure(self, campaign_id, step, request, lease, settings)
     with session_scope() as s:
         still_ours = calibration.release(s, campaign_id=campaign_id, lease_id=lease)
+        if still_ours:
+            campaign_store.owe_dispatch(campaign_store.get_campaign(s, campaign_id=campaign_id))
     if still_ours:
         send_advance(campaign_id)
     return step.describe()
 
 
+def _measure(task, campaign_id: int, step: ProbeStep, request, lease: str, settings) -> None:
+    """Measure and store; a failing probe is retried with backoff (holding the lease through
+    the countdown), then stored as failed."""
+    try:
+        result = _prober(campaign_id).measure(request)
+    except Exception as exc:  # any crash of a probe is a failed probe, never a stuck campaign
+        if not isinstance(exc, ProbeError):
+            log.exception("campaign %s: probe crashed", campaign_id)
+        retries = task.request.retries
+        if retries < settings.probe_retries:
+            countdown = get_exponential_backoff_interval(
+                factor=settings.probe_retry_backoff_s, retries=retries, maximum=60,
+                full_jitter=False,
+            )
+            with session_scope() as s:
+                campaign_store.renew_lease(
+                    s, campaign_id=campaign_id, lease_id=lease,
+                    lasts=timedelta(seconds=countdown + settings.lease_ttl_s),
+                )
+            raise task.retry(
+                exc=exc, countdown=countdown, max_retries=settings.probe_retries
+            ) from exc
+        with session_scope() as s:
+            calibration.record_failure(
+                s, campaign_id=campaign_id, step=step,
+                error=f"{exc} (after {retries + 1} attempts)",
+            )
+        return
+    with session_scope() as s:
+        calibration.store_result(s, campaign_id=campaign_id, step=step, result=result)
+
+
 @app.task(
     name="mpcoa.resume_campaigns", autoretry_for=TRANSIENT, retry_backoff=True, max_retries=None
 )
-def resume_campaigns() -> list[int]:
-    """Advance every queued/running campaign that no live lease holds."""
+def resume_campaigns() -> dict[str, list[int]]:
+    """Beat (and every worker at start): hand on the campaigns whose lease ran out (a worker
+    died mid-probe), then send the hand-overs still owed (the broker was down). A campaign
+    whose message is waiting in its queue is left alone: nothing is sent twice."""
+    settings = get_settings()
     with session_scope() as s:
-        ids = campaign_store.unleased_campaign_ids(s)
-    for cid in ids:
-        send_advance(cid)
-    return ids
+        recovered = dispatch.recover_stalled(s, settings=settings)
+    with session_scope() as s:
+        sent = dispatch.send_owed(s, settings=settings)
+    return {"recovered": recovered, "sent": sent}
 
 
 @app.task(

@@ -1,4 +1,5 @@
-"""typed campaign state: CCs, rounds, recommendation and the probe lease get their own columns
+"""typed campaign state: CCs, rounds, recommendation, the probe lease and the dispatch outbox
+get their own columns
 
 Until 0002 they were keys of the JSON bag `campaigns.notes`, updated read-modify-write; the lease
 now lives in columns that a worker takes under a row lock. The data moves both ways.
@@ -63,6 +64,7 @@ def upgrade() -> None:
         batch.add_column(sa.Column("lease_id", sa.String(length=32), nullable=True))
         batch.add_column(sa.Column("lease_step", JSON, nullable=True))
         batch.add_column(sa.Column("lease_until", TS, nullable=True))
+        batch.add_column(sa.Column("dispatched_at", TS, nullable=True))
     conn = op.get_bind()
     for row in conn.execute(sa.select(campaigns.c.id, campaigns.c.notes)).all():
         notes = dict(row.notes or {})
@@ -89,5 +91,6 @@ def downgrade() -> None:
             notes.pop("budget_exhausted", None)
         conn.execute(campaigns.update().where(campaigns.c.id == row.id).values(notes=notes))
     with op.batch_alter_table("campaigns") as batch:
-        for col in ("lease_until", "lease_step", "lease_id", *reversed(list(MOVED.values()))):
+        new = ["dispatched_at", "lease_until", "lease_step", "lease_id"]
+        for col in new + list(reversed(MOVED.values())):
             batch.drop_column(col)

@@ -13,22 +13,30 @@ row lock and refuses a second one until the lease is released or has expired (a 
 from __future__ import annotations
 
 import json
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from models import Campaign, utcnow
 from probes.base import EXCLUSION_MAX_SHARE, MeasurementRequest, MeasurementResult
 
+from ..db import session_scope
+from ..settings import Settings
 from ..store import campaigns as campaign_store
 from ..store import inventory, measurements, results
 from .derive import fit_from_runs, impact_from_runs
 from .plan import ProbeStep, buffer_steps, impact_steps, planned_probes
 from .probing import Prober, buffer_bytes
 
-LEASE_MARGIN_S = 120.0  # a probe's lease lasts its duration twice plus this
 MAX_EXTRA_ROUNDS_WITHOUT_BUDGET = 2
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -210,19 +218,51 @@ def fail_campaign(session: Session, *, campaign_id: int, why: str) -> None:
 
 
 # --- leases: one probe in flight per campaign ----------------------------------------------------
-def claim(session: Session, *, campaign_id: int, step: ProbeStep) -> str | None:
-    """A lease id for running `step`, or None while another live lease holds the campaign."""
-    campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
+def claim(
+    session: Session, *, campaign_id: int, step: ProbeStep, settings: Settings
+) -> str | None:
+    """A lease id for running `step`, or None while another live lease holds the campaign. It
+    lasts `lease_ttl_s`; `lease_heartbeat` renews it while the probe runs."""
     return campaign_store.claim_lease(
         session,
         campaign_id=campaign_id,
         step_key=list(step.key),
-        lasts=timedelta(seconds=2 * campaign.duration_s + LEASE_MARGIN_S),
+        lasts=timedelta(seconds=settings.lease_ttl_s),
     )
 
 
 def release(session: Session, *, campaign_id: int, lease_id: str) -> bool:
     return campaign_store.release_lease(session, campaign_id=campaign_id, lease_id=lease_id)
+
+
+@contextmanager
+def lease_heartbeat(
+    engine: Engine, *, campaign_id: int, lease_id: str, settings: Settings
+) -> Iterator[None]:
+    """Renew the lease every `lease_heartbeat_s` while the body (a probe) runs, so that a live
+    worker keeps its campaign however long the probe and a killed one loses it within
+    `lease_ttl_s`."""
+    stop = threading.Event()
+    lasts = timedelta(seconds=settings.lease_ttl_s)
+
+    def beat() -> None:
+        while not stop.wait(settings.lease_heartbeat_s):
+            try:
+                with session_scope(engine) as s:
+                    if not campaign_store.renew_lease(
+                        s, campaign_id=campaign_id, lease_id=lease_id, lasts=lasts
+                    ):
+                        return  # someone else holds the campaign now
+            except Exception as exc:  # a database blip: the next beat tries again
+                log.warning("campaign %s: lease renewal failed (%s)", campaign_id, exc)
+
+    thread = threading.Thread(target=beat, name=f"lease-{campaign_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
 
 
 # --- running one probe ---------------------------------------------------------------------------

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from functools import lru_cache
 
-from sqlalchemy import event
+from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
-from models import Campaign
+from models import Campaign, utcnow
 
+from ..db import session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
 from ..store import inventory
@@ -85,24 +87,81 @@ def start_campaign(
     return campaign
 
 
-def dispatch_campaign(session: Session, *, campaign_id: int, settings: Settings) -> str:
-    """Hand campaign `campaign_id` (state 'queued') to the executor once the session commits;
-    returns the executor's name."""
-    campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
-    campaign.executor = settings.executor
-    site = inventory.get_topology(session, topology_id=campaign.topology_id).local_site.name
-    session.flush()
-
-    def hand_over(_session: Session) -> None:
+def hand_over(campaign_id: int, site: str, settings: Settings) -> bool:
+    """Send the campaign to its executor now; True when the executor took it. A broker that is
+    down is not an error here: the hand-over stays owed and the sweeper sends it later."""
+    try:
         if settings.executor == "celery":
             send_to_celery(campaign_id, site, settings.broker_url)
         elif settings.executor in _executors:
             _executors[settings.executor](campaign_id)
         else:  # it stays queued; the executor resumes queued campaigns when it starts
             log.warning("campaign %s: no %s executor running", campaign_id, settings.executor)
-            return
-        log.info("campaign %s handed to the %s executor", campaign_id, settings.executor)
+            return False
+    except Exception as exc:  # kombu's OperationalError, a refused connection, ...
+        log.warning("campaign %s: hand-over to %s failed (%s); the sweeper retries it",
+                    campaign_id, settings.executor, exc)
+        return False
+    log.info("campaign %s handed to the %s executor", campaign_id, settings.executor)
+    return True
+
+
+def _record_hand_over(bind, campaign_id: int) -> None:
+    """Mark the hand-over done in a short transaction of its own (the caller's has committed).
+    A session bound to a test's connection has no engine to open one with: nothing recorded."""
+    if isinstance(bind, Engine):
+        with session_scope(bind) as s:
+            campaign_store.mark_dispatched(s, campaign_id=campaign_id)
+
+
+def dispatch_campaign(session: Session, *, campaign_id: int, settings: Settings) -> str:
+    """Owe campaign `campaign_id` a hand-over to the executor and send it once the session
+    commits (the outbox: `dispatched_at` stays NULL until the executor took it); returns the
+    executor's name."""
+    campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
+    campaign.executor = settings.executor
+    campaign_store.owe_dispatch(campaign)
+    site = _sender_site(session, campaign)
+    bind = session.get_bind()
+    session.flush()
+
+    def after_commit(_session: Session) -> None:
+        if hand_over(campaign_id, site, settings):
+            _record_hand_over(bind, campaign_id)
 
     if settings.run_campaigns:
-        event.listen(session, "after_commit", hand_over, once=True)
+        event.listen(session, "after_commit", after_commit, once=True)
     return campaign.executor
+
+
+def _sender_site(session: Session, campaign: Campaign) -> str:
+    return inventory.get_topology(session, topology_id=campaign.topology_id).local_site.name
+
+
+def send_owed(session: Session, *, settings: Settings, now: datetime | None = None) -> list[int]:
+    """The sweeper: hand over every active campaign whose hand-over has been owed for
+    `redispatch_after_s` (the broker was down); each is sent once and marked."""
+    now = now or utcnow()
+    before = now - timedelta(seconds=settings.redispatch_after_s)
+    sent = []
+    for cid in campaign_store.owed_dispatch_campaign_ids(session, before=before):
+        campaign = campaign_store.get_campaign(session, campaign_id=cid)
+        if hand_over(cid, _sender_site(session, campaign), settings):
+            campaign_store.mark_dispatched(session, campaign_id=cid, at=now)
+            sent.append(cid)
+    return sent
+
+
+def recover_stalled(session: Session, *, settings: Settings) -> list[int]:
+    """Campaigns whose lease ran out (its worker died mid-probe): drop the lease and hand each
+    over once, so another worker goes on within the lease's time to live."""
+    recovered = []
+    for cid in campaign_store.expired_lease_campaign_ids(session):
+        campaign = campaign_store.get_campaign(session, campaign_id=cid)
+        campaign_store.drop_lease(campaign)
+        campaign_store.owe_dispatch(campaign)
+        session.flush()
+        if hand_over(cid, _sender_site(session, campaign), settings):
+            campaign_store.mark_dispatched(session, campaign_id=cid)
+        recovered.append(cid)
+    return recovered

@@ -73,7 +73,9 @@ def run_campaign(
         with session_scope(engine) as s:
             campaign = campaign_store.get_campaign(s, campaign_id=campaign_id)
             if step is not None:
-                lease = calibration.claim(s, campaign_id=campaign_id, step=step)
+                lease = calibration.claim(
+                    s, campaign_id=campaign_id, step=step, settings=settings
+                )
                 request = calibration.pending_request(s, campaign_id=campaign_id, step=step)
         if on_progress is not None:
             on_progress(campaign, step)
@@ -83,7 +85,10 @@ def run_campaign(
             time.sleep(1.0)
             continue
         if request is not None:
-            _measure_with_retries(engine, campaign_id, step, request, prober, settings, stop)
+            with calibration.lease_heartbeat(
+                engine, campaign_id=campaign_id, lease_id=lease, settings=settings
+            ):
+                _measure_with_retries(engine, campaign_id, step, request, prober, settings, stop)
         with session_scope(engine) as s:
             calibration.release(s, campaign_id=campaign_id, lease_id=lease)
     return "interrupted"

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from models import (
@@ -243,17 +243,59 @@ def drop_lease(campaign: Campaign) -> None:
     campaign.lease_id, campaign.lease_step, campaign.lease_until = None, None, None
 
 
-def unleased_campaign_ids(session: Session, *, now: datetime | None = None) -> list[int]:
-    """Queued or running campaigns that no live lease holds: nobody is working on them. Rows
-    another transaction has locked are skipped (it is claiming them right now)."""
+def renew_lease(
+    session: Session, *, campaign_id: int, lease_id: str, lasts: timedelta
+) -> bool:
+    """The heartbeat: push the lease's end out if it is still `lease_id`'s; False otherwise."""
+    campaign = _locked(session, campaign_id)
+    if campaign.lease_id != lease_id:
+        return False
+    campaign.lease_until = utcnow() + lasts
+    session.flush()
+    return True
+
+
+def expired_lease_campaign_ids(session: Session, *, now: datetime | None = None) -> list[int]:
+    """Active campaigns whose lease ran out without being released: its holder died. Rows
+    another transaction has locked are skipped (it is claiming or renewing them right now)."""
     now = now or utcnow()
-    rows = session.scalars(
-        select(Campaign.id)
-        .where(
-            Campaign.state.in_(ACTIVE_CAMPAIGN_STATES),
-            (Campaign.lease_id.is_(None)) | (Campaign.lease_until <= now),
+    return list(
+        session.scalars(
+            select(Campaign.id)
+            .where(
+                Campaign.state.in_(ACTIVE_CAMPAIGN_STATES),
+                Campaign.lease_id.is_not(None),
+                Campaign.lease_until <= now,
+            )
+            .order_by(Campaign.id)
+            .with_for_update(skip_locked=True)
         )
-        .order_by(Campaign.id)
-        .with_for_update(skip_locked=True)
     )
-    return list(rows)
+
+
+# --- the dispatch outbox ----------------------------------------------------------------------
+def owe_dispatch(campaign: Campaign) -> None:
+    """A hand-over to the executor is owed (sent after commit; the sweeper retries it)."""
+    campaign.dispatched_at = None
+
+
+def mark_dispatched(session: Session, *, campaign_id: int, at: datetime | None = None) -> None:
+    session.execute(
+        update(Campaign).where(Campaign.id == campaign_id).values(dispatched_at=at or utcnow())
+    )
+
+
+def owed_dispatch_campaign_ids(session: Session, *, before: datetime) -> list[int]:
+    """Active campaigns whose hand-over is owed since before `before` (locked ones skipped)."""
+    return list(
+        session.scalars(
+            select(Campaign.id)
+            .where(
+                Campaign.state.in_(ACTIVE_CAMPAIGN_STATES),
+                Campaign.dispatched_at.is_(None),
+                Campaign.updated_at <= before,
+            )
+            .order_by(Campaign.id)
+            .with_for_update(skip_locked=True)
+        )
+    )

@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
+from models import utcnow
 from probes.vocabulary import ISP, Site
 from service import db
 from service.algorithm.topology import Topology
@@ -50,9 +51,10 @@ def test_two_workers_never_hold_one_campaign(lease_db):
     worker.start()
     assert locked.wait(10)
     start = time.monotonic()
+    later = utcnow() + timedelta(hours=1)
     with db.session_scope(engine) as s:
-        # Unleased campaigns skip a row another transaction has locked.
-        assert campaign_id not in campaigns.unleased_campaign_ids(s)
+        # The sweeper skips a row another transaction has locked (SKIP LOCKED).
+        assert campaign_id not in campaigns.owed_dispatch_campaign_ids(s, before=later)
     with db.session_scope(engine) as s:
         got["b"] = campaigns.claim_lease(
             s, campaign_id=campaign_id, step_key=["buffer", 2], lasts=timedelta(minutes=5)
@@ -70,7 +72,7 @@ def test_two_workers_never_hold_one_campaign(lease_db):
         assert not campaigns.release_lease(s, campaign_id=campaign_id, lease_id="not-mine")
         assert campaigns.release_lease(s, campaign_id=campaign_id, lease_id=got["a"])
     with db.session_scope(engine) as s:
-        assert campaign_id in campaigns.unleased_campaign_ids(s)
+        assert campaign_id in campaigns.owed_dispatch_campaign_ids(s, before=later)
 
 
 def test_migration_0003_moves_notes_into_columns_and_back(tmp_path):
@@ -110,3 +112,24 @@ def test_migration_0003_moves_notes_into_columns_and_back(tmp_path):
         back = json.loads(conn.execute(text("SELECT notes FROM campaigns WHERE id = 1")).scalar())
     engine.dispose()
     assert back == {k: v for k, v in notes.items() if k != "lease"}
+
+
+@pytest.mark.postgres
+def test_the_heartbeat_keeps_a_lease_that_would_run_out(lease_db):
+    from service.flows.calibration import lease_heartbeat
+    from service.settings import Settings
+
+    engine, campaign_id = lease_db
+    settings = Settings(lease_ttl_s=2, lease_heartbeat_s=0.3, _env_file=None)
+    with db.session_scope(engine) as s:
+        lease = campaigns.claim_lease(s, campaign_id=campaign_id, step_key=["impact", 9],
+                                      lasts=timedelta(seconds=settings.lease_ttl_s))
+    assert lease
+    with lease_heartbeat(engine, campaign_id=campaign_id, lease_id=lease, settings=settings):
+        time.sleep(3.0)  # longer than the lease lives without renewal
+        with db.session_scope(engine) as s:
+            assert campaign_id not in campaigns.expired_lease_campaign_ids(s)
+    time.sleep(2.5)  # the holder is gone (no more beats): the lease runs out
+    with db.session_scope(engine) as s:
+        assert campaign_id in campaigns.expired_lease_campaign_ids(s)
+        assert campaigns.release_lease(s, campaign_id=campaign_id, lease_id=lease)

@@ -120,6 +120,13 @@ class Workers:
         self.procs.append(proc)
         return proc
 
+    def start_beat(self, env: dict[str, str]) -> subprocess.Popen:
+        log = open(self.tmp / f"worker-beat-{len(self.procs)}.log", "w")  # noqa: SIM115
+        proc = subprocess.Popen([str(BIN / "mpcoa"), "beat"], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
     def kill(self, proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, sig)

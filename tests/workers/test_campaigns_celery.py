@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections import Counter
 
 import pytest
@@ -142,13 +143,24 @@ def test_posted_topology_is_calibrated_from_measurements(api, sites, testbed, wo
 def test_killed_worker_campaign_resumes_without_loss_or_duplicates(
         api, sites, testbed, workers, committed_db, broker_url, tmp_path):
     local, _ = sites
-    env = worker_env(committed_db, broker_url, tmp_path)
+    # Recovery comes from the lease (4 s to live, renewed every second while a probe runs) and
+    # beat's sweeper (every 2 s), well before the broker would redeliver the task (20 s).
+    env = worker_env(committed_db, broker_url, tmp_path, MPCOA_LEASE_TTL_S="4",
+                     MPCOA_LEASE_HEARTBEAT_S="1", MPCOA_BEAT_INTERVAL_S="2",
+                     MPCOA_BROKER_VISIBILITY_TIMEOUT_S="20")
     first = workers.start(local, env)
+    workers.start_beat(env)
     cid = start_campaign(api, sites)
     wait_for(lambda: campaign(api, cid)["probes_done"] >= 3, 120, "three probes")
     workers.kill(first)  # SIGKILL to the whole worker, mid-campaign (most likely mid-probe)
+    killed_at = time.monotonic()
     stalled = campaign(api, cid)["probes_done"]
     workers.start(local, env)
+    wait_for(lambda: campaign(api, cid)["probes_done"] > stalled, 120, "the next probe")
+    recovery_s = time.monotonic() - killed_at
+    print(f"time from SIGKILL to the next stored probe: {recovery_s:.1f} s")
+    # lease 4 s + sweep 2 s + worker start + one 2 s probe; the broker's 20 s is not waited out
+    assert recovery_s < 20, workers.logs()
     done = wait_for(lambda: finished(api, cid), 300, "the resumed campaign")
     assert done["state"] == "done", (done, workers.logs())
     assert stalled < PROBES
