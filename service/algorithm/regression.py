@@ -29,6 +29,7 @@ from .curve import Curve, normalize_cc, normalize_pm
 
 R2_GATE = 0.90
 P_GATE = 0.05
+ROUND_OFF = 1e-9  # relative size below which a residual is floating-point noise, not data
 MODEL_KINDS = ("paper", "per-arm")
 
 
@@ -116,10 +117,18 @@ def _check_support(pm: str, rows: Sequence[Sample], ccs: Sequence[str]) -> None:
             )
 
 
+def _negligible(ss: float, y: np.ndarray) -> bool:
+    """A sum of squares at round-off level for data of y's magnitude: numerically zero."""
+    scale = float(np.max(np.abs(y))) if len(y) else 0.0
+    return ss <= len(y) * (ROUND_OFF * max(scale, 1e-300)) ** 2
+
+
 def _r2(y: np.ndarray, fitted: np.ndarray, n_params: int) -> tuple[float, float]:
     ss_res = float(np.sum((y - fitted) ** 2))
     ss_tot = float(np.sum((y - y.mean()) ** 2))
-    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
+    # Flat data: nothing to explain. Round-off residuals must not become R^2 = 1 or -3; a buffer
+    # that changes nothing explains 0 % of the (absent) variation.
+    r2 = 0.0 if _negligible(ss_tot, y) else 1.0 - ss_res / ss_tot
     dof = len(y) - n_params
     adj = 1.0 - (1.0 - r2) * (len(y) - 1) / dof if dof > 0 else float("nan")
     return r2, adj
@@ -239,8 +248,11 @@ def _buffer_test(ols, columns: list[int]) -> float | None:
     restriction = np.zeros((len(columns), len(ols.params)))
     for row, col in enumerate(columns):
         restriction[row, col] = 1.0
-    if float(ols.ssr) == 0.0:
-        return 0.0  # an exact fit: the buffer terms explain everything they are nonzero for
+    y = np.asarray(ols.model.endog)
+    if _negligible(float(np.sum((y - y.mean()) ** 2)), y):
+        return 1.0  # flat data: no buffer effect (the F statistic is round-off over round-off)
+    if _negligible(float(ols.ssr), y):
+        return 0.0  # an exact, non-flat fit: the buffer terms explain everything
     return _finite_or_none(float(ols.f_test(restriction).pvalue))
 
 

@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from .curve import PCDC, Curve
+from .curve import FULLMESH, PCDC, Curve
 
 DEFAULT_DELTA = 0.07
 DEFAULT_BS_MIN_MIB = 0.5
@@ -62,48 +62,23 @@ def check_bounds(delta: float, bs_min: float, bs_max: float) -> None:
 
 
 def min_buffer(curve: Curve, target: float, lo: float, hi: float) -> float | None:
-    """Smallest bs in [lo, hi] with curve.tp(bs) >= target, or None.
+    """Smallest bs in [lo, hi] with curve.tp(bs) >= target, or None (any curve kind)."""
+    return curve.min_buffer(target, lo, hi)
 
-    The crossing is found through the curve's inverse (the quadratic's root on the rising part),
-    then tightened by bisection so that tp(result) >= target holds in floating point too.
+
+def choose_among_tied(tied: list[ArmResult]) -> ArmResult:
+    """Spec step 7's tie rule: FullMesh beats a PCDC arm of the same CC whose SP* = SP.
+
+    Only that FullMesh arm shadows it (the two run the very same subflows, Section 5.3); against any
+    other arm a PCDC arm with SP* = SP competes like every arm: higher tp(OBS), then smaller obs.
     """
-    if curve.tp(lo) >= target:
-        return lo
-    peak_bs, peak_tp = curve.peak(lo, hi)
-    if peak_tp < target:
-        return None
-    # tp rises on [start, peak_bs]: for a convex curve only right of its vertex.
-    start = max(lo, -curve.b / (2 * curve.c)) if curve.c > 0 else lo
-    guess = _inverse(curve, target, start, peak_bs)
-    below, above = (start, peak_bs) if guess is None else (start, max(guess, start))
-    if curve.tp(above) < target:
-        below, above = above, peak_bs
-    for _ in range(200):  # bisection keeps tp(above) >= target; converges to float precision
-        mid = 0.5 * (below + above)
-        if mid <= below or mid >= above:
-            break
-        if curve.tp(mid) >= target:
-            above = mid
-        else:
-            below = mid
-    return above
-
-
-def _inverse(curve: Curve, target: float, lo: float, hi: float) -> float | None:
-    """The root of a + b*bs + c*bs^2 = target in [lo, hi], if the closed form finds one."""
-    a, b, c = curve.a - target, curve.b, curve.c
-    if c == 0:
-        roots = [-a / b] if b != 0 else []
-    else:
-        disc = b * b - 4 * a * c
-        if disc < 0:
-            return None
-        sq = math.sqrt(disc)
-        # Numerically stable pair of roots.
-        q = -0.5 * (b + math.copysign(sq, b))
-        roots = [q / c] + ([a / q] if q != 0 else [])
-    inside = [r for r in roots if lo - 1e-9 <= r <= hi + 1e-9]
-    return min(inside) if inside else None
+    fullmesh_ccs = {arm.cc for arm in tied if arm.pm == FULLMESH}
+    contenders = [
+        arm
+        for arm in tied
+        if not (arm.pm == PCDC and arm.same_as_fullmesh and arm.cc in fullmesh_ccs)
+    ]
+    return min(contenders, key=lambda arm: (-arm.tp_at_obs_mbps, arm.obs_mib))
 
 
 def solve(
@@ -148,10 +123,7 @@ def solve(
     # The arm that defines T* always reaches its own peak, so `reaching` is never empty.
     smallest = min(arm.obs_mib for arm in reaching)
     tied = [arm for arm in reaching if arm.obs_mib <= smallest + TIE_MIB + 1e-12]
-    chosen = min(
-        tied,
-        key=lambda arm: (arm.pm == PCDC and arm.same_as_fullmesh, -arm.tp_at_obs_mbps),
-    )
+    chosen = choose_among_tied(tied)
     return Solution(
         opm=chosen.pm,
         occ=chosen.cc,
