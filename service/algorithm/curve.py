@@ -129,5 +129,12 @@ class Curve:
         return min(inside) if inside else None
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "pm": self.pm, "cc": self.cc, "a": self.a, "b": self.b,
-                "c": self.c, "same_as_fullmesh": self.same_as_fullmesh}
+        return {
+            "kind": self.kind,
+            "pm": self.pm,
+            "cc": self.cc,
+            "a": self.a,
+            "b": self.b,
+            "c": self.c,
+            "same_as_fullmesh": self.same_as_fullmesh,
+        }

@@ -60,7 +60,7 @@ class ImpactResult:
 
     @property
     def unmeasured(self) -> list[str]:
-        """Subflows of the topology without an Omega: never in SP*, and they keep PCDC != FullMesh."""
+        """Topology subflows without an Omega: never in SP*, so PCDC differs from FullMesh."""
         return [n for n in (self.subflows or []) if n not in self.omegas]
 
     @property

@@ -76,7 +76,7 @@ def _as_series(value: Throughput) -> list[float]:
 
 
 def omegas_per_run(runs: Sequence[ImpactRun]) -> dict[str, list[float]]:
-    """Eq. 5 in every run: subflow -> [Omega_i of run 1, run 2, ...] (runs missing i are skipped)."""
+    """Eq. 5 in every run: subflow -> [Omega_i of run 1, run 2, ...] (runs without i skip it)."""
     out: dict[str, list[float]] = {}
     for k, run in enumerate(runs):
         tp0 = _as_series(run.tp0_mbps)
@@ -101,14 +101,25 @@ def omega_estimate(
     n = len(values)
     mean = sum(values) / n
     if n < 2:
-        return OmegaEstimate(subflow, values, mean, None, None, confidence, False,
-                             "one run: no confidence interval, sign unsettled")
+        return OmegaEstimate(
+            subflow,
+            values,
+            mean,
+            None,
+            None,
+            confidence,
+            False,
+            "one run: no confidence interval, sign unsettled",
+        )
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
     low, high = mean - half, mean + half
     settled = low > 0 or high < 0
-    reason = (f"CI excludes 0 ({'helps' if mean > 0 else 'harms'})" if settled
-              else f"CI [{low:.3g}, {high:.3g}] contains 0")
+    reason = (
+        f"CI excludes 0 ({'helps' if mean > 0 else 'harms'})"
+        if settled
+        else f"CI [{low:.3g}, {high:.3g}] contains 0"
+    )
     return OmegaEstimate(subflow, values, mean, low, high, confidence, settled, reason)
 
 
@@ -125,8 +136,11 @@ def impact_with_confidence(
         raise ValueError(f"runs: {stray[0]} is not a subflow of the topology")
     if not per_run:
         raise ValueError("runs: no impact factor measured")
-    estimates = {name: omega_estimate(name, per_run[name], confidence)
-                 for name in subflows if name in per_run}
+    estimates = {
+        name: omega_estimate(name, per_run[name], confidence)
+        for name in subflows
+        if name in per_run
+    }
     subset = pcdc_subset({name: e.mean for name, e in estimates.items()})
     return ConfidentImpact(cc, estimates, subset, list(subflows), confidence)
 

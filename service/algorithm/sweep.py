@@ -39,7 +39,7 @@ def bdp_buffer_grid(
     above: float = ABOVE_TOTAL_BDP,
     min_mib: float = MIN_BUFFER_MIB,
 ) -> list[float]:
-    """Log-spaced buffers (MiB, ascending) from max(min_mib, below * min BDP_i) to above * sum BDP_i.
+    """Log-spaced buffers (MiB, ascending), max(min_mib, below * min BDP_i) to above * sum BDP_i.
 
     One bandwidth (kbit/s) and RTT (s) per subflow. Values are rounded to 3 significant digits;
     there are always at least 3 distinct points (a range too narrow is widened by 2x each side).
@@ -52,7 +52,7 @@ def bdp_buffer_grid(
                 raise ValueError(f"{name}[{k}]: must be a positive number, got {v!r}")
     if not (isinstance(points, int) and points >= 3):
         raise ValueError(f"points: at least 3, got {points!r}")
-    if not (0 < below and above > 0 and min_mib > 0):
+    if not (below > 0 and above > 0 and min_mib > 0):
         raise ValueError("below, above, min_mib: must be positive")
     bdps = [bdp_mib(bw, rtt) for bw, rtt in zip(bandwidths_kbps, rtts_s, strict=True)]
     lo = max(min_mib, below * min(bdps))
