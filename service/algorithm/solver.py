@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
-from .curve import FULLMESH, PCDC, Curve, normalize_cc, normalize_pm
+from .curve import FULLMESH, PCDC, normalize_cc, normalize_pm
+from .curve_store import AnyCurve
 from .measured import MeasuredCeiling, measured_ceiling, smallest_measured_buffer
 
 DEFAULT_DELTA = 0.07
@@ -90,7 +91,7 @@ def check_bounds(delta: float, bs_min: float, bs_max: float) -> None:
         raise ValueError(f"bs_min_mib: must be below bs_max_mib ({bs_min!r} >= {bs_max!r})")
 
 
-def min_buffer(curve: Curve, target: float, lo: float, hi: float) -> float | None:
+def min_buffer(curve: AnyCurve, target: float, lo: float, hi: float) -> float | None:
     """Smallest bs in [lo, hi] with curve.tp(bs) >= target, or None (any curve kind)."""
     return curve.min_buffer(target, lo, hi)
 
@@ -136,7 +137,7 @@ def _check_curves(curves: list) -> None:
 
 
 def solve(
-    curves: Iterable[Curve],
+    curves: Iterable[AnyCurve],
     delta: float = DEFAULT_DELTA,
     bs_min: float = DEFAULT_BS_MIN_MIB,
     bs_max: float = DEFAULT_BS_MAX_MIB,
@@ -160,28 +161,18 @@ def solve(
         raise ValueError("curves: no curve reaches a positive throughput on the buffer interval")
     target = (1.0 - delta) * tp_max
 
-    arms = []
-    for curve in curves:
-        obs = curve.min_buffer(target, bs_min, bs_max)
-        ceiling = ceilings.get(curve.arm)
-        arms.append(
-            ArmResult(
-                pm=curve.pm,
-                cc=curve.cc,
-                peak_bs_mib=peaks[curve.arm][0],
-                peak_tp_mbps=peaks[curve.arm][1],
-                obs_mib=obs,
-                tp_at_obs_mbps=None if obs is None else curve.tp(obs),
-                same_as_fullmesh=curve.same_as_fullmesh,
-                kind=curve.kind,
-                fitted_peak_tp_mbps=fitted[curve.arm][1],
-                measured_obs_mib=None
-                if curve.arm not in points
-                else smallest_measured_buffer(points[curve.arm], target),
-                measured_max_mbps=None if ceiling is None else ceiling.max_mean_mbps,
-                measured_noise_mbps=None if ceiling is None else ceiling.noise_mbps,
-            )
+    arms = [
+        _arm_result(
+            curve,
+            target,
+            (bs_min, bs_max),
+            peaks[curve.arm],
+            fitted[curve.arm][1],
+            points.get(curve.arm),
+            ceilings.get(curve.arm),
         )
+        for curve in curves
+    ]
     reaching = [arm for arm in arms if arm.obs_mib is not None]
     # The arm that defines T* reaches the target (its curve reaches its peak, or overshoots the
     # capped peak), so `reaching` is never empty.
@@ -207,6 +198,32 @@ def solve(
         measured_obs_mib=chosen.measured_obs_mib,
         otp_capped_to_measured=OTP_CAPPED in flags,
         flags=flags,
+    )
+
+
+def _arm_result(
+    curve: AnyCurve,
+    target: float,
+    bounds: tuple[float, float],
+    peak: tuple[float, float],
+    fitted_peak_tp: float,
+    points: list[tuple[float, float]] | None,
+    ceiling: MeasuredCeiling | None,
+) -> ArmResult:
+    obs = curve.min_buffer(target, *bounds)
+    return ArmResult(
+        pm=curve.pm,
+        cc=curve.cc,
+        peak_bs_mib=peak[0],
+        peak_tp_mbps=peak[1],
+        obs_mib=obs,
+        tp_at_obs_mbps=None if obs is None else curve.tp(obs),
+        same_as_fullmesh=curve.same_as_fullmesh,
+        kind=curve.kind,
+        fitted_peak_tp_mbps=fitted_peak_tp,
+        measured_obs_mib=None if points is None else smallest_measured_buffer(points, target),
+        measured_max_mbps=None if ceiling is None else ceiling.max_mean_mbps,
+        measured_noise_mbps=None if ceiling is None else ceiling.noise_mbps,
     )
 
 
