@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .curve import Curve
+from .curve import Curve, normalize_cc, normalize_pm
 from .saturating_curve import SaturatingCurve
 
 AnyCurve = Curve | SaturatingCurve
@@ -33,6 +33,11 @@ def curve_from_dict(data: Mapping) -> AnyCurve:
     missing = [name for name in ("pm", "cc", *_PARAMS[kind]) if name not in data]
     if missing:
         raise ValueError(f"{missing[0]}: missing in a {kind} curve")
+    for name, check in (("pm", normalize_pm), ("cc", normalize_cc)):
+        try:
+            check(data[name])
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
     params = {name: data[name] for name in _PARAMS[kind]}
     same = bool(data.get("same_as_fullmesh", False))
     return CURVE_KINDS[kind](pm=data["pm"], cc=data["cc"], same_as_fullmesh=same, **params)

@@ -44,7 +44,7 @@ class SaturatingCurve:
         for name in ("plateau_mbps", "knee_mib", "sharpness"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise ValueError(f"curve {self.pm}/{self.cc}: {name} must be > 0, got {value!r}")
+                raise ValueError(f"{name}: must be > 0, got {value!r} ({self.pm}/{self.cc})")
 
     @property
     def arm(self) -> tuple[str, str]:
