@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .impact import impact_factor, pcdc_subset
+from .impact import ImpactResult, impact_factor, pcdc_subset
 
 DEFAULT_CONFIDENCE = 0.95
 
@@ -69,6 +69,10 @@ class ConfidentImpact:
     @property
     def same_as_fullmesh(self) -> bool:
         return set(self.subset) == set(self.subflows)
+
+    def to_impact_result(self) -> ImpactResult:
+        """The mean Omegas as the single-run result the rest of the service already stores."""
+        return ImpactResult(self.cc, self.omegas, list(self.subset), list(self.subflows))
 
 
 def _as_series(value: Throughput) -> list[float]:

@@ -53,6 +53,9 @@ def test_sp_star_from_the_means_with_unsettled_listed():
     needs = subflows_needing_runs(result, max_runs=9)
     assert list(needs) == ["C-X"]
     assert needs["C-X"] is None  # mean 0.01 with s ~0.047: nine runs cannot settle it
+    legacy = result.to_impact_result()
+    assert legacy.subset == ["A-X", "C-X"] and legacy.standby == ["B-X"]
+    assert legacy.omegas["C-X"] == pytest.approx(0.01) and not legacy.same_as_fullmesh
 
 
 def test_one_run_is_unsettled_not_a_crash():

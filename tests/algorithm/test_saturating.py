@@ -186,3 +186,31 @@ def test_curve_dicts_without_kind_are_quadratic_and_bad_ones_are_refused():
         )
     with pytest.raises(ValueError, match="a"):
         curve_from_dict({**old, "kind": "saturating"})
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    plateau=st.floats(5, 500),
+    knee=st.floats(1.0, 12.0),
+    seed=st.integers(0, 2**16),
+)
+def test_auto_recovers_the_93_percent_point_of_a_ramp_and_plateau(plateau, knee, seed):
+    rng = np.random.default_rng(seed)
+    rows = [
+        Sample(
+            "PCDC",
+            "reno",
+            float(b),
+            float(plateau * min(1, b / knee) + rng.normal(0, 0.02 * plateau)),
+        )
+        for _ in range(2)
+        for b in GRID
+    ]
+    (result,) = fit(rows, model="auto")
+    assert result.arms[0].model == "saturating"
+    s = solve(result.curves, measured=rows)
+    true_obs = 0.93 * knee
+    assert s.obs_mib == pytest.approx(true_obs, rel=0.1, abs=0.3)
+    # The measured need is a grid point (0.5 MiB apart) near the truth; noise moves it little.
+    assert s.measured_obs_mib == pytest.approx(true_obs, abs=1.0)
+    assert not s.otp_capped_to_measured
