@@ -25,8 +25,8 @@ class BufferMean:
 @dataclass(frozen=True)
 class MeasuredCeiling:
     """The largest measured mean of an arm and how far above it a curve may go before it is
-    claiming more than was measured (the t-based half-width of that mean's confidence interval;
-    from the arm's pooled within-buffer spread when that buffer has one run; 0 without replicates).
+    claiming more than was measured: the t-based half-width of that mean's confidence interval,
+    with the arm's pooled within-buffer spread (0 without replicates).
     """
 
     max_mean_mbps: float
@@ -68,14 +68,12 @@ def measured_ceiling(
 
     means = buffer_means(points)
     top = max(means, key=lambda m: (m.mean_mbps, -m.bs_mib))
-    # Pooled within-buffer variance over every buffer with replicates.
+    # The arm's pooled within-buffer spread: with 2 runs per buffer, the top buffer's own
+    # interval (t with 1 dof = 12.7) would excuse almost any overshoot.
     ss = sum((m.sd_mbps or 0.0) ** 2 * (m.runs - 1) for m in means)
     dof = sum(m.runs - 1 for m in means)
-    if top.runs > 1:
-        sd, t_dof = top.sd_mbps, top.runs - 1
-    elif dof > 0:
-        sd, t_dof = math.sqrt(ss / dof), dof
-    else:
+    if dof == 0:
         return MeasuredCeiling(top.mean_mbps, top.bs_mib, 0.0)
-    half = float(stats.t.ppf(0.5 + confidence / 2, t_dof)) * sd / math.sqrt(top.runs)
+    sd = math.sqrt(ss / dof)
+    half = float(stats.t.ppf(0.5 + confidence / 2, dof)) * sd / math.sqrt(top.runs)
     return MeasuredCeiling(top.mean_mbps, top.bs_mib, half)

@@ -127,8 +127,8 @@ def test_measured_need_and_ceiling():
     assert smallest_measured_buffer(pts, 21.5) is None
     ceiling = measured_ceiling(pts)
     assert (ceiling.max_mean_mbps, ceiling.bs_mib) == (21.0, 1.0)  # ties: the smaller buffer
-    # t_{0.975, 1} * sd(20, 22) / sqrt(2) = 12.706 * 1.4142 / 1.4142
-    assert ceiling.noise_mbps == pytest.approx(12.7062, abs=1e-3)
+    # pooled sd over the three buffers: sqrt((2 + 2 + 0) / 3); t_{0.975, 3} = 3.18245; / sqrt(2)
+    assert ceiling.noise_mbps == pytest.approx(3.18245 * (4 / 3) ** 0.5 / 2**0.5, abs=1e-4)
     assert measured_ceiling([(1.0, 5.0), (2.0, 6.0)]).noise_mbps == 0.0  # no replicates
 
 
