@@ -14,7 +14,7 @@ import typer
 
 from service.algorithm.curve import Curve
 from service.algorithm.curve_store import curve_from_dict
-from service.algorithm.regression import MODEL_KINDS, fit
+from service.algorithm.regression import ALL_MODEL_KINDS, fit
 from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA, solve
 from service.formats import (
     DIGITS,
@@ -82,7 +82,7 @@ BsMaxOpt = Annotated[
     float | None,
     typer.Option("--bs-max", help=f"largest buffer, MiB [default {DEFAULT_BS_MAX_MIB}]"),
 ]
-ModelOpt = Annotated[str, typer.Option(help=f"regression model: {' | '.join(MODEL_KINDS)}")]
+ModelOpt = Annotated[str, typer.Option(help=f"regression model: {' | '.join(ALL_MODEL_KINDS)}")]
 SameOpt = Annotated[
     list[str] | None,
     typer.Option("--same-as-fullmesh", help="a CC whose PCDC subset keeps every subflow"),

@@ -37,8 +37,22 @@ from .curve import Curve, normalize_cc, normalize_pm
 from .saturating_curve import SaturatingCurve
 from .saturating_fit import PARAM_NAMES, fit_saturating
 
-MODEL_KINDS = ("paper", "per-arm", "saturating", "auto")
-__all__ = ["P_GATE", "R2_GATE", "ArmFit", "Coefficient", "Fit", "Sample", "fit"]
+# Kinds whose curves are all quadratics (a, b, c): what the service stores today.
+MODEL_KINDS = ("paper", "per-arm")
+# Every kind fit() takes; "saturating" and "auto" may return SaturatingCurve objects, which are
+# stored with curve.to_dict() and read back with curve_store.curve_from_dict.
+ALL_MODEL_KINDS = (*MODEL_KINDS, "saturating", "auto")
+__all__ = [
+    "ALL_MODEL_KINDS",
+    "MODEL_KINDS",
+    "P_GATE",
+    "R2_GATE",
+    "ArmFit",
+    "Coefficient",
+    "Fit",
+    "Sample",
+    "fit",
+]
 
 
 @dataclass(frozen=True)
@@ -100,8 +114,8 @@ def fit(
     same_as_fullmesh: Iterable[str] = (),
 ) -> list[Fit]:
     """One Fit per path manager present in the samples, in PATH_MANAGERS order of appearance."""
-    if model not in MODEL_KINDS:
-        raise ValueError(f"model: must be one of {', '.join(MODEL_KINDS)}, got {model!r}")
+    if model not in ALL_MODEL_KINDS:
+        raise ValueError(f"model: must be one of {', '.join(ALL_MODEL_KINDS)}, got {model!r}")
     samples = list(samples)
     if not samples:
         raise ValueError("samples: no data")
