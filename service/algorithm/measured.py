@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 DEFAULT_CONFIDENCE = 0.95
+RELATIVE_TOLERANCE = 0.005  # 0.5 %: below the run-to-run spread of any real goodput measurement
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,9 @@ class MeasuredCeiling:
 
     @property
     def limit_mbps(self) -> float:
-        return self.max_mean_mbps + self.noise_mbps
+        """Above this a curve claims more than was measured. At least RELATIVE_TOLERANCE above the
+        mean: a curve that meets an exactly flat plateau to 0.01 % is not a promise broken."""
+        return self.max_mean_mbps + max(self.noise_mbps, RELATIVE_TOLERANCE * self.max_mean_mbps)
 
 
 def buffer_means(points: Iterable[tuple[float, float]]) -> list[BufferMean]:

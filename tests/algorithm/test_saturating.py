@@ -44,6 +44,17 @@ def test_quadratic_misplaces_a_saturating_curve_and_auto_picks_the_saturating_on
     assert s.otp_mbps == pytest.approx(0.93 * 24, abs=0.3)
 
 
+def test_exact_plateau_is_not_an_overshoot_but_the_quadratic_is():
+    rows = ramp_plateau(seed=1, noise=0.0)  # no replicate spread: the noise margin is 0
+    (sat,) = fit(rows, model="saturating")
+    s = solve(sat.curves, measured=rows)
+    assert s.flags == [] and s.obs_mib == pytest.approx(1.86, abs=0.01)
+    assert s.measured_obs_mib == 2.0  # the grid's first point at or above 0.93 * 24
+    (paper,) = fit(rows, model="paper")
+    s = solve(paper.curves, measured=rows)
+    assert s.flags == ["tp_max_capped_to_measured"] and s.tp_max_mbps == pytest.approx(24.0)
+
+
 def test_auto_keeps_the_paper_quadratic_on_quadratic_data():
     rng = np.random.default_rng(2)
     rows = [
