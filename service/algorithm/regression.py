@@ -1,6 +1,6 @@
 """f5 (Eq. 8): buffer-to-throughput regression per path manager.
 
-Two model kinds:
+Four model kinds:
 
 * ``paper``: the paper's pooled model (Eq. 13-15). One fit per PM over all its CCs, features
   [bs, CC_1..CC_k] (CC one-hot) expanded by scikit-learn's PolynomialFeatures(degree=2) and fitted

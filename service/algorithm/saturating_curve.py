@@ -67,8 +67,10 @@ class SaturatingCurve:
         if self.tp(hi) < target:
             return None
         r, n = target / self.plateau_mbps, self.sharpness
-        guess = self.knee_mib * r / (-math.expm1(n * math.log(r))) ** (1.0 / n)
         below, above = lo, hi
+        if r >= 1.0:  # tp(hi) == T in floating point: no closed form, bisection alone
+            return tighten(self.tp, target, below, above)
+        guess = self.knee_mib * r / (-math.expm1(n * math.log(r))) ** (1.0 / n)
         if lo < guess < hi:
             below, above = (guess, hi) if self.tp(guess) < target else (lo, guess)
         return tighten(self.tp, target, below, above)

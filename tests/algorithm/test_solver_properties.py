@@ -124,3 +124,25 @@ def test_tie_prefers_fullmesh_only_over_the_identical_pcdc_arm():
     # Without SP* = SP, PCDC/cubic is a different configuration and wins on tp.
     s = solve([Curve("PCDC", "cubic", 50.0, 0.0, 0.0), fm_cubic])
     assert (s.opm, s.occ) == ("PCDC", "cubic")
+
+
+saturating = st.tuples(st.floats(0.1, 500), st.floats(0.01, 40), st.floats(0.5, 50))
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=arms, sats=st.lists(saturating, min_size=1, max_size=4), delta=st.floats(0, 0.99))
+def test_mixed_curve_kinds_keep_the_solver_properties(rows, sats, delta):
+    from service.algorithm.saturating_curve import SaturatingCurve
+
+    ccs = ["bbr", "westwood", "htcp", "illinois"]
+    curves = build(rows) + [
+        SaturatingCurve("FullMesh", cc, t, k, n) for cc, (t, k, n) in zip(ccs, sats, strict=False)
+    ]
+    s = solve(curves, delta=delta)
+    assert 0.5 <= s.obs_mib <= 30.0
+    assert s.otp_mbps >= s.target_mbps
+    for arm in s.arms:
+        if arm.obs_mib is not None:
+            assert arm.obs_mib >= s.obs_mib - 0.01 - 1e-9
+        if arm.kind == "saturating":
+            assert arm.peak_bs_mib == 30.0  # monotone: the peak is at the top of the interval
