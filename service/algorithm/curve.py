@@ -1,10 +1,17 @@
-"""The per-(PM, CC) buffer-to-throughput curve tp = a + b*bs + c*bs^2 and the names it carries."""
+"""The per-(PM, CC) buffer-to-throughput curve tp = a + b*bs + c*bs^2 and the names it carries.
+
+Every curve kind (this quadratic, `saturating_curve.SaturatingCurve`) offers the same interface to
+the solver: `tp(bs)`, `peak(lo, hi)`, `min_buffer(target, lo, hi)`, `to_dict()` (JSON with `kind`;
+`curve_store.curve_from_dict` reads it back), `arm`, `kind`, `same_as_fullmesh`.
+"""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 # Path-manager names are the project's vocabulary, defined once.
 from probes.vocabulary import (  # noqa: F401 - re-exported for the algorithm's users
@@ -26,8 +33,27 @@ def normalize_cc(name: str) -> str:
     return cc
 
 
+def tighten(tp: Callable[[float], float], target: float, below: float, above: float) -> float:
+    """Bisection on a rising stretch with tp(below) < target <= tp(above): the smallest float bs.
+
+    Closed-form inverses are off by round-off; this makes tp(result) >= target hold exactly.
+    """
+    for _ in range(200):  # converges to float precision long before
+        mid = 0.5 * (below + above)
+        if mid <= below or mid >= above:
+            break
+        if tp(mid) >= target:
+            above = mid
+        else:
+            below = mid
+    return above
+
+
 @dataclass(frozen=True)
 class Curve:
+    """The paper's quadratic (Table 4): tp = a + b*bs + c*bs^2 (Eq. 8, 13-15)."""
+
+    kind: ClassVar[str] = "quadratic"
     pm: str
     cc: str
     a: float
@@ -63,3 +89,47 @@ class Curve:
                 candidates.append(vertex)
         best = max(candidates, key=lambda x: (self.tp(x), -x))
         return best, self.tp(best)
+
+    def min_buffer(self, target: float, lo: float, hi: float) -> float | None:
+        """Smallest bs in [lo, hi] with tp(bs) >= target (Eq. 10-12), or None.
+
+        Through the quadratic's inverse (its root on the rising part), then tightened.
+        """
+        if self.tp(lo) >= target:
+            return lo
+        peak_bs, peak_tp = self.peak(lo, hi)
+        if peak_tp < target:
+            return None
+        # tp rises on [start, peak_bs]: for a convex curve only right of its vertex.
+        start = max(lo, -self.b / (2 * self.c)) if self.c > 0 else lo
+        guess = self._inverse(target, start, peak_bs)
+        below, above = (start, peak_bs) if guess is None else (start, max(guess, start))
+        if self.tp(above) < target:
+            below, above = above, peak_bs
+        return tighten(self.tp, target, below, above)
+
+    def _inverse(self, target: float, lo: float, hi: float) -> float | None:
+        """The root of a + b*bs + c*bs^2 = target in [lo, hi], if the closed form finds one."""
+        a, b, c = self.a - target, self.b, self.c
+        if c == 0:
+            roots = [-a / b] if b != 0 else []
+        else:
+            disc = b * b - 4 * a * c
+            if disc < 0:
+                return None
+            sq = math.sqrt(disc)
+            q = -0.5 * (b + math.copysign(sq, b))  # numerically stable pair of roots
+            roots = [q / c] + ([a / q] if q != 0 else [])
+        inside = [r for r in roots if lo - 1e-9 <= r <= hi + 1e-9]
+        return min(inside) if inside else None
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "pm": self.pm,
+            "cc": self.cc,
+            "a": self.a,
+            "b": self.b,
+            "c": self.c,
+            "same_as_fullmesh": self.same_as_fullmesh,
+        }

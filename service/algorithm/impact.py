@@ -60,6 +60,14 @@ class ImpactResult:
     cc: str
     omegas: dict[str, float]
     subset: list[str]
+    # Every subflow of the topology (SP of Eq. 3). None only for legacy callers: then the measured
+    # Omegas are taken to cover SP, which is wrong when a subflow's runs failed.
+    subflows: list[str] | None = None
+
+    @property
+    def unmeasured(self) -> list[str]:
+        """Topology subflows without an Omega: never in SP*, so PCDC differs from FullMesh."""
+        return [n for n in (self.subflows or []) if n not in self.omegas]
 
     @property
     def standby(self) -> list[str]:
@@ -69,16 +77,38 @@ class ImpactResult:
 
     @property
     def same_as_fullmesh(self) -> bool:
-        return len(self.subset) == len(self.omegas)
+        """SP* == SP: PCDC then runs exactly FullMesh's subflows (compared with the topology's)."""
+        everything = self.omegas if self.subflows is None else self.subflows
+        return set(self.subset) == set(everything)
 
 
-def impact_from_omegas(cc: str, omegas: Mapping[str, float]) -> ImpactResult:
-    return ImpactResult(cc=cc, omegas=dict(omegas), subset=pcdc_subset(omegas))
+def _check_subflows(omegas: Mapping[str, float], subflows: Sequence[str] | None) -> None:
+    if subflows is None:
+        return
+    stray = [n for n in omegas if n not in set(subflows)]
+    if stray:
+        raise ValueError(f"omegas.{stray[0]}: not a subflow of the topology")
+
+
+def impact_from_omegas(
+    cc: str, omegas: Mapping[str, float], subflows: Sequence[str] | None = None
+) -> ImpactResult:
+    """Eq. 6 for one CC. `subflows` is SP, the topology's subflows (Topology.subflow_names())."""
+    _check_subflows(omegas, subflows)
+    return ImpactResult(
+        cc=cc,
+        omegas=dict(omegas),
+        subset=pcdc_subset(omegas),
+        subflows=None if subflows is None else list(subflows),
+    )
 
 
 def impact_from_series(
-    cc: str, tp0: Sequence[float], excluded: Mapping[str, Sequence[float]]
+    cc: str,
+    tp0: Sequence[float],
+    excluded: Mapping[str, Sequence[float]],
+    subflows: Sequence[str] | None = None,
 ) -> ImpactResult:
-    """TP_0 and one TP_i series per subflow i into Omegas and SP*."""
+    """TP_0 and one TP_i series per subflow i into Omegas (Eq. 5) and SP* (Eq. 6)."""
     omegas = {name: impact_factor(tp0, tpi) for name, tpi in excluded.items()}
-    return impact_from_omegas(cc, omegas)
+    return impact_from_omegas(cc, omegas, subflows)

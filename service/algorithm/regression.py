@@ -1,6 +1,6 @@
 """f5 (Eq. 8): buffer-to-throughput regression per path manager.
 
-Two model kinds:
+Four model kinds:
 
 * ``paper``: the paper's pooled model (Eq. 13-15). One fit per PM over all its CCs, features
   [bs, CC_1..CC_k] (CC one-hot) expanded by scikit-learn's PolynomialFeatures(degree=2) and fitted
@@ -8,13 +8,19 @@ Two model kinds:
   so least squares returns the minimum-norm coefficients, which is why the paper's CC_j and CC_j^2
   coefficients are equal. Per CC this is tp = a_j + b_j*bs + c*bs^2 with one curvature c per PM.
 * ``per-arm``: an independent quadratic per (PM, CC).
+* ``saturating``: per (PM, CC) the saturating curve of saturating_curve.py (a smooth minimum of a
+  ramp and a plateau), fitted by scipy's curve_fit.
+* ``auto``: per (PM, CC) the quadratic or the saturating curve, whichever AIC prefers (the
+  quadratic unless the saturating one is better by 2 or more); each arm reports both AICs, its
+  model and why.
 
 p-values are ordinary least-squares t-tests. For the paper's own coefficients the covariance uses
 the pseudo-inverse (the design is rank-deficient); the identifiable per-curve coefficients
 (a_j, b_j, c) and the joint test "buffer size has no effect" come from statsmodels on an equivalent
-full-rank design. The quality gate is the paper's: R^2 >= 0.90 and p <= 0.05, where p is the joint
+full-rank design. The quality gate is the paper's, R^2 >= 0.90 and p <= 0.05 with p a
 buffer-effect test (the paper reads its bs p-value as "buffer size does significantly affect
-throughput"); individually insignificant coefficients are listed as warnings.
+throughput"), applied per (PM, CC) arm (arm_fit.py): a Fit passes only if every arm passes, and
+lists the arms that fail. Individually insignificant coefficients are listed as warnings.
 """
 
 from __future__ import annotations
@@ -25,11 +31,28 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import arm_fit
+from .arm_fit import P_GATE, R2_GATE, ArmFit, negligible
 from .curve import Curve, normalize_cc, normalize_pm
+from .saturating_curve import SaturatingCurve
+from .saturating_fit import PARAM_NAMES, fit_saturating
 
-R2_GATE = 0.90
-P_GATE = 0.05
+# Kinds whose curves are all quadratics (a, b, c): what the service stores today.
 MODEL_KINDS = ("paper", "per-arm")
+# Every kind fit() takes; "saturating" and "auto" may return SaturatingCurve objects, which are
+# stored with curve.to_dict() and read back with curve_store.curve_from_dict.
+ALL_MODEL_KINDS = (*MODEL_KINDS, "saturating", "auto")
+__all__ = [
+    "ALL_MODEL_KINDS",
+    "MODEL_KINDS",
+    "P_GATE",
+    "R2_GATE",
+    "ArmFit",
+    "Coefficient",
+    "Fit",
+    "Sample",
+    "fit",
+]
 
 
 @dataclass(frozen=True)
@@ -63,15 +86,21 @@ class Coefficient:
 class Fit:
     pm: str
     model: str
-    curves: list[Curve]
+    curves: list[Curve | SaturatingCurve]
     n: int
     r2: float
     adj_r2: float
     coefficients: list[Coefficient]  # the paper's parametrisation (or a, b, c per arm)
     curve_p_values: dict[str, dict[str, float | None]]  # cc -> {"a", "b", "c"}
     buffer_p_value: float | None  # joint F-test: every buffer term is zero
-    gate_passed: bool
+    gate_passed: bool  # every arm passes (R^2 >= 0.90 and buffer-effect p <= 0.05)
     warnings: list[str] = field(default_factory=list)
+    arms: list[ArmFit] = field(default_factory=list)
+
+    @property
+    def failing_arms(self) -> list[str]:
+        """'PM/cc' of every arm that fails the gate; ArmFit.failures says why."""
+        return [arm.name for arm in self.arms if not arm.gate_passed]
 
     @property
     def max_p_value(self) -> float | None:
@@ -85,8 +114,8 @@ def fit(
     same_as_fullmesh: Iterable[str] = (),
 ) -> list[Fit]:
     """One Fit per path manager present in the samples, in PATH_MANAGERS order of appearance."""
-    if model not in MODEL_KINDS:
-        raise ValueError(f"model: must be one of {', '.join(MODEL_KINDS)}, got {model!r}")
+    if model not in ALL_MODEL_KINDS:
+        raise ValueError(f"model: must be one of {', '.join(ALL_MODEL_KINDS)}, got {model!r}")
     samples = list(samples)
     if not samples:
         raise ValueError("samples: no data")
@@ -94,8 +123,9 @@ def fit(
     by_pm: dict[str, list[Sample]] = {}
     for s in samples:
         by_pm.setdefault(s.pm, []).append(s)
-    fitter = _fit_paper if model == "paper" else _fit_per_arm
-    return [fitter(pm, rows, same) for pm, rows in by_pm.items()]
+    if model == "paper":
+        return [_fit_paper(pm, rows, same) for pm, rows in by_pm.items()]
+    return [_fit_per_arm(pm, rows, same, model) for pm, rows in by_pm.items()]
 
 
 def _cc_order(rows: Sequence[Sample]) -> list[str]:
@@ -119,7 +149,9 @@ def _check_support(pm: str, rows: Sequence[Sample], ccs: Sequence[str]) -> None:
 def _r2(y: np.ndarray, fitted: np.ndarray, n_params: int) -> tuple[float, float]:
     ss_res = float(np.sum((y - fitted) ** 2))
     ss_tot = float(np.sum((y - y.mean()) ** 2))
-    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
+    # Flat data: nothing to explain. Round-off residuals must not become R^2 = 1 or -3; a buffer
+    # that changes nothing explains 0 % of the (absent) variation.
+    r2 = 0.0 if negligible(ss_tot, y) else 1.0 - ss_res / ss_tot
     dof = len(y) - n_params
     adj = 1.0 - (1.0 - r2) * (len(y) - 1) / dof if dof > 0 else float("nan")
     return r2, adj
@@ -127,10 +159,6 @@ def _r2(y: np.ndarray, fitted: np.ndarray, n_params: int) -> tuple[float, float]
 
 def _finite_or_none(p: float) -> float | None:
     return float(p) if math.isfinite(p) else None
-
-
-def _gate(r2: float, buffer_p: float | None) -> bool:
-    return r2 >= R2_GATE and buffer_p is not None and buffer_p <= P_GATE
 
 
 def _fit_paper(pm: str, rows: Sequence[Sample], same: set[str]) -> Fit:
@@ -182,6 +210,10 @@ def _fit_paper(pm: str, rows: Sequence[Sample], same: set[str]) -> Fit:
         Coefficient(name, float(value), None) for name, value in coef.items()
     ]
     coefficients = _paper_p_values(x, y, reg, coefficients)
+    arms = [
+        _paper_arm(pm, cc, y[onehot[:, j] == 1], ols.fittedvalues[onehot[:, j] == 1])
+        for j, cc in enumerate(ccs)
+    ]
     return Fit(
         pm=pm,
         model="paper",
@@ -192,8 +224,30 @@ def _fit_paper(pm: str, rows: Sequence[Sample], same: set[str]) -> Fit:
         coefficients=coefficients,
         curve_p_values=curve_p,
         buffer_p_value=buffer_p,
-        gate_passed=_gate(r2, buffer_p),
+        gate_passed=all(arm.gate_passed for arm in arms),
         warnings=_warnings(pm, curve_p),
+        arms=arms,
+    )
+
+
+def _paper_arm(pm: str, cc: str, y: np.ndarray, fitted: np.ndarray) -> ArmFit:
+    """One CC's share of the pooled fit: its own R^2 and its curve against a constant."""
+    ssr = float(np.sum((y - fitted) ** 2))
+    r2 = arm_fit.r_squared(y, ssr)
+    p = arm_fit.buffer_effect_p(y, ssr, 3)
+    failures = arm_fit.gate(r2, p)
+    aic_q = arm_fit.aic(ssr, len(y), 3, y)
+    return ArmFit(
+        pm,
+        cc,
+        "paper",
+        "paper pooled model (Eq. 13-15)",
+        len(y),
+        r2,
+        p,
+        not failures,
+        aic_quadratic=aic_q,
+        failures=failures,
     )
 
 
@@ -239,8 +293,11 @@ def _buffer_test(ols, columns: list[int]) -> float | None:
     restriction = np.zeros((len(columns), len(ols.params)))
     for row, col in enumerate(columns):
         restriction[row, col] = 1.0
-    if float(ols.ssr) == 0.0:
-        return 0.0  # an exact fit: the buffer terms explain everything they are nonzero for
+    y = np.asarray(ols.model.endog)
+    if negligible(float(np.sum((y - y.mean()) ** 2)), y):
+        return 1.0  # flat data: no buffer effect (the F statistic is round-off over round-off)
+    if negligible(float(ols.ssr), y):
+        return 0.0  # an exact, non-flat fit: the buffer terms explain everything
     return _finite_or_none(float(ols.f_test(restriction).pvalue))
 
 
@@ -254,36 +311,30 @@ def _warnings(pm: str, curve_p: dict[str, dict[str, float | None]]) -> list[str]
     return out
 
 
-def _fit_per_arm(pm: str, rows: Sequence[Sample], same: set[str]) -> Fit:
-    from statsmodels.regression.linear_model import OLS  # see _fit_paper
-
+def _fit_per_arm(pm: str, rows: Sequence[Sample], same: set[str], model: str) -> Fit:
+    """per-arm, saturating or auto: every (PM, CC) arm fitted on its own."""
     ccs = _cc_order(rows)
     _check_support(pm, rows, ccs)
-    curves, coefficients, curve_p = [], [], {}
+    curves, coefficients, curve_p, arms = [], [], {}, []
     y_all, fitted_all = [], []
-    buffer_ps = []
     for cc in ccs:
         bs = np.array([s.bs_mib for s in rows if s.cc == cc])
         y = np.array([s.tp_mbps for s in rows if s.cc == cc])
-        ols = OLS(y, np.column_stack([np.ones_like(bs), bs, bs**2])).fit()
-        a, b, c = (float(v) for v in ols.params)
-        curves.append(Curve(pm=pm, cc=cc, a=a, b=b, c=c, same_as_fullmesh=cc in same))
-        ps = [_finite_or_none(p) for p in ols.pvalues]
-        curve_p[cc] = dict(zip("abc", ps, strict=True))
-        coefficients += [
-            Coefficient(f"{cc}:{name}", v, p)
-            for name, v, p in zip("abc", (a, b, c), ps, strict=True)
-        ]
-        buffer_ps.append(_buffer_test(ols, [1, 2]))
+        one = _one_arm(pm, cc, bs, y, model, cc in same)
+        curves.append(one.curve)
+        coefficients += one.coefficients
+        curve_p[cc] = one.p_values
+        arms.append(one.arm)
         y_all.append(y)
-        fitted_all.append(ols.fittedvalues)
+        fitted_all.append(one.curve_tp(bs))
     y = np.concatenate(y_all)
     r2, adj = _r2(y, np.concatenate(fitted_all), 3 * len(ccs))
     # Every arm must show a buffer effect for the PM's gate; report the worst.
+    buffer_ps = [arm.buffer_p_value for arm in arms]
     buffer_p = None if any(p is None for p in buffer_ps) else max(buffer_ps)
     return Fit(
         pm=pm,
-        model="per-arm",
+        model=model,
         curves=curves,
         n=len(y),
         r2=r2,
@@ -291,6 +342,56 @@ def _fit_per_arm(pm: str, rows: Sequence[Sample], same: set[str]) -> Fit:
         coefficients=coefficients,
         curve_p_values=curve_p,
         buffer_p_value=buffer_p,
-        gate_passed=_gate(r2, buffer_p),
+        gate_passed=all(arm.gate_passed for arm in arms),
         warnings=_warnings(pm, curve_p),
+        arms=arms,
     )
+
+
+@dataclass(frozen=True)
+class _OneArm:
+    curve: Curve | SaturatingCurve
+    coefficients: list[Coefficient]
+    p_values: dict[str, float | None]
+    arm: ArmFit
+
+    def curve_tp(self, bs: np.ndarray) -> np.ndarray:
+        return np.array([self.curve.tp(float(b)) for b in bs])
+
+
+def _one_arm(pm: str, cc: str, bs: np.ndarray, y: np.ndarray, model: str, same: bool) -> _OneArm:
+    from statsmodels.regression.linear_model import OLS  # see _fit_paper
+
+    ols = OLS(y, np.column_stack([np.ones_like(bs), bs, bs**2])).fit()
+    ssr_q = float(np.sum((y - ols.fittedvalues) ** 2))
+    aic_q = arm_fit.aic(ssr_q, len(y), 3, y)
+    sat, aic_s = None, None
+    if model in ("saturating", "auto"):
+        try:
+            sat = fit_saturating(bs, y)
+            aic_s = arm_fit.aic(sat.ssr, len(y), 3, y)
+        except ValueError:
+            if model == "saturating":
+                raise
+    if model == "per-arm":
+        chosen, reason = "quadratic", "per-arm quadratic requested"
+    elif model == "saturating":
+        chosen, reason = "saturating", "saturating model requested"
+    else:
+        chosen, reason = arm_fit.choose(aic_q, aic_s)
+    if chosen == "quadratic":
+        a, b, c = (float(v) for v in ols.params)
+        curve = Curve(pm=pm, cc=cc, a=a, b=b, c=c, same_as_fullmesh=same)
+        ps = dict(zip("abc", (_finite_or_none(p) for p in ols.pvalues), strict=True))
+        values, ssr = {"a": a, "b": b, "c": c}, ssr_q
+    else:
+        curve = SaturatingCurve(pm, cc, sat.plateau_mbps, sat.knee_mib, sat.sharpness, same)
+        ps = dict(sat.p_values)
+        values = {name: getattr(sat, name) for name in PARAM_NAMES}
+        ssr = sat.ssr
+    r2 = arm_fit.r_squared(y, ssr)
+    p = arm_fit.buffer_effect_p(y, ssr, 3)
+    failures = arm_fit.gate(r2, p)
+    arm = ArmFit(pm, cc, chosen, reason, len(y), r2, p, not failures, aic_q, aic_s, failures)
+    coefficients = [Coefficient(f"{cc}:{name}", v, ps[name]) for name, v in values.items()]
+    return _OneArm(curve, coefficients, ps, arm)

@@ -131,3 +131,45 @@ def test_bad_input_is_one_line_and_status_2(args, stdin, needle):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("mpcoa: error:"), out.stderr
     assert needle in lines[0]
+
+
+def _csv(rows) -> str:
+    return "pm,cc,bs_mib,tp_mbps\n" + "".join(
+        f"{r.pm},{r.cc},{r.bs_mib},{r.tp_mbps}\n" for r in rows
+    )
+
+
+def test_auto_model_writes_saturating_curves_that_solve_reads(tmp_path):
+    from .test_saturating import ramp_plateau
+
+    fitted = run("fit", "--samples", "-", "--model", "auto", stdin=_csv(ramp_plateau(seed=1)))
+    assert fitted.returncode == 0, fitted.stderr
+    doc = json.loads(fitted.stdout)
+    (curve,) = doc["curves"]
+    assert curve["kind"] == "saturating" and curve["knee_mib"] == pytest.approx(2.0, abs=0.1)
+    (arm,) = doc["fits"][0]["arms"]
+    assert arm["model"] == "saturating" and arm["aic_saturating"] < arm["aic_quadratic"]
+    assert doc["fits"][0]["failing_arms"] == []
+    solved = run("solve", "--curves", "-", stdin=fitted.stdout)
+    assert solved.returncode == 0, solved.stderr
+    answer = json.loads(solved.stdout)
+    assert answer["obs_mib"] == pytest.approx(1.86, abs=0.05)
+    assert answer["arms"][0]["kind"] == "saturating"
+    bad = json.dumps({"curves": [{**curve, "knee_mib": -1}]})
+    out = run("solve", "--curves", "-", stdin=bad)
+    assert out.returncode == 2 and "curves.0.knee_mib" in out.stderr
+
+
+def test_recommend_reports_the_measured_need_and_never_promises_more():
+    from .test_saturating import DEMO_GRID, two_path_rows
+
+    rows = two_path_rows()
+    args = ["recommend", "--samples", "-", "--bs-min", str(DEMO_GRID[0]), "--bs-max", "1.0"]
+    doc = json.loads(run(*args, stdin=_csv(rows)).stdout)
+    cubic = [r for r in rows if (r.pm, r.cc) == ("PCDC", "cubic")]
+    means = {b: sum(r.tp_mbps for r in cubic if r.bs_mib == b) / 2 for b in DEMO_GRID}
+    measured_max = max(means.values())  # the largest mean over the two runs of a buffer
+    assert (doc["opm"], doc["occ"]) == ("PCDC", "cubic")
+    assert doc["otp_mbps"] <= measured_max and doc["measured_obs_mib"] == 0.125
+    assert "tp_max_capped_to_measured" in doc["flags"]
+    assert doc["arms"][0]["measured_max_mbps"] == pytest.approx(measured_max, abs=1e-6)

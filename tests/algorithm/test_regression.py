@@ -109,3 +109,34 @@ def test_recovers_known_coefficients_from_noisy_data(a, b, c, da, db, seed):
         assert curve.a == pytest.approx(ta, abs=1.2)
         assert curve.b == pytest.approx(tb, abs=0.2)
         assert curve.c == pytest.approx(tc, abs=0.007)
+
+
+def test_flat_data_gives_zero_r2_and_no_buffer_effect():
+    # Exactly flat goodput: SST is round-off; R^2 must be 0 and the buffer effect p = 1, whatever
+    # the floating-point residue (36.7 is not exact in binary: residuals are ~1e-14, not 0).
+    rows = [Sample("PCDC", c, float(bs), 36.7) for c in ("cubic", "reno") for bs in GRID[:10]]
+    for kind in ("paper", "per-arm"):
+        (result,) = fit(rows, model=kind)
+        assert result.r2 == 0.0, kind
+        assert result.buffer_p_value == 1.0, kind
+        assert all(arm.r2 == 0.0 and arm.buffer_p_value == 1.0 for arm in result.arms)
+        assert not result.gate_passed
+        assert result.failing_arms == ["PCDC/cubic", "PCDC/reno"]
+
+
+def test_gate_is_per_arm_a_slope_on_one_cc_does_not_pass_the_others():
+    # Issue 10 item 7: 3 CCs, a buffer effect on one only. The pooled R^2 is high (~0.99), yet two
+    # arms show nothing: the fit must fail the gate and name them.
+    rng = np.random.default_rng(11)
+    rows = []
+    for cc, slope in (("cubic", 3.0), ("reno", 0.0), ("hybla", 0.0)):
+        for bs in GRID:
+            rows.append(Sample("PCDC", cc, float(bs), float(20 + slope * bs + rng.normal(0, 1))))
+    for kind in ("paper", "per-arm"):
+        (result,) = fit(rows, model=kind)
+        assert result.r2 > 0.98, kind  # pooled: looks excellent
+        assert not result.gate_passed
+        assert result.failing_arms == ["PCDC/reno", "PCDC/hybla"]
+        by_cc = {a.cc: a for a in result.arms}
+        assert by_cc["cubic"].gate_passed and by_cc["cubic"].r2 > 0.99
+        assert by_cc["reno"].r2 < 0.2 and by_cc["reno"].failures

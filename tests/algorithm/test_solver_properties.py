@@ -9,9 +9,15 @@ from service.algorithm.solver import min_buffer, solve
 
 coef = st.tuples(st.floats(-50, 300), st.floats(-20, 20), st.floats(-1, 1))
 arms = st.lists(
-    st.tuples(st.sampled_from(["PCDC", "FullMesh"]), st.sampled_from(["cubic", "reno", "hybla",
-              "vegas", "olia", "scalable"]), coef, st.booleans()),
-    min_size=1, max_size=12, unique_by=lambda t: (t[0], t[1]),
+    st.tuples(
+        st.sampled_from(["PCDC", "FullMesh"]),
+        st.sampled_from(["cubic", "reno", "hybla", "vegas", "olia", "scalable"]),
+        coef,
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=12,
+    unique_by=lambda t: (t[0], t[1]),
 )
 
 
@@ -99,3 +105,44 @@ def test_bad_curves_are_refused():
         solve([Curve("PCDC", "cubic", -5, -1, 0)])
     with pytest.raises(ValueError, match="at least one"):
         solve([])
+
+
+def test_tie_prefers_fullmesh_only_over_the_identical_pcdc_arm():
+    # Three arms all reach the target at bs_min (flat curves): a tie at 0.5 MiB.
+    pcdc_same = Curve("PCDC", "cubic", 50.0, 0.0, 0.0, same_as_fullmesh=True)
+    pcdc_other = Curve("PCDC", "reno", 49.0, 0.0, 0.0)
+    fm_reno = Curve("FullMesh", "reno", 48.0, 0.0, 0.0)
+    # No FullMesh/cubic among the tied: PCDC/cubic competes on tp and wins.
+    assert solve([pcdc_same, pcdc_other, fm_reno]).occ == "cubic"
+    assert solve([pcdc_same, pcdc_other, fm_reno]).opm == "PCDC"
+    # FullMesh/cubic tied: it runs the same subflows, so it shadows PCDC/cubic even at lower tp.
+    fm_cubic = Curve("FullMesh", "cubic", 47.0, 0.0, 0.0)
+    s = solve([pcdc_same, pcdc_other, fm_reno, fm_cubic])
+    assert (s.opm, s.occ) == ("PCDC", "reno")  # highest tp once PCDC/cubic steps aside
+    s = solve([pcdc_same, fm_cubic])
+    assert (s.opm, s.occ) == ("FullMesh", "cubic")
+    # Without SP* = SP, PCDC/cubic is a different configuration and wins on tp.
+    s = solve([Curve("PCDC", "cubic", 50.0, 0.0, 0.0), fm_cubic])
+    assert (s.opm, s.occ) == ("PCDC", "cubic")
+
+
+saturating = st.tuples(st.floats(0.1, 500), st.floats(0.01, 40), st.floats(0.5, 50))
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=arms, sats=st.lists(saturating, min_size=1, max_size=4), delta=st.floats(0, 0.99))
+def test_mixed_curve_kinds_keep_the_solver_properties(rows, sats, delta):
+    from service.algorithm.saturating_curve import SaturatingCurve
+
+    ccs = ["bbr", "westwood", "htcp", "illinois"]
+    curves = build(rows) + [
+        SaturatingCurve("FullMesh", cc, t, k, n) for cc, (t, k, n) in zip(ccs, sats, strict=False)
+    ]
+    s = solve(curves, delta=delta)
+    assert 0.5 <= s.obs_mib <= 30.0
+    assert s.otp_mbps >= s.target_mbps
+    for arm in s.arms:
+        if arm.obs_mib is not None:
+            assert arm.obs_mib >= s.obs_mib - 0.01 - 1e-9
+        if arm.kind == "saturating":
+            assert arm.peak_bs_mib == 30.0  # monotone: the peak is at the top of the interval
