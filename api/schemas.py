@@ -382,9 +382,19 @@ class MeasurementDetail(MeasurementOut):
 
 
 # --- the paper's tables ---------------------------------------------------------------------------
+class OmegaInterval(BaseModel):
+    """Omega's confidence interval over the impact runs; settled = it excludes 0."""
+
+    low: float | None
+    high: float | None
+    settled: bool | None
+    runs: int | None
+
+
 class ImpactRow(BaseModel):
     cc: str
     omegas: dict[str, float]
+    intervals: dict[str, OmegaInterval] = {}
 
 
 class ImpactTable(BaseModel):
@@ -413,11 +423,34 @@ class SubsetTable(BaseModel):
 
 
 class CurveOut(BaseModel):
+    """A fitted curve: the paper's quadratic (a + b*bs + c*bs^2) or a saturating one (a ramp to
+    plateau_mbps with its knee at knee_mib)."""
+
+    kind: Literal["quadratic", "saturating"] = "quadratic"
     cc: str
-    a: float
-    b: float
-    c: float
+    a: float | None = None
+    b: float | None = None
+    c: float | None = None
+    plateau_mbps: float | None = None
+    knee_mib: float | None = None
+    sharpness: float | None = None
     same_as_fullmesh: bool = False
+
+
+class ArmFitOut(BaseModel):
+    """One (PM, CC) arm of a fit: its model and why, and its own quality gate."""
+
+    pm: str
+    cc: str
+    model: str
+    reason: str
+    n: int
+    r2: float | None
+    buffer_p_value: float | None
+    gate_passed: bool
+    aic_quadratic: float | None = None
+    aic_saturating: float | None = None
+    failures: list[str] = []
 
 
 class CoefficientOut(BaseModel):
@@ -442,6 +475,7 @@ class FitOut(BaseModel):
     buffer_p_value: float | None
     gate_passed: bool
     warnings: list[str]
+    arms: list[ArmFitOut] = []
     created_at: datetime
 
 

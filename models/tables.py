@@ -163,6 +163,10 @@ class Campaign(Base):
     active_ccs: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
     dropped_ccs: Mapped[dict[str, str]] = mapped_column(JSONType, default=dict)
     impact_runs: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Runs added to the impact phase per CC while an Omega's sign was not settled.
+    extra_impact_runs: Mapped[dict[str, int]] = mapped_column(JSONType, default=dict)
+    # Seed of the buffer sweep's per-run random order (sweep.run_order), so it can be replayed.
+    seed: Mapped[int] = mapped_column(Integer, default=0)
     extra_rounds: Mapped[int] = mapped_column(Integer, default=0)
     budget_exhausted: Mapped[bool] = mapped_column(Boolean, default=False)
     recommendation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -225,6 +229,13 @@ class Measurement(Base):
     tool: Mapped[str] = mapped_column(String(64))
     tool_version: Mapped[str] = mapped_column(String(64), default="")
     raw_output: Mapped[str] = mapped_column(Text, default="")
+    # What the probe really ran (issue 10): the subflows the kernel showed (name, backup flag,
+    # bytes, RTT, RTO), the socket buffers read back on both ends, the quiet check before it,
+    # and the warm-up left out of mean_goodput_mbps.
+    observed_subflows: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
+    effective_buffers: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    quiet_check: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
+    warmup_s: Mapped[float] = mapped_column(Float, default=0.0)
     status: Mapped[str] = mapped_column(String(16), default="ok")
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -247,6 +258,12 @@ class ImpactFactor(Base):
     position: Mapped[int] = mapped_column(Integer, default=0)
     omega: Mapped[float] = mapped_column(Float)
     in_subset: Mapped[bool] = mapped_column(Boolean)  # member of SP* (Table 3)
+    # The mean Omega's confidence interval over the runs, and whether it excludes 0 (None: one
+    # run, or stored without runs).
+    omega_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    omega_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    settled: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    runs: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
@@ -273,6 +290,8 @@ class FitRecord(Base):
     buffer_p_value: Mapped[float | None] = mapped_column(Float, nullable=True)
     gate_passed: Mapped[bool] = mapped_column(Boolean)
     warnings: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    # Per (PM, CC) arm: model chosen and why, R^2, buffer-effect p, gate (arm_fit.ArmFit).
+    arms: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

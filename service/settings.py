@@ -42,8 +42,16 @@ class Settings(BaseSettings):
     campaign_duration_s: float = Field(default=30.0, gt=0)
     campaign_probe_seconds_budget: float | None = None
     campaign_buffer_grid_mib: list[float] | None = Field(
-        default=None, description="unset: the paper's 0.5..30 MiB in 0.5 MiB steps"
+        default=None,
+        description="unset: from the subflows' bandwidth-delay products when their RTTs are "
+        "known, else the paper's 0.5..30 MiB in 0.5 MiB steps",
     )
+    # auto: per (PM, CC) arm the paper's quadratic or a saturating curve, by AIC (reported).
+    campaign_model_kind: str = Field(default="auto", pattern=r"^(paper|per-arm|saturating|auto)$")
+    # Omega's sign must be settled (its confidence interval excludes 0) before SP* is trusted:
+    # the impact phase adds runs for a CC up to this many while the budget allows.
+    impact_max_runs: int = Field(default=4, ge=1, le=50)
+    impact_confidence: float = Field(default=0.95, gt=0, lt=1)
     # False: campaigns are queued and recorded but nothing runs them in this process or sends
     # them to Celery (API tests; a deployment that runs them with `mpcoa calibrate`).
     run_campaigns: bool = True

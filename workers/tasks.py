@@ -66,7 +66,9 @@ def send_advance(campaign_id: int) -> None:
 def advance_campaign(self, campaign_id: int) -> str:
     try:
         with session_scope() as s:
-            advance = calibration.next_step(s, campaign_id=campaign_id, prober=_prober(campaign_id))
+            advance = calibration.next_step(
+                s, campaign_id=campaign_id, prober=_prober(campaign_id), settings=get_settings()
+            )
             if advance.finish:
                 finish_campaign(s, campaign_id=campaign_id)
             step = advance.step

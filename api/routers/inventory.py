@@ -19,6 +19,7 @@ from api.schemas import (
     TopologyOut,
     TopologyPatch,
 )
+from service.algorithm.regression import ALL_MODEL_KINDS
 from service.store import inventory, results
 
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
@@ -216,7 +217,7 @@ def fits(
     topology_id: Id,
     session: SessionDep,
     campaign_id: OptionalId = None,
-    model_kind: Annotated[Literal["paper", "per-arm"] | None, Query()] = None,
+    model_kind: Annotated[Literal[ALL_MODEL_KINDS] | None, Query()] = None,
 ):
     campaign, rows = results.fit_table(
         session, topology_id=topology_id, campaign_id=campaign_id, model_kind=model_kind

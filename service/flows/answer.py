@@ -16,7 +16,8 @@ class TStar(BaseModel):
 
 
 class Arm(BaseModel):
-    """One (PM, CC) curve's peak and its own relaxed minimum buffer (Eq. 10-12)."""
+    """One (PM, CC) curve's peak and its own relaxed minimum buffer (Eq. 10-12), beside what was
+    measured: the smallest measured buffer whose mean reaches the target, the largest mean."""
 
     pm: str
     cc: str
@@ -25,6 +26,10 @@ class Arm(BaseModel):
     obs_mib: float | None
     tp_at_obs_mbps: float | None
     same_as_fullmesh: bool
+    kind: str = "quadratic"  # the curve's model: quadratic or saturating
+    model_reason: str | None = None  # why that model (AIC, or the campaign's model kind)
+    measured_obs_mib: float | None = None
+    measured_max_mbps: float | None = None
 
 
 class Eq1(BaseModel):
@@ -52,5 +57,8 @@ class Outputs(BaseModel):
     arms: list[Arm] = []
     subflows_used: list[str] = []
     standby_subflows: list[str] = []
+    otp_fitted_mbps: float | None = None  # the fitted curve at OBS, before a cap to measurements
+    measured_obs_mib: float | None = None  # the chosen arm's smallest measured buffer reaching it
+    unsettled_omegas: list[str] = []  # OCC's subflows whose Omega sign stayed uncertain
     notes: list[str] = []
     poll_url: str | None = None

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from models import Campaign, utcnow
 from probes.base import EXCLUSION_MAX_SHARE, MeasurementRequest, MeasurementResult
 
+from ..algorithm.impact_confidence import ConfidentImpact, subflows_needing_runs
 from ..db import session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
@@ -51,7 +52,9 @@ FINAL = Advance()
 FINISH = Advance(finish=True)
 
 
-def next_step(session: Session, *, campaign_id: int, prober: Prober) -> Advance:
+def next_step(
+    session: Session, *, campaign_id: int, prober: Prober, settings: Settings
+) -> Advance:
     """Do every piece of work that needs no probe, and say what the campaign needs next."""
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
     if campaign_store.is_final(campaign):
@@ -63,13 +66,19 @@ def next_step(session: Session, *, campaign_id: int, prober: Prober) -> Advance:
     subflows = topology_subflows(session, campaign)
     done = measurements.done_keys(session, campaign_id=campaign.id)
 
-    for step in impact_steps(campaign.active_ccs, campaign.impact_runs, subflows):
+    for step in impact_steps(campaign.active_ccs, impact_runs(campaign), subflows):
         if step.key not in done:
-            return _within_budget(session, campaign, step)
+            return _within_budget(session, campaign, step, settings)
 
     impacts = results.impact_results(session, campaign_id=campaign.id)
     if not set(campaign.active_ccs) <= {r.cc for r in impacts}:
-        if not _store_impact(session, campaign):
+        derived = impact_from_runs(
+            session, campaign_id=campaign.id, subflows=subflows,
+            confidence=settings.impact_confidence,
+        )
+        if _more_impact_runs(campaign, derived, len(subflows), settings):
+            return next_step(session, campaign_id=campaign_id, prober=prober, settings=settings)
+        if not _store_impact(session, campaign, derived):
             return FINAL
         impacts = results.impact_results(session, campaign_id=campaign.id)
     subsets = {r.cc: r.subset for r in impacts}
@@ -77,17 +86,50 @@ def next_step(session: Session, *, campaign_id: int, prober: Prober) -> Advance:
     if not campaign.budget_exhausted:
         for step in buffer_steps(
             campaign.pms, campaign.active_ccs, campaign.buffer_grid_mib, campaign.runs,
-            subsets, subflows,
+            subsets, subflows, campaign.seed,
         ):
             if step.key not in done:
-                return _within_budget(session, campaign, step)
+                return _within_budget(session, campaign, step, settings)
 
     fits = _fit(session, campaign)
     if fits is None:
         return FINAL
     if not all(f.gate_passed for f in fits) and _another_round(campaign):
-        return next_step(session, campaign_id=campaign_id, prober=prober)
+        return next_step(session, campaign_id=campaign_id, prober=prober, settings=settings)
     return FINISH
+
+
+def impact_runs(campaign: Campaign) -> dict[str, int]:
+    """Impact runs per CC: the plan's, plus those added while an Omega's sign was unsettled."""
+    extra = campaign.extra_impact_runs or {}
+    return {cc: campaign.impact_runs + extra.get(cc, 0) for cc in campaign.active_ccs}
+
+
+def _more_impact_runs(
+    campaign: Campaign, derived: list[ConfidentImpact], n_subflows: int, settings: Settings
+) -> bool:
+    """One more impact run for every CC with an Omega whose sign is not settled yet, while more
+    runs could settle it, the CC has fewer than `impact_max_runs` and the budget allows."""
+    runs = impact_runs(campaign)
+    cost = (1 + n_subflows) * campaign.duration_s
+    left = _budget_left(campaign)
+    extra = dict(campaign.extra_impact_runs or {})
+    added = 0
+    for result in derived:
+        if runs[result.cc] >= settings.impact_max_runs:
+            continue
+        hopeful = subflows_needing_runs(result, settings.impact_max_runs)
+        if not any(total is not None for total in hopeful.values()):
+            continue
+        if left is not None and left < (added + 1) * cost:
+            continue
+        extra[result.cc] = extra.get(result.cc, 0) + 1
+        added += 1
+    if not added:
+        return False
+    campaign.extra_impact_runs = extra
+    campaign.probes_total += added * (1 + n_subflows)
+    return True
 
 
 def topology_subflows(session: Session, campaign: Campaign) -> list[str]:
@@ -123,7 +165,9 @@ def _choose_ccs(session: Session, campaign: Campaign, prober: Prober) -> bool:
     return True
 
 
-def _within_budget(session: Session, campaign: Campaign, step: ProbeStep) -> Advance:
+def _within_budget(
+    session: Session, campaign: Campaign, step: ProbeStep, settings: Settings
+) -> Advance:
     left = _budget_left(campaign)
     if left is None or left >= campaign.duration_s:
         return Advance(step=step)
@@ -137,7 +181,7 @@ def _within_budget(session: Session, campaign: Campaign, step: ProbeStep) -> Adv
         return FINAL
     campaign.budget_exhausted = True
     session.flush()
-    return next_step(session, campaign_id=campaign.id, prober=_NoProber())
+    return next_step(session, campaign_id=campaign.id, prober=_NoProber(), settings=settings)
 
 
 def _budget_left(campaign: Campaign) -> float | None:
@@ -156,9 +200,13 @@ class _NoProber:
         raise AssertionError("no probe past the budget")
 
 
-def _store_impact(session: Session, campaign: Campaign) -> bool:
-    """Omega and SP* per CC from the impact runs; a CC whose runs all failed is dropped."""
-    derived = {r.cc: r for r in impact_from_runs(session, campaign_id=campaign.id)}
+def _store_impact(session: Session, campaign: Campaign, results_: list[ConfidentImpact]) -> bool:
+    """Omega and SP* per CC from the impact runs; a CC whose runs all failed is dropped; what
+    stayed unsettled is noted (and flagged on the answer)."""
+    derived = {r.cc: r for r in results_}
+    campaign_store.add_note(
+        campaign, "unsettled_omegas", {r.cc: r.unsettled for r in results_ if r.unsettled}
+    )
     dropped = dict(campaign.dropped_ccs or {})
     for cc in campaign.active_ccs:
         if cc not in derived:

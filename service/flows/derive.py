@@ -10,27 +10,47 @@ from sqlalchemy.orm import Session
 
 from models import NO_EXCLUSION, Campaign
 
-from ..algorithm.impact import ImpactResult, impact_from_series
+from ..algorithm.impact_confidence import (
+    DEFAULT_CONFIDENCE,
+    ConfidentImpact,
+    ImpactRun,
+    impact_with_confidence,
+)
 from ..algorithm.regression import Fit, Sample, fit
 from ..store import measurements, results
 
 MIN_BUFFERS_PER_ARM = 3  # a quadratic through fewer distinct buffers is not a fit
 
 
-def impact_from_runs(session: Session, *, campaign_id: int) -> list[ImpactResult]:
-    """Omega per CC from the ok impact runs, each series pooled over runs (Eq. 5).
+def impact_from_runs(
+    session: Session,
+    *,
+    campaign_id: int,
+    subflows: Sequence[str],
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> list[ConfidentImpact]:
+    """Omega per CC and subflow from the ok impact runs (Eq. 5, one Omega per run, each from
+    that run's TP_0 and TP_i means after warm-up), their mean and confidence interval, and SP*
+    from the means (Eq. 6).
 
-    A CC without a TP_0 run or without any TP_i run gives none, and a subflow whose TP_i runs all
-    failed gets no Omega (so it is not in SP*).
+    A run without its TP_0 is left out; a CC without any usable run gives none; a subflow whose
+    TP_i runs all failed gets no Omega (so it is not in SP*, and PCDC differs from FullMesh).
     """
-    by_cc: dict[str, dict[str, list[float]]] = {}
+    by_cc: dict[str, dict[int, dict[str, float]]] = {}
     for m in measurements.ok_measurements(session, campaign_id=campaign_id, phase="impact"):
-        by_cc.setdefault(m.cc, {}).setdefault(m.excluded_subflow, []).extend(m.goodput_mbps)
+        if m.mean_goodput_mbps is not None:
+            by_cc.setdefault(m.cc, {}).setdefault(m.run, {})[m.excluded_subflow] = (
+                m.mean_goodput_mbps
+            )
     out = []
-    for cc, series in by_cc.items():
-        tp0 = series.pop(NO_EXCLUSION, None)
-        if tp0 and series and sum(tp0) > 0:
-            out.append(impact_from_series(cc, tp0, series))
+    for cc, runs in by_cc.items():
+        usable = [
+            ImpactRun(r[NO_EXCLUSION], {k: v for k, v in r.items() if k != NO_EXCLUSION})
+            for r in runs.values()
+            if r.get(NO_EXCLUSION, 0) > 0 and len(r) > 1
+        ]
+        if usable:
+            out.append(impact_with_confidence(cc, usable, subflows, confidence))
     return out
 
 

@@ -12,6 +12,7 @@ Sending after the commit matters: a worker must find the campaign row it is told
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -65,7 +66,7 @@ def start_campaign(
 ) -> Campaign:
     """The one way to create a campaign: plan it, store it queued, dispatch it after commit."""
     topology = inventory.get_topology(session, topology_id=topology_id)
-    plan = resolve(params, settings)
+    plan = resolve(params, settings, [(sf.bandwidth_kbps, sf.rtt_ms) for sf in topology.subflows])
     campaign = campaign_store.add_campaign(
         session,
         topology_id=topology.id,
@@ -77,6 +78,7 @@ def start_campaign(
         delta=plan.delta,
         model_kind=plan.model_kind,
         probe_seconds_budget=plan.probe_seconds_budget,
+        seed=secrets.randbelow(2**31),
         probes_total=planned_probes(
             len(topology.subflows), len(plan.ccs), len(plan.pms), len(plan.buffer_grid_mib),
             plan.runs,

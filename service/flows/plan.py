@@ -7,7 +7,7 @@ subflow; the buffer phase (Eq. 7) runs every (PM, CC, buffer, run), PCDC on SP* 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Annotated, Literal
 
@@ -16,8 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from models import NO_EXCLUSION
 from probes.vocabulary import FULLMESH, PATH_MANAGERS, PCDC, CongestionControl, normalize_pm
 
-from ..algorithm.regression import MODEL_KINDS
+from ..algorithm.regression import ALL_MODEL_KINDS
 from ..algorithm.solver import DEFAULT_DELTA
+from ..algorithm.sweep import bdp_buffer_grid, run_order
 from ..errors import Invalid
 from ..settings import Settings
 
@@ -39,7 +40,12 @@ class CampaignParameters(BaseModel):
     runs: int | None = Field(default=None, ge=1, le=100)
     duration_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
     delta: float = Field(default=DEFAULT_DELTA, ge=0, lt=1, allow_inf_nan=False)
-    model_kind: Literal["paper", "per-arm"] = "paper"
+    model_kind: Literal[ALL_MODEL_KINDS] | None = Field(
+        default=None,
+        description="paper: the pooled quadratic of Eq. 13-15; per-arm: one quadratic per "
+        "(PM, CC); saturating: a ramp to a plateau per arm; auto: per arm the quadratic or the "
+        "saturating curve by AIC (default)",
+    )
     probe_seconds_budget: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)
 
 
@@ -57,25 +63,26 @@ class Plan:
     probe_seconds_budget: float | None
 
 
-def resolve(params: CampaignParameters, settings: Settings) -> Plan:
-    """Fill in the settings' defaults and check what the schema cannot (also for CLI input)."""
+def resolve(
+    params: CampaignParameters, settings: Settings, links: Sequence[tuple[float, float | None]]
+) -> Plan:
+    """Fill in the settings' defaults and check what the schema cannot (also for CLI input).
+
+    `links`: per subflow (bandwidth kbit/s, RTT ms or None), for the default buffer grid.
+    """
     ccs = list(dict.fromkeys(c.strip().lower() for c in (params.ccs or settings.campaign_ccs)))
     try:
         pms = list(dict.fromkeys(normalize_pm(p) for p in (params.pms or PATH_MANAGERS)))
     except ValueError as exc:
         raise Invalid(str(exc), ("body", "pms")) from exc
-    grid = sorted({
-        float(b)
-        for b in (
-            params.buffer_grid_mib or settings.campaign_buffer_grid_mib or DEFAULT_BUFFER_GRID_MIB
-        )
-    })
+    grid = sorted({float(b) for b in (params.buffer_grid_mib or default_grid(settings, links))})
     if len(grid) < 3 or any(not math.isfinite(b) or not 0 < b <= 1_000_000 for b in grid):
         raise Invalid(
             "needs at least 3 distinct positive buffer sizes", ("body", "buffer_grid_mib")
         )
-    if params.model_kind not in MODEL_KINDS:
-        raise Invalid(f"must be one of {MODEL_KINDS}", ("body", "model_kind"))
+    model_kind = params.model_kind or settings.campaign_model_kind
+    if model_kind not in ALL_MODEL_KINDS:
+        raise Invalid(f"must be one of {ALL_MODEL_KINDS}", ("body", "model_kind"))
     budget = params.probe_seconds_budget
     if budget is None:
         budget = settings.campaign_probe_seconds_budget
@@ -86,9 +93,19 @@ def resolve(params: CampaignParameters, settings: Settings) -> Plan:
         runs=params.runs or settings.campaign_runs,
         duration_s=params.duration_s or settings.campaign_duration_s,
         delta=params.delta,
-        model_kind=params.model_kind,
+        model_kind=model_kind,
         probe_seconds_budget=budget,
     )
+
+
+def default_grid(settings: Settings, links: Sequence[tuple[float, float | None]]) -> list[float]:
+    """The settings' grid; else one from the subflows' bandwidth-delay products (from well under
+    the smallest to well over the summed BDP) when every RTT is known; else the paper's."""
+    if settings.campaign_buffer_grid_mib:
+        return list(settings.campaign_buffer_grid_mib)
+    if links and all(rtt for _bw, rtt in links):
+        return bdp_buffer_grid([bw for bw, _ in links], [rtt / 1000.0 for _, rtt in links])
+    return list(DEFAULT_BUFFER_GRID_MIB)
 
 
 def planned_probes(n_subflows: int, ccs: int, pms: int, grid: int, runs: int) -> int:
@@ -134,11 +151,14 @@ class ProbeStep:
         return what
 
 
-def impact_steps(ccs: Iterable[str], runs: int, subflows: list[str]) -> list[ProbeStep]:
-    """Per CC and run: TP_0 with every subflow, then TP_i with subflow i carrying no payload."""
+def impact_steps(
+    ccs: Iterable[str], runs: Mapping[str, int], subflows: list[str]
+) -> list[ProbeStep]:
+    """Per CC and run (`runs[cc]` of them): TP_0 with every subflow, then TP_i with subflow i
+    carrying no payload."""
     steps = []
     for cc in ccs:
-        for run in range(1, runs + 1):
+        for run in range(1, runs[cc] + 1):
             steps.append(ProbeStep("impact", FULLMESH, cc, IMPACT_BS_MIB, run))
             for sf in subflows:
                 others = tuple(s for s in subflows if s != sf)
@@ -153,10 +173,17 @@ def buffer_steps(
     runs: int,
     subsets: dict[str, list[str]],
     subflows: list[str],
+    seed: int,
 ) -> list[ProbeStep]:
-    """Every (PM, CC, buffer, run): PCDC with SP* of that CC, FullMesh with SP (Eq. 7)."""
+    """Every (PM, CC, buffer, run): PCDC with SP* of that CC, FullMesh with SP (Eq. 7).
+
+    Run-major, so a budget cut leaves every arm some data; within a run every arm takes the
+    buffers in that run's random order (seeded, replayable), so drift over the day cannot pass
+    for a buffer effect.
+    """
     steps = []
-    for run in range(1, runs + 1):  # run-major: a budget cut leaves every arm some data
+    for run in range(1, runs + 1):
+        order = run_order(list(grid), run, seed)
         for pm in pms:
             for cc in ccs:
                 allowed = None
@@ -164,6 +191,6 @@ def buffer_steps(
                     allowed = tuple(subsets[cc])
                 steps.extend(
                     ProbeStep("buffer", pm, cc, float(bs), run, NO_EXCLUSION, allowed)
-                    for bs in grid
+                    for bs in order
                 )
     return steps

@@ -22,6 +22,7 @@ from models import Campaign, Recommendation, Topology, utcnow
 from probes.vocabulary import FULLMESH, PCDC
 
 from ..algorithm import topology as algo
+from ..algorithm.regression import Sample
 from ..algorithm.solver import (
     DEFAULT_BS_MAX_MIB,
     DEFAULT_BS_MIN_MIB,
@@ -190,12 +191,21 @@ def _solve_calibrated(session, snap, campaign, delta, bs_min, bs_max) -> Calibra
     hi = measured_hi if bs_max is None else min(bs_max, measured_hi)
     if (lo, hi) != (bs_min, bs_max) and (bs_min, bs_max) != (None, None):
         flags.append(f"buffer_range_limited_to_measured:{measured_lo:g}-{measured_hi:g}")
+    measured = [  # an OTP is a promise: never above what was measured without saying so
+        Sample(m.pm, m.cc, m.bs_mib, m.mean_goodput_mbps)
+        for m in measurements.ok_measurements(session, campaign_id=campaign.id, phase="buffer")
+        if m.mean_goodput_mbps is not None and lo <= m.bs_mib <= hi
+    ]
     try:
-        solution = solve(curves, delta, lo, hi)
+        solution = solve(curves, delta, lo, hi, measured=measured)
     except ValueError as exc:
         return CalibratedAnswer(error=f"calibration_unusable: campaign {campaign.id}: {exc}")
+    flags.extend(solution.flags)
     impacts = {r.cc: r for r in results.impact_results(session, campaign_id=campaign.id)}
     used, standby = _subflows_used(snap, solution, impacts, flags)
+    unsettled = (campaign.notes or {}).get("unsettled_omegas", {}).get(solution.occ, [])
+    if unsettled:
+        flags.append("omega_unsettled:" + ",".join(unsettled))
     summary = measurements.summarize(session, campaign_id=campaign.id)
     eq1 = traditional_eq1(snap, used, summary, solution.obs_mib)
     if not eq1.available:
@@ -203,9 +213,11 @@ def _solve_calibrated(session, snap, campaign, delta, bs_min, bs_max) -> Calibra
     after_stale = [f"quality_gate_failed:{rec.pm}" for rec in fits if not rec.gate_passed]
     # What the campaign could not measure (failed probes, dropped CCs, ...) goes with every answer.
     after_stale.extend(campaign_store.flags(campaign))
+    outputs = _outputs(solution, used, standby, _model_reasons(fits))
+    outputs.unsettled_omegas = list(unsettled)
     return CalibratedAnswer(
         solution=solution,
-        outputs=_outputs(solution, used, standby),
+        outputs=outputs,
         eq1=eq1,
         provenance=_provenance(campaign, fits, summary),
         flags_before_stale=tuple(flags),
@@ -228,7 +240,16 @@ def _subflows_used(snap, solution, impacts, flags) -> tuple[list[str], list[str]
     return [n for n in impact.subset if n in names], impact.standby
 
 
-def _outputs(solution: Solution, used: list[str], standby: list[str]) -> Outputs:
+def _model_reasons(fits) -> dict[tuple[str, str], str]:
+    """(PM, CC) -> which model the arm's curve is and why (from the stored per-arm fits)."""
+    return {
+        (rec.pm, arm["cc"]): f"{arm.get('model')}: {arm.get('reason')}"
+        for rec in fits
+        for arm in (rec.arms or [])
+    }
+
+
+def _outputs(solution: Solution, used: list[str], standby: list[str], reasons) -> Outputs:
     return Outputs(
         t_star=TStar(
             tp_mbps=solution.tp_max_mbps,
@@ -246,11 +267,17 @@ def _outputs(solution: Solution, used: list[str], standby: list[str]) -> Outputs
                 obs_mib=a.obs_mib,
                 tp_at_obs_mbps=a.tp_at_obs_mbps,
                 same_as_fullmesh=a.same_as_fullmesh,
+                kind=a.kind,
+                model_reason=reasons.get((a.pm, a.cc)),
+                measured_obs_mib=a.measured_obs_mib,
+                measured_max_mbps=a.measured_max_mbps,
             )
             for a in solution.arms
         ],
         subflows_used=used,
         standby_subflows=standby,
+        otp_fitted_mbps=solution.otp_fitted_mbps,
+        measured_obs_mib=solution.measured_obs_mib,
     )
 
 

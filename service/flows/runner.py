@@ -62,7 +62,9 @@ def run_campaign(
     while stop is None or not stop.is_set():
         try:
             with session_scope(engine) as s:
-                advance = calibration.next_step(s, campaign_id=campaign_id, prober=prober)
+                advance = calibration.next_step(
+                    s, campaign_id=campaign_id, prober=prober, settings=settings
+                )
                 if advance.finish:
                     finish_campaign(s, campaign_id=campaign_id)
         except ProbeError as exc:  # e.g. no testbed for the sites: the campaign cannot run

@@ -47,6 +47,7 @@ def add_campaign(
     probe_seconds_budget: float | None,
     probes_total: int,
     reason: str,
+    seed: int = 0,
 ) -> Campaign:
     """A new campaign in state 'queued' (validated and planned by `flows.plan`)."""
     now = utcnow()
@@ -63,6 +64,8 @@ def add_campaign(
         model_kind=model_kind,
         probe_seconds_budget=probe_seconds_budget,
         probes_total=probes_total,
+        seed=seed,
+        extra_impact_runs={},
         probes_done=0,
         probe_seconds_used=0.0,
         dropped_ccs={},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import asdict
 from typing import Any
 
 from sqlalchemy import delete, select
@@ -17,8 +18,9 @@ from sqlalchemy.orm import Session
 from models import Campaign, FitRecord, ImpactFactor
 from probes.vocabulary import PCDC
 
-from ..algorithm.curve import Curve
+from ..algorithm.curve_store import AnyCurve, curve_from_dict, curve_to_dict
 from ..algorithm.impact import ImpactResult, impact_from_omegas
+from ..algorithm.impact_confidence import ConfidentImpact
 from ..algorithm.regression import Fit
 from ..errors import NotFound
 from .campaigns import get_campaign
@@ -27,9 +29,10 @@ from .inventory import get_topology
 
 # --- impact factors (Table 2 / 3) ---------------------------------------------------------------
 def store_impact(
-    session: Session, *, campaign_id: int, results: Iterable[ImpactResult]
+    session: Session, *, campaign_id: int, results: Iterable[ImpactResult | ConfidentImpact]
 ) -> list[ImpactFactor]:
-    """Replace the campaign's Omegas for each CC in `results`."""
+    """Replace the campaign's Omegas for each CC in `results` (with their confidence intervals
+    when the result has estimates over several runs)."""
     campaign = get_campaign(session, campaign_id=campaign_id)
     rows: list[ImpactFactor] = []
     for result in results:
@@ -38,24 +41,34 @@ def store_impact(
                 ImpactFactor.campaign_id == campaign.id, ImpactFactor.cc == result.cc
             )
         )
-        rows.extend(
-            ImpactFactor(
-                campaign_id=campaign.id,
-                cc=result.cc,
-                subflow=subflow,
-                position=k,
-                omega=float(omega),
-                in_subset=subflow in result.subset,
+        estimates = getattr(result, "estimates", {})
+        for k, (subflow, omega) in enumerate(result.omegas.items()):
+            e = estimates.get(subflow)
+            rows.append(
+                ImpactFactor(
+                    campaign_id=campaign.id,
+                    cc=result.cc,
+                    subflow=subflow,
+                    position=k,
+                    omega=float(omega),
+                    in_subset=subflow in result.subset,
+                    omega_low=e.ci_low if e else None,
+                    omega_high=e.ci_high if e else None,
+                    settled=e.settled if e else None,
+                    runs=e.runs if e else None,
+                )
             )
-            for k, (subflow, omega) in enumerate(result.omegas.items())
-        )
     session.add_all(rows)
     session.flush()
     return rows
 
 
 def impact_results(session: Session, *, campaign_id: int) -> list[ImpactResult]:
-    """The stored Omegas of a campaign as ImpactResults (Table 2 rows, Table 3 subsets)."""
+    """The stored Omegas of a campaign as ImpactResults (Table 2 rows, Table 3 subsets), SP* = SP
+    judged against the topology's subflows."""
+    campaign = get_campaign(session, campaign_id=campaign_id)
+    topology = get_topology(session, topology_id=campaign.topology_id)
+    subflows = [sf.name for sf in topology.subflows]
     rows = session.scalars(
         select(ImpactFactor)
         .where(ImpactFactor.campaign_id == campaign_id)
@@ -64,7 +77,18 @@ def impact_results(session: Session, *, campaign_id: int) -> list[ImpactResult]:
     by_cc: dict[str, dict[str, float]] = {}
     for row in rows:
         by_cc.setdefault(row.cc, {})[row.subflow] = row.omega
-    return [impact_from_omegas(cc, omegas) for cc, omegas in by_cc.items()]
+    return [impact_from_omegas(cc, omegas, subflows) for cc, omegas in by_cc.items()]
+
+
+def omega_intervals(session: Session, *, campaign_id: int) -> dict[str, dict[str, dict]]:
+    """cc -> subflow -> {low, high, settled, runs}: how sure each stored Omega is."""
+    rows = session.scalars(select(ImpactFactor).where(ImpactFactor.campaign_id == campaign_id))
+    out: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        out.setdefault(r.cc, {})[r.subflow] = {
+            "low": r.omega_low, "high": r.omega_high, "settled": r.settled, "runs": r.runs,
+        }
+    return out
 
 
 def omegas_of(session: Session, *, campaign_id: int) -> dict[tuple[str, str], float]:
@@ -98,10 +122,8 @@ def _fit_row(campaign_id: int, f: Fit) -> FitRecord:
         pm=f.pm,
         model_kind=f.model,
         n=f.n,
-        curves=[
-            {"cc": c.cc, "a": c.a, "b": c.b, "c": c.c, "same_as_fullmesh": c.same_as_fullmesh}
-            for c in f.curves
-        ],
+        curves=[curve_to_dict(c) for c in f.curves],  # any kind: {"kind", "pm", "cc", ...}
+        arms=_finite_json([asdict(a) for a in f.arms]),
         coefficients=[
             {"name": c.name, "value": c.value, "p_value": c.p_value} for c in f.coefficients
         ],
@@ -125,15 +147,16 @@ def _finite_json(value: Any) -> Any:
     return value
 
 
-def fit_curves(rec: FitRecord) -> list[Curve]:
+def fit_curves(rec: FitRecord) -> list[AnyCurve]:
+    """The stored curves back as the solver's objects (rows from before curve kinds lack "pm"
+    and "kind": they are the paper's quadratics of the row's PM)."""
     return [
-        Curve(
-            pm=rec.pm,
-            cc=c["cc"],
-            a=c["a"],
-            b=c["b"],
-            c=c["c"],
-            same_as_fullmesh=bool(c.get("same_as_fullmesh", False)) and rec.pm == PCDC,
+        curve_from_dict(
+            {
+                **c,
+                "pm": rec.pm,
+                "same_as_fullmesh": bool(c.get("same_as_fullmesh", False)) and rec.pm == PCDC,
+            }
         )
         for c in rec.curves
     ]
@@ -192,11 +215,15 @@ def impact_table(session: Session, *, topology_id: int, campaign_id: int | None 
         session, topology_id=topology_id, campaign_id=campaign_id, what=ImpactFactor
     )
     results = impact_results(session, campaign_id=campaign.id) if campaign else []
+    intervals = omega_intervals(session, campaign_id=campaign.id) if campaign else {}
     return {
         "topology_id": topology.id,
         "campaign_id": campaign.id if campaign else None,
         "subflows": [sf.name for sf in topology.subflows],
-        "rows": [{"cc": r.cc, "omegas": r.omegas} for r in results],
+        "rows": [
+            {"cc": r.cc, "omegas": r.omegas, "intervals": intervals.get(r.cc, {})}
+            for r in results
+        ],
     }
 
 

@@ -25,7 +25,8 @@ def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7,
     """A finished SRL-HU campaign with measurements, impact factors and fits; returns counts."""
     rng = np.random.default_rng(seed)
     campaign = new_campaign(
-        session, topology_id, ccs=list(CCS), buffer_grid_mib=GRID, runs=runs, duration_s=10
+        session, topology_id, ccs=list(CCS), buffer_grid_mib=GRID, runs=runs, duration_s=10,
+        model_kind="paper",
     )
     campaigns.set_state(session, campaign_id=campaign.id, state="running")
     t0 = t0 or datetime(2026, 11, 1, tzinfo=UTC)
@@ -58,7 +59,7 @@ def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7,
                 record(phase="impact", pm="FullMesh", cc=cc, bs_mib=30.0, run=run,
                        excluded_subflow=sf, subflows=[s for s in subflows if s != sf],
                        goodput_mbps=[50.0 * (1 - omega)] * 10)
-    impact = impact_from_runs(session, campaign_id=campaign.id)
+    impact = impact_from_runs(session, campaign_id=campaign.id, subflows=subflows)
     results.store_impact(session, campaign_id=campaign.id, results=impact)
     subsets = {r.cc: r.subset for r in impact}
     for pm, curves in TABLE4["SRL-HU"].items():

@@ -34,7 +34,7 @@ def test_schedule_crud_and_validation(client, auth):
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["cron"] == "0 3 * * *" and body["parameters"] == {
-        "runs": 2, "ccs": ["reno"], "delta": 0.07, "model_kind": "paper"}
+        "runs": 2, "ccs": ["reno"], "delta": 0.07}  # the model kind: the settings' at run time
     assert body["next_run_at"].endswith(("03:00:00Z", "03:00:00+00:00"))
     assert client.get(url).json()["cron"] == "0 3 * * *"
     assert client.put("/topologies/999999/schedule", json={"cron": "0 3 * * *"},

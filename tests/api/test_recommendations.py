@@ -178,7 +178,7 @@ def test_a_finished_campaign_whose_solve_fails_queues_no_other(client, auth, db_
 
     topo = _topology(client, auth, UIT, HAW)
     campaign = new_campaign(db_session, topo["id"], ccs=["cubic"], runs=1, duration_s=5,
-                            buffer_grid_mib=[1.0, 2.0, 3.0])
+                            buffer_grid_mib=[1.0, 2.0, 3.0], model_kind="paper")
     campaigns.set_state(db_session, campaign_id=campaign.id, state="running")
     # A fit whose curve never reaches a positive throughput: the solver refuses it.
     db_session.add(FitRecord(
