@@ -186,10 +186,6 @@ class TestbedSpec(BaseModel):
         s, r = self.site(sender), self.site(receiver)
         return [f"{x.label}-{y.label}" for x in s.isps for y in r.isps]
 
-    def subflow_capacity_kbps(self, sender: str, receiver: str, name: str) -> float:
-        lo, re = name.split("-")
-        return min(self.rate_kbps(sender, lo, "up"), self.rate_kbps(receiver, re, "down"))
-
     def capacity_kbps(self, sender: str, receiver: str, subflows: list[str] | None = None) -> float:
         """Min-cut (max-flow) from sender to receiver over the given subflows (default all).
 

@@ -44,7 +44,6 @@ from probes.netns import (
     pid_alive,
     pid_cmdline,
     run,
-    run_ns,
     sysctl_get,
     sysctl_set,
 )
@@ -141,12 +140,6 @@ class Testbed:
             if lk.site == site and lk.label == label:
                 return lk.address
         raise KeyError(f"{site}.{label}")
-
-    def label_of(self, address: str) -> tuple[str, str] | None:
-        for lk in self.links:
-            if lk.address == address:
-                return lk.site, lk.label
-        return None
 
     # ---- queue sizing --------------------------------------------------------------------------
     def _queue_bytes(self, link: SiteLink, rate_kbps: float) -> int:
@@ -358,6 +351,7 @@ class Testbed:
             receiver_addrs={lk.label: lk.address for lk in self.site_links(r.name)},
             userspace_pm=True,
             testbed=self.name,
+            transit_ns=[self.core_ns],
         )
 
     def backend(self, name: str = "iperf3", **kw: Any):
@@ -484,7 +478,3 @@ def _raise_global_buffer_max() -> None:
         cur = sysctl_get(None, key)
         if cur is not None and int(cur) < BUFFER_MAX:
             sysctl_set(None, {key: BUFFER_MAX})
-
-
-def exec_in_site(tb: Testbed, site: str, argv: list[str], **kw: Any):
-    return run_ns(tb.ns(site), argv, **kw)

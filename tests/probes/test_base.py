@@ -46,7 +46,6 @@ def test_result_roundtrip():
     back = MeasurementResult.from_dict(d)
     assert back == res
     assert back.subflow_share("T-D") < 1e-6
-    assert back.fittable
 
 
 def test_ss_parsers_on_real_output():
