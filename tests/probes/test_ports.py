@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import socket
+from typing import ClassVar
 
 import pytest
 
@@ -37,7 +38,7 @@ def test_used_ports_sees_a_real_socket_and_the_choice_avoids_it(kind):
         assert port in used_ports(None)
 
         class Offers(random.Random):  # offers the taken port and its neighbours first
-            seq = [port, port + 1, port - 1]
+            seq: ClassVar[list[int]] = [port, port + 1, port - 1]
 
             def randint(self, a, b):
                 return self.seq.pop(0) if self.seq else super().randint(a, b)
