@@ -187,6 +187,7 @@ class Iperf3Backend:
         raw = {"server_argv": server_argv, "client_argv": client_argv,
                "server_stdout": out.server_stdout, "server_stderr": out.server_stderr,
                "client_stdout": out.client_stdout, "client_stderr": out.client_stderr,
+               "sent_bytes": cli["sent_bytes"],
                # what iperf3 read back with getsockopt right after setting (-w) the buffers
                "tool_buffers": {"sender_sndbuf": cli["sndbuf"], "sender_rcvbuf": cli["rcvbuf"],
                                 "receiver_sndbuf": srv["sndbuf"],
