@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -70,6 +71,17 @@ def test_routing_shaping_and_delay(testbed2x2):
         assert f"dev {lk.site_dev}" in out
     qd = run_ns(ns, ["tc", "qdisc", "show", "dev", "isp-T"]).stdout
     assert "tbf" in qd and "6Mbit" in qd
+    # the queue the kernel has is the stated one: status says 16 packets on T (set in the
+    # spec), the default (20 ms, the 2 x 10 ms path's BDP clamped up) on U
+    queues = {(q["isp"], q["direction"]): q for q in testbed2x2.status()["queues"]
+              if q["site"] == "A"}
+    assert queues[("T", "up")]["packets"] == 16 and queues[("T", "up")]["source"] == "isp"
+    assert queues[("U", "up")]["ms"] == 20.0 and queues[("U", "up")]["source"] == "default"
+    for dev, q in (("isp-T", queues[("T", "up")]), ("isp-U", queues[("U", "up")])):
+        (tbf,) = json.loads(run_ns(ns, ["tc", "-j", "qdisc", "show", "dev", dev]).stdout)
+        opt = tbf["options"]  # tc reports the limit as latency: (limit - burst) / rate
+        lat_ms = (q["bytes"] - opt["burst"]) * 8 / (q["rate_kbps"] * 1000) * 1000
+        assert abs(opt["lat"] / 1000 - lat_ms) < 0.5, (opt, q)
     # RTT through the delay line: 2 x 10 ms configured
     t0 = time.monotonic()
     out = run_ns(ns, ["ping", "-c", "5", "-i", "0.2", "-I", "10.1.1.1", "10.2.0.1"]).stdout
