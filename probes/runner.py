@@ -146,6 +146,9 @@ def assemble(request: MeasurementRequest, pair: HostPair, plan: SubflowPlan, out
         raise ProbeError(f"{tool}: the run did not complete")
     after = mean_after_warmup(series, request.warmup_s)
     raw = {**raw, **obs.raw, "upm_events": out.upm_events,
+           # read by the service today; observed_subflows has the same and more
+           "subflow_rtt_ms": {o.name: o.rtt_ms for o in obs.subflows if o.rtt_ms is not None},
+           "backup_flag_seen": obs.backup_seen,
            "aborted_sockets": out.aborted_sockets, "plan": {
                "allowed": plan.allowed, "excluded": plan.excluded, "bind": plan.bind_addr,
                "server": plan.server_addr, "leave_active": plan.leave_active}}

@@ -105,6 +105,7 @@ def test_iperf3_fullmesh_live(testbed2x2, cc):
     assert r.kernel["sender_cc_used"] == cc
     assert r.backup_subflows == []
     assert r.subflow_problems == []
+    assert set(r.raw["subflow_rtt_ms"]) == set(r.subflow_bytes)  # the service reads it
     for o in r.observed_subflows:  # per subflow: RTT under load, unloaded RTT (minrtt), RTO
         assert not o.backup and o.bytes_acked > 1000
         assert 20.0 <= o.min_rtt_ms <= o.rtt_ms + 0.5, o
