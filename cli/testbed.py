@@ -76,6 +76,9 @@ def status_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON"))
         typer.echo(f"{r['name']}: {health}; sites {sites}; namespaces {len(r['namespaces'])}; "
                    f"delay line pid {r['delayline_pid']} "
                    f"{'alive' if r['delayline_alive'] else 'dead'}")
+        for q in r.get("queues", []):
+            typer.echo(f"  queue {q['site']}.{q['isp']} {q['direction']} {q['rate_kbps']:g} kbit/s:"
+                       f" {q['packets']:g} packets = {q['ms']:g} ms ({q['source']})")
 
 
 # ---- congestion controls the kernel lacks, as BPF struct_ops (probes/bpf_cc) -----------------

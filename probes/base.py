@@ -7,8 +7,9 @@ topology rules (site/ISP names ``^[A-Za-z][A-Za-z0-9_]{0,31}$``, labels
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -20,8 +21,25 @@ CC_PATTERN = r"^[a-z][a-z0-9_]{0,15}$"
 SiteName = Annotated[str, Field(pattern=NAME_PATTERN)]
 SubflowName = Annotated[str, Field(pattern=SUBFLOW_PATTERN)]
 
-#: Excluded subflows may carry at most this share of the bytes (issue 3, PCDC / impact factors).
+#: Kept for the service's old relative check; the truth is ``subflow_set_problems`` (absolute).
 EXCLUSION_MAX_SHARE = 0.01
+#: An excluded (backup) subflow may carry at most this many payload bytes (bytes_acked; an idle
+#: backup subflow shows 1). Absolute, not a share: four fully used 51 kbit/s ADSL subflows are
+#: under 1 % of SRL-HU's aggregate. ``MPCOA_EXCLUDED_MAX_BYTES`` overrides it.
+DEFAULT_EXCLUDED_MAX_BYTES = 4096
+#: Warm-up (slow start, joins) left out of ``goodput_mbps`` when a request does not say.
+DEFAULT_WARMUP_S = 2.0
+PathManager = Literal["PCDC", "FullMesh"]
+_PM_ALIASES = {"pcdc": "PCDC", "fullmesh": "FullMesh"}
+
+
+def excluded_max_bytes() -> int:
+    raw = os.environ.get("MPCOA_EXCLUDED_MAX_BYTES")
+    if raw is None:
+        return DEFAULT_EXCLUDED_MAX_BYTES
+    if not raw.isdigit() or int(raw) > 1 << 30:
+        raise ValueError(f"MPCOA_EXCLUDED_MAX_BYTES: not a byte count: {raw!r}")
+    return int(raw)
 
 
 class ProbeError(RuntimeError):
@@ -83,7 +101,23 @@ class MeasurementRequest(BaseModel):
     buffer_bytes: int | None = Field(default=None, ge=4096, le=1 << 31)
     duration_s: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)
     profile: TrafficProfile = Field(default_factory=TrafficProfile.bulk)
-    path_manager: Literal["fullmesh", "pcdc"] = "fullmesh"
+    path_manager: PathManager = "FullMesh"
+    #: seconds at the start left out of goodput_mbps; default min(2 s, duration / 2)
+    warmup_s: float = Field(default=None, ge=0, le=3600, allow_inf_nan=False)  # type: ignore[assignment]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            pm = data.get("path_manager")
+            if isinstance(pm, str) and pm in _PM_ALIASES:  # old spelling, still accepted
+                data["path_manager"] = _PM_ALIASES[pm]
+            if data.get("warmup_s") is None:
+                d = data.get("duration_s", 10.0)
+                if isinstance(d, int | float) and not isinstance(d, bool):
+                    data["warmup_s"] = min(DEFAULT_WARMUP_S, d / 2)
+        return data
 
     @field_validator("allowed_subflows")
     @classmethod
@@ -99,7 +133,53 @@ class MeasurementRequest(BaseModel):
     def _sites(self) -> MeasurementRequest:
         if self.sender == self.receiver:
             raise ValueError(f"receiver: same site as sender ({self.sender!r})")
+        if self.warmup_s >= self.duration_s:
+            raise ValueError(f"warmup_s: {self.warmup_s:g} s leaves nothing of duration_s "
+                             f"{self.duration_s:g} s")
         return self
+
+
+class ObservedSubflow(BaseModel):
+    """One subflow of the probe's data connection as ``ss`` saw it on the sender (last sample)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str  #: "L-R" from the addresses, or "addr-addr" when not one of the pair's
+    backup: bool  #: the kernel's backup flag on the subflow (ss flag ``b``/``B``)
+    bytes_acked: int  #: payload acknowledged on it (an idle subflow shows 1: the SYN)
+    bytes_retrans: int = 0
+    rtt_ms: float | None = None  #: smoothed RTT under load
+    min_rtt_ms: float | None = None  #: ss ``minrtt``: the unloaded RTT estimate (Eq. 1)
+    rto_ms: float | None = None  #: ss ``rto``
+    sndbuf: int | None = None  #: skmem ``tb`` (the subflow's send buffer)
+    rcvbuf: int | None = None  #: skmem ``rb`` (the subflow's receive buffer)
+
+
+class QuietCheck(BaseModel):
+    """Both sites idle before a probe: no socket with queued data, no qdisc backlog."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    waited_s: float
+    queued_bytes: int  #: Recv-Q + Send-Q of every non-listening TCP/MPTCP socket at the end
+    backlog_bytes: int  #: sum of the qdisc backlogs in the site and core namespaces
+    quiet: bool
+    checked: list[str] = Field(default_factory=list)  #: namespaces looked at
+    busy: list[str] = Field(default_factory=list)  #: what was still busy (socket / qdisc)
+
+
+def mean_after_warmup(series: list[tuple[float, float]], warmup_s: float) -> float | None:
+    """Time-weighted mean of a (interval end s, Mbit/s) series over intervals starting at or
+    after ``warmup_s`` (50 ms of slack: tools' interval ends drift by a few ms); None when no
+    interval does."""
+    total = weight = 0.0
+    prev = 0.0
+    for t, v in series:
+        if prev >= warmup_s - 0.05 and t > prev:
+            total += v * (t - prev)
+            weight += t - prev
+        prev = t
+    return total / weight if weight > 0 else None
 
 
 class MeasurementResult(BaseModel):
@@ -110,16 +190,29 @@ class MeasurementResult(BaseModel):
     request: MeasurementRequest
     tool: str
     tool_version: str
-    #: receiver-side goodput, (seconds since start, Mbit/s), 1 s steps or finer
+    #: receiver-side goodput, (end of interval s since start, Mbit/s), warm-up included
     goodput_series: list[tuple[float, float]] = Field(default_factory=list)
+    #: mean of goodput_series after warmup_s (the figure to fit)
     goodput_mbps: float = 0.0
+    #: the tool's own mean over the whole run, warm-up included
+    goodput_mbps_total: float | None = None
+    warmup_s: float = 0.0
     bytes_received: int = 0
     #: per subflow name ("L-R"): bytes the sender got acknowledged on it (kernel's bytes_acked)
     subflow_bytes: dict[str, int] = Field(default_factory=dict)
     #: subflows that were marked backup (no payload) during the run
     backup_subflows: list[str] = Field(default_factory=list)
-    #: effective socket buffers read back: sender_sndbuf, sender_rcvbuf, receiver_sndbuf, ...
+    #: every subflow the host pair offers (the request's allowed ones plus the excluded ones)
+    expected_subflows: list[str] = Field(default_factory=list)
+    #: what the kernel really ran: the truth for subflow_set_problems
+    observed_subflows: list[ObservedSubflow] = Field(default_factory=list)
+    #: reasons the observed subflow set differs from the request (empty = as requested)
+    subflow_problems: list[str] = Field(default_factory=list)
+    #: socket buffers the kernel used (skmem tb/rb of each end's MPTCP socket, max over the
+    #: run): sender_sndbuf, sender_rcvbuf, receiver_sndbuf, receiver_rcvbuf; None = not seen
     effective_buffers: dict[str, int | None] = Field(default_factory=dict)
+    #: the pre-probe idle check of both sites (None: not checked, e.g. the host's own stack)
+    quiet_check: QuietCheck | None = None
     kernel: dict[str, Any] = Field(default_factory=dict)
     mptcp_settings: dict[str, Any] = Field(default_factory=dict)
     started_at: datetime
@@ -129,10 +222,50 @@ class MeasurementResult(BaseModel):
     fallback_reason: str | None = None
     raw: dict[str, Any] = Field(default_factory=dict)
 
-    @property
-    def fittable(self) -> bool:
-        """A run that fell back to TCP (or never ran MPTCP) is never fitted."""
-        return self.mptcp_ok
+    def subflow_set_problems(self, max_excluded_bytes: int | None = None) -> list[str]:
+        """How the observed subflows differ from the request; [] when they match.
+
+        Allowed subflows must be established, not backup, and (bulk only: a paced flow need not
+        use every path) carry payload; excluded ones must be established with the backup flag
+        and carry at most ``max_excluded_bytes`` (default ``excluded_max_bytes()``).
+        """
+        limit = excluded_max_bytes() if max_excluded_bytes is None else max_excluded_bytes
+        expected = self.expected_subflows or sorted({o.name for o in self.observed_subflows})
+        allowed = self.request.allowed_subflows or expected
+        seen = {o.name: o for o in self.observed_subflows}
+        problems = [f"subflow {n}: seen but not a subflow of this pair" for n in sorted(seen)
+                    if n not in expected]
+        for name in expected:
+            o = seen.get(name)
+            if name in allowed:
+                if o is None:
+                    problems.append(f"subflow {name}: allowed but not established")
+                elif o.backup:
+                    problems.append(f"subflow {name}: allowed but in backup")
+                elif self.request.profile.kind == "bulk" and o.bytes_acked <= 1:
+                    problems.append(f"subflow {name}: allowed but carried no payload")
+            elif o is None:
+                problems.append(f"subflow {name}: excluded but not established")
+            else:
+                if not o.backup:
+                    problems.append(f"subflow {name}: excluded but not in backup")
+                if o.bytes_acked > limit:
+                    problems.append(f"subflow {name}: excluded but carried {o.bytes_acked} "
+                                    f"bytes (limit {limit})")
+        return problems
+
+    def failure_reason(self) -> str | None:
+        """Why this probe must not be used (fallback, subflow set, busy sites); None if none."""
+        reasons = []
+        if not self.mptcp_ok:
+            reasons.append(self.fallback_reason or "no MPTCP")
+        reasons += self.subflow_problems
+        if mean_after_warmup(self.goodput_series, self.warmup_s) is None:
+            reasons.append(f"no goodput interval after the warm-up of {self.warmup_s:g} s")
+        if self.quiet_check is not None and not self.quiet_check.quiet:
+            reasons.append("sites not quiet before the probe: "
+                           + ", ".join(self.quiet_check.busy[:4]))
+        return "; ".join(reasons) or None
 
     def subflow_share(self, name: str) -> float:
         total = sum(self.subflow_bytes.values())
@@ -148,14 +281,3 @@ class MeasurementResult(BaseModel):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-@runtime_checkable
-class ProbeBackend(Protocol):
-    """A measurement tool. ``measure`` runs one measurement; ``capabilities`` checks the host."""
-
-    name: str
-
-    def measure(self, request: MeasurementRequest) -> MeasurementResult: ...
-
-    def capabilities(self) -> dict[str, Any]: ...

@@ -8,14 +8,10 @@ samples on the sender (bytes_acked of each subflow of the data connection).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import random
 import re
 import shutil
-import subprocess
-import time
 from typing import Any
 
 from probes.base import (
@@ -23,10 +19,12 @@ from probes.base import (
     MeasurementRequest,
     MeasurementResult,
     ProbeError,
-    utcnow,
 )
-from probes.context import HostPair, SsPoller, SubflowControl, kernel_info, mptcp_settings
-from probes.netns import kill_pid, run, run_ns
+from probes.context import HostPair
+from probes.netns import run
+from probes.ports import choose_port_triple
+from probes.runner import ToolRun, assemble, run_probe
+from probes.subflowctl import plan_subflows
 
 _VERSION = re.compile(r"iperf (\d+\.\d+(?:\.\d+)?)")
 
@@ -121,8 +119,11 @@ class Iperf3Backend:
     name = "iperf3"
 
     def __init__(self, pair: HostPair, binary: str = "iperf3", mptcpize: str = "mptcpize",
-                 interval_s: float = 1.0) -> None:
+                 interval_s: float = 1.0, leave_active: tuple[str, ...] = ()) -> None:
+        """``leave_active``: excluded subflows to create without the backup flag (a deliberate
+        fault, so tests can see the subflow-set check fail a probe)."""
         self.pair = pair
+        self.leave_active = tuple(leave_active)
         self.binary = binary
         self.mptcpize = mptcpize
         self.interval_s = interval_s
@@ -151,20 +152,8 @@ class Iperf3Backend:
         return caps
 
     # ---- measuring -----------------------------------------------------------------------------
-    def _wait_listening(self, port: int, proc: subprocess.Popen[str], timeout: float = 5) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            out = run_ns(self.pair.receiver_ns, ["ss", "-ltnH", "sport", "=", f":{port}"],
-                         check=False).stdout
-            if out.strip():
-                return
-            if proc.poll() is not None:
-                err = proc.stderr.read() if proc.stderr else ""
-                raise ProbeError(f"iperf3 server exited early: {err}")
-            time.sleep(0.05)
-        raise ProbeError(f"iperf3 server not listening on port {port} after {timeout} s")
-
-    def measure(self, request: MeasurementRequest) -> MeasurementResult:
+    def check_request(self, request: MeasurementRequest) -> str:
+        """The tool's version, after checking both hosts can run the request."""
         caps = self.capabilities()
         for side in ("sender", "receiver"):
             if not caps[side]["mptcp_enabled"]:
@@ -173,119 +162,38 @@ class Iperf3Backend:
                 raise CapabilityError(
                     f"{side}: congestion control {request.cc!r} not available "
                     f"(have: {', '.join(caps[side]['congestion_controls'])})")
-        version = caps["version"]
+        return caps["version"]
+
+    def measure(self, request: MeasurementRequest) -> MeasurementResult:
+        version = self.check_request(request)
         pair = self.pair
-        all_sf = pair.all_subflows()
-        allowed = request.allowed_subflows or all_sf
-        unknown = [s for s in allowed if s not in all_sf]
-        if unknown:
-            raise ProbeError(f"allowed_subflows: unknown subflow(s) {unknown} (have {all_sf})")
-        backups = [s for s in all_sf if s not in allowed]
-        port = random.randint(20000, 39999)  # noqa: S311 - not for security
-        control: SubflowControl | None = None
-        if backups:
-            if not pair.userspace_pm:
-                raise CapabilityError("subflow control needs the userspace path manager on the "
-                                      "sender (not permitted for this host pair)")
-            lo, re_ = allowed[0].split("-")
-            bind, server_addr = pair.sender_addrs[lo], pair.receiver_addrs[re_]
-            ids = {lbl: i + 1 for i, lbl in enumerate(pair.sender_addrs)}
-            pairs = [(pair.sender_addrs[s.split("-")[0]], ids[s.split("-")[0]],
-                      pair.receiver_addrs[s.split("-")[1]], s in backups) for s in all_sf]
-            control = SubflowControl(pair, pairs, port)
-        else:
-            bind, server_addr = None, next(iter(pair.receiver_addrs.values()))
+        plan = plan_subflows(pair, request, self.leave_active)
+        port = choose_port_triple([pair.sender_ns, pair.receiver_ns])
         server_argv, client_argv = build_commands(
-            request, binary=self.binary, version=version, port=port, server_addr=server_addr,
-            bind_addr=bind, interval_s=self.interval_s, mptcpize=self.mptcpize)
-        settings = {"sender": mptcp_settings(pair.sender_ns),
-                    "receiver": mptcp_settings(pair.receiver_ns)}
-        poller = SsPoller(pair.sender_ns, port)
-        started = utcnow()
-        server = subprocess.Popen(  # noqa: S603 - argv from validated values
-            pair.receiver(server_argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
-        client_out = client_err = ""
+            request, binary=self.binary, version=version, port=port,
+            server_addr=plan.server_addr, bind_addr=plan.bind_addr, interval_s=self.interval_s,
+            mptcpize=self.mptcpize)
+        out = run_probe(pair, plan, ToolRun(
+            tool="iperf3", server_argv=server_argv, client_argv=client_argv, data_port=port,
+            listen_port=port, ports=[port - 1, port, port + 1],
+            client_timeout_s=request.duration_s + 30))
         try:
-            self._wait_listening(port, server)
-            with control if control is not None else contextlib.nullcontext():
-                if control is not None:
-                    settings["sender"]["path_manager_used"] = "userspace"
-                poller.start()
-                try:
-                    cp = subprocess.run(  # noqa: S603
-                        pair.sender(client_argv), capture_output=True, text=True,
-                        timeout=request.duration_s + 30, check=False)
-                    client_out, client_err = cp.stdout, cp.stderr
-                except subprocess.TimeoutExpired:
-                    raise ProbeError(f"iperf3 client: no end after {request.duration_s + 30} s"
-                                     ) from None
-                finally:
-                    poller.stop()
-            if cp.returncode != 0 and not client_out.strip():
-                # The client died before it connected: the one-shot server would wait for ever.
-                raise ProbeError(f"iperf3 client exited with status {cp.returncode}: "
-                                 f"{client_err.strip()[:300]}")
-            try:
-                server_out, server_err = server.communicate(timeout=15)
-            except subprocess.TimeoutExpired:
-                raise ProbeError("iperf3 server: no result 15 s after the client ended") from None
-        finally:
-            if server.poll() is None:
-                kill_pid(server.pid)
-                server.wait()
-        ended = utcnow()
-        raw: dict[str, Any] = {
-            "server_argv": server_argv, "client_argv": client_argv,
-            "server_stdout": server_out, "server_stderr": server_err,
-            "client_stdout": client_out, "client_stderr": client_err,
-            "ss_last": poller.last_raw, "ss_samples": poller.samples,
-        }
-        if control is not None:
-            raw["upm_events"] = control.events
-        try:
-            srv = parse_server_json(json.loads(server_out))
-            cli = parse_client_json(json.loads(client_out))
+            srv = parse_server_json(json.loads(out.server_stdout))
+            cli = parse_client_json(json.loads(out.client_stdout))
         except ValueError as exc:
             raise ProbeError(f"iperf3: unreadable JSON output ({exc}); stderr: "
-                             f"{client_err.strip()[:300]} {server_err.strip()[:300]}") from None
-        token, sfs = poller.data_connection()
-        subflow_bytes: dict[str, int] = {}
-        backup_seen: list[str] = []
-        for sf in sfs:
-            name = pair.subflow_name(sf["local"], sf["remote"]) or f"{sf['local']}-{sf['remote']}"
-            subflow_bytes[name] = subflow_bytes.get(name, 0) + sf["bytes_acked"]
-            if sf["backup"]:
-                backup_seen.append(name)
-        raw["backup_flag_seen"] = sorted(set(backup_seen))
-        raw["subflow_rtt_ms"] = {
-            pair.subflow_name(sf["local"], sf["remote"]) or f"{sf['local']}-{sf['remote']}":
-            sf["rtt_ms"] for sf in sfs if sf["rtt_ms"] is not None
-        }
-        msk = poller.msk.get(token or "", {})
-        fallback_reason = None
-        if token is None:
-            fallback_reason = "no MPTCP subflow seen on the sender (plain TCP)"
-        elif msk.get("fallback"):
-            fallback_reason = "MPTCP connection fell back to TCP"
-        return MeasurementResult(
-            request=request,
-            tool="iperf3",
-            tool_version=version,
-            goodput_series=srv["series"],
-            goodput_mbps=srv["mbps"],
-            bytes_received=srv["bytes"],
-            subflow_bytes=subflow_bytes,
-            backup_subflows=sorted(set(backups) | set(backup_seen)),
-            effective_buffers={"sender_sndbuf": cli["sndbuf"], "sender_rcvbuf": cli["rcvbuf"],
-                               "receiver_sndbuf": srv["sndbuf"], "receiver_rcvbuf": srv["rcvbuf"]},
-            kernel={**kernel_info(pair.sender_ns), "sender_cc_used": cli["cc"],
-                    "receiver_cc_used": srv["cc"]},
-            mptcp_settings=settings,
-            started_at=started,
-            ended_at=ended,
-            mptcp_ok=fallback_reason is None,
-            subflow_count=len(sfs),
-            fallback_reason=fallback_reason,
-            raw=raw,
-        )
+                             f"{out.client_stderr.strip()[:300]} {out.server_stderr.strip()[:300]}"
+                             ) from None
+        raw = {"server_argv": server_argv, "client_argv": client_argv,
+               "server_stdout": out.server_stdout, "server_stderr": out.server_stderr,
+               "client_stdout": out.client_stdout, "client_stderr": out.client_stderr,
+               "sent_bytes": cli["sent_bytes"],
+               # what iperf3 read back with getsockopt right after setting (-w) the buffers
+               "tool_buffers": {"sender_sndbuf": cli["sndbuf"], "sender_rcvbuf": cli["rcvbuf"],
+                                "receiver_sndbuf": srv["sndbuf"],
+                                "receiver_rcvbuf": srv["rcvbuf"]}}
+        return assemble(request, pair, plan, out, tool="iperf3", version=version,
+                        series=srv["series"], total_mbps=srv["mbps"],
+                        bytes_received=srv["bytes"],
+                        kernel_extra={"sender_cc_used": cli["cc"], "receiver_cc_used": srv["cc"]},
+                        raw=raw)

@@ -10,6 +10,11 @@
 FLOWSPEC: ``const<rate>:const<size>:const0:0:cc=<cc>[:sndbuf=B:rcvbuf=B]:description=<d>``;
 bulk is rate 0 (saturated) with 1400-byte frames.
 
+Ports (2.x, checked live with 2.0.10 and in the fixtures' ``active.log``): the passive side
+started with ``P`` listens for TCP/UDP/SCTP/DCCP data on P, for **MPTCP data on P-1** and for
+control on P+1; the active side's MPTCP data connection goes to P-1, so that is the port the
+observer and the userspace path manager watch (``data_port``).
+
 Goodput is the *passive* (receiving) side's: ``netPerfMeter.passive.flow[N]`` "Received Bytes"
 and the per-second rows of ``run-passive.vec``. Files may be plain or ``.bz2``.
 """
@@ -18,20 +23,21 @@ from __future__ import annotations
 
 import bz2
 import math
-import random
+import os
 import re
 import shlex
 import shutil
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from probes.base import CapabilityError, MeasurementRequest, MeasurementResult, ProbeError, utcnow
+from probes.base import CapabilityError, MeasurementRequest, MeasurementResult, ProbeError
 from probes.capabilities import NETPERFMETER_VERSION, check_host, require
-from probes.context import HostPair, SsPoller, kernel_info, mptcp_settings
-from probes.netns import kill_pid, run
+from probes.context import HostPair
+from probes.netns import run
+from probes.ports import choose_port_triple
+from probes.runner import ToolRun, assemble, run_probe
+from probes.subflowctl import plan_subflows
 
 BULK_FRAME_SIZE = 1400
 _SCALAR = re.compile(r'^scalar\s+"([^"]+)"\s+"([^"]+)"\s+(\S+)\s*$')
@@ -45,6 +51,27 @@ def parse_version(text: str) -> str | None:
 def is_legacy(version: str) -> bool:
     major = int(version.split(".")[0])
     return major < 2
+
+
+def data_port(port: int, version: str) -> int:
+    """Where the MPTCP data connection goes for a passive side started on ``port``."""
+    return port if is_legacy(version) else port - 1
+
+
+_CONNECT = re.compile(r"connecting (\w+) socket to ([0-9.]+|\[[0-9a-fA-F:]+\]):(\d+)")
+_CONTROL = re.compile(r"Control Address\s*=\s*([0-9.]+|\[[0-9a-fA-F:]+\]):(\d+)")
+
+
+def parse_active_log(text: str) -> dict[str, Any]:
+    """Data connections ``[(protocol, address, port)]`` and the control address the active
+    side's log names (ANSI colours are ignored)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    ctrl = _CONTROL.search(text)
+    return {
+        "data": [(m.group(1), m.group(2), int(m.group(3))) for m in _CONNECT.finditer(text)],
+        "control": (ctrl.group(1), int(ctrl.group(2))) if ctrl else None,
+        "version": parse_version(text),
+    }
 
 
 def flowspec(request: MeasurementRequest, description: str | None = None) -> str:
@@ -70,8 +97,10 @@ def build_commands(
     outdir: str,
     binary: str = "netperfmeter",
     compress: bool = False,
+    local: str | None = None,
 ) -> tuple[list[str], list[str]]:
-    """(passive argv, active argv), chosen by the tool's version."""
+    """(passive argv, active argv), chosen by the tool's version. ``local``: the active side's
+    data address (the connection's first subflow), given before the flow as 2.x requires."""
     runtime = str(max(1, math.ceil(request.duration_s)))
     ext = ".bz2" if compress else ""
     cfg, sca, vec = f"{outdir}/run.config", f"{outdir}/run.sca{ext}", f"{outdir}/run.vec{ext}"
@@ -86,6 +115,7 @@ def build_commands(
             f"-config={cfg}",
             f"-scalar={sca}",
             f"-vector={vec}",
+            *([f"-local={local}"] if local else []),
             "-tcp",
             f"{spec}:cmt=mptcp",
         ]
@@ -104,6 +134,7 @@ def build_commands(
             sca,
             "--vector",
             vec,
+            *(["--local", local] if local else []),
             "--mptcp",
             spec,
         ]
@@ -240,21 +271,26 @@ def parse_results(directory: str | Path, prefix: str = "run") -> dict[str, Any]:
     }
 
 
+def default_binary() -> str:
+    """``MPCOA_NETPERFMETER`` (a path or a name on PATH), else ``netperfmeter``."""
+    return os.environ.get("MPCOA_NETPERFMETER") or "netperfmeter"
+
+
 class NetPerfMeterBackend:
     name = "netperfmeter"
 
-    def __init__(
-        self, pair: HostPair, binary: str = "netperfmeter", compress: bool = False
-    ) -> None:
+    def __init__(self, pair: HostPair, binary: str | None = None, compress: bool = False,
+                 leave_active: tuple[str, ...] = ()) -> None:
         self.pair = pair
-        self.binary = binary
+        self.binary = binary or default_binary()
         self.compress = compress
+        self.leave_active = tuple(leave_active)
 
     def version(self) -> str:
         if shutil.which(self.binary) is None:
             raise CapabilityError(
                 f"netperfmeter: binary {self.binary!r} not found (NetPerfMeter 2.x is not packaged "
-                "by Debian 12; build it or give its path)"
+                "by Debian 12; build it and give its path in MPCOA_NETPERFMETER)"
             )
         cp = run([self.binary, "--version"], check=False, timeout=10)
         v = parse_version(cp.stdout + cp.stderr)
@@ -270,113 +306,45 @@ class NetPerfMeterBackend:
         s, r = check_host(self.pair.sender_ns), check_host(self.pair.receiver_ns)
         require(s)
         require(r, sctp=is_legacy(v))  # 1.9's passive side refuses to start without SCTP
-        return {
-            "tool": "netperfmeter",
-            "version": v,
-            "legacy": is_legacy(v),
-            "sender": s,
-            "receiver": r,
-        }
+        return {"tool": "netperfmeter", "version": v, "legacy": is_legacy(v),
+                "sender": s, "receiver": r}
+
+    def tool_run(self, request: MeasurementRequest, version: str, port: int, outdir: str,
+                 server_addr: str, bind_addr: str | None) -> ToolRun:
+        passive, active = build_commands(
+            request, version=version, address=server_addr, port=port, outdir=outdir,
+            binary=self.binary, compress=self.compress, local=bind_addr)
+        return ToolRun(
+            tool="netperfmeter", server_argv=passive, client_argv=active,
+            data_port=data_port(port, version), listen_port=port + 1,
+            ports=[port - 1, port, port + 1], client_timeout_s=request.duration_s + 60,
+            client_cwd=outdir, server_merge_stderr=True, server_wait_s=1.0)
 
     def measure(self, request: MeasurementRequest) -> MeasurementResult:
         caps = self.capabilities()
         for side in ("sender", "receiver"):
             require(caps[side], ccs=[request.cc])
-        if request.allowed_subflows and set(request.allowed_subflows) != set(
-            self.pair.all_subflows()
-        ):
-            raise CapabilityError(
-                "netperfmeter backend: subflow control is only implemented in the iperf3 backend"
-            )
         version = caps["version"]
-        port = random.randint(20000, 39998)  # noqa: S311 - not for security
+        plan = plan_subflows(self.pair, request, self.leave_active)
+        port = choose_port_triple([self.pair.sender_ns, self.pair.receiver_ns])
         outdir = tempfile.mkdtemp(prefix="mpcoa-npm-", dir=self.pair.workdir)
-        address = next(iter(self.pair.receiver_addrs.values()))
-        passive, active = build_commands(
-            request,
-            version=version,
-            address=address,
-            port=port,
-            outdir=outdir,
-            binary=self.binary,
-            compress=self.compress,
-        )
-        settings = {
-            "sender": mptcp_settings(self.pair.sender_ns),
-            "receiver": mptcp_settings(self.pair.receiver_ns),
-        }
-        poller = SsPoller(self.pair.sender_ns, port)
-        started = utcnow()
-        srv = subprocess.Popen(  # noqa: S603 - argv from validated values
-            self.pair.receiver(passive),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        try:
-            time.sleep(0.5)
-            poller.start()
-            try:
-                cp = subprocess.run(  # noqa: S603
-                    self.pair.sender(active),
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                    timeout=request.duration_s + 60,
-                    cwd=outdir,
-                )
-            finally:
-                poller.stop()
-        finally:
-            kill_pid(srv.pid)
-            srv.wait()
-        ended = utcnow()
-        (Path(outdir) / "active.log").write_text(cp.stdout + cp.stderr)
-        if cp.returncode != 0:
-            raise ProbeError(
-                f"netperfmeter active side failed ({cp.returncode}): "
-                f"{(cp.stdout + cp.stderr)[-500:]}"
-            )
+        cmd = self.tool_run(request, version, port, outdir, plan.server_addr, plan.bind_addr)
+        out = run_probe(self.pair, plan, cmd)
+        log = out.client_stdout + out.client_stderr
+        (Path(outdir) / "active.log").write_text(log)
+        if out.client_returncode != 0:
+            raise ProbeError(f"netperfmeter active side failed ({out.client_returncode}): "
+                             f"{log[-500:]}")
         res = parse_results(outdir)
-        token, sfs = poller.data_connection()
-        subflow_bytes: dict[str, int] = {}
-        for sf in sfs:
-            name = (
-                self.pair.subflow_name(sf["local"], sf["remote"]) or f"{sf['local']}-{sf['remote']}"
-            )
-            subflow_bytes[name] = subflow_bytes.get(name, 0) + sf["bytes_acked"]
-        fallback = None
-        if token is None:
-            fallback = "no MPTCP subflow seen on the sender (plain TCP)"
-        elif poller.msk.get(token, {}).get("fallback"):
-            fallback = "MPTCP connection fell back to TCP"
-        return MeasurementResult(
-            request=request,
-            tool="netperfmeter",
-            tool_version=version,
-            goodput_series=res["series"],
-            goodput_mbps=res["goodput_mbps"],
-            bytes_received=res["received_bytes"],
-            subflow_bytes=subflow_bytes,
-            effective_buffers={
-                "sender_sndbuf": request.buffer_bytes,
-                "sender_rcvbuf": request.buffer_bytes,
-                "receiver_sndbuf": request.buffer_bytes,
-                "receiver_rcvbuf": request.buffer_bytes,
-            },
-            kernel=kernel_info(self.pair.sender_ns),
-            mptcp_settings=settings,
-            started_at=started,
-            ended_at=ended,
-            mptcp_ok=fallback is None,
-            subflow_count=len(sfs),
-            fallback_reason=fallback,
-            raw={
-                "passive_argv": passive,
-                "active_argv": active,
-                "outdir": outdir,
-                "active_log": cp.stdout + cp.stderr,
-                "results": res,
-            },
-        )
+        connected = parse_active_log(log)
+        watched = [p for proto, _a, p in connected["data"] if proto == "MPTCP"]
+        if watched and cmd.data_port not in watched:
+            raise ProbeError(f"netperfmeter: MPTCP data went to port(s) {watched}, the observer "
+                             f"watched {cmd.data_port}")
+        raw = {"passive_argv": cmd.server_argv, "active_argv": cmd.client_argv,
+               "outdir": outdir, "active_log": log, "passive_log": out.server_stdout,
+               "results": res, "connections": connected}
+        return assemble(request, self.pair, plan, out, tool="netperfmeter", version=version,
+                        series=res["series"], total_mbps=res["goodput_mbps"],
+                        bytes_received=res["received_bytes"],
+                        kernel_extra={"cc_requested": res["cc"]}, raw=raw)

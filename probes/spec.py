@@ -48,6 +48,15 @@ class SpecError(ValueError):
     """A topology file was refused; the message names the field."""
 
 
+QueueMs = Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)]
+QueuePackets = Annotated[int, Field(ge=1, le=100_000)]
+
+
+def _one_queue_size(obj: Any, where: str) -> None:
+    if obj.queue_ms is not None and obj.queue_packets is not None:
+        raise ValueError(f"{where}queue_ms: give queue_ms or queue_packets, not both")
+
+
 class IspSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -55,6 +64,14 @@ class IspSpec(BaseModel):
     label: Label
     down_kbps: Kbps
     up_kbps: Kbps
+    #: this ISP link's bottleneck queue (both directions), overriding the testbed's
+    queue_ms: QueueMs | None = None
+    queue_packets: QueuePackets | None = None
+
+    @model_validator(mode="after")
+    def _queue(self) -> IspSpec:
+        _one_queue_size(self, "")
+        return self
 
 
 class SiteSpec(BaseModel):
@@ -117,15 +134,18 @@ class TestbedSpec(BaseModel):
     name: Annotated[str, Field(pattern=TESTBED_NAME_PATTERN)]
     description: str = Field(default="", max_length=2000)
     rate_scale: float = Field(default=1.0, gt=0, le=1000, allow_inf_nan=False)
-    #: bottleneck queue per link, in ms at the link's rate; None = one BDP of the link's
-    #: slowest path (clamped to 20..500 ms)
-    queue_ms: float | None = Field(default=None, gt=0, le=10_000, allow_inf_nan=False)
+    #: bottleneck queue of every link, in ms at the link's rate or in packets (1514 bytes);
+    #: neither = one BDP of the link's slowest path, 20..500 ms, at least 2 packets
+    #: (probes/queues.py). An ISP's own queue_ms / queue_packets overrides it.
+    queue_ms: QueueMs | None = None
+    queue_packets: QueuePackets | None = None
     sites: list[SiteSpec] = Field(min_length=2, max_length=2)
     defaults: PathDefaults = Field(default_factory=PathDefaults)
     paths: dict[str, PathSpec] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check(self) -> TestbedSpec:
+        _one_queue_size(self, "")
         a, b = self.sites
         if a.name == b.name:
             raise ValueError(f"sites: both sites are named {a.name!r}")
@@ -185,10 +205,6 @@ class TestbedSpec(BaseModel):
     def subflow_names(self, sender: str, receiver: str) -> list[str]:
         s, r = self.site(sender), self.site(receiver)
         return [f"{x.label}-{y.label}" for x in s.isps for y in r.isps]
-
-    def subflow_capacity_kbps(self, sender: str, receiver: str, name: str) -> float:
-        lo, re = name.split("-")
-        return min(self.rate_kbps(sender, lo, "up"), self.rate_kbps(receiver, re, "down"))
 
     def capacity_kbps(self, sender: str, receiver: str, subflows: list[str] | None = None) -> float:
         """Min-cut (max-flow) from sender to receiver over the given subflows (default all).

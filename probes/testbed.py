@@ -44,10 +44,10 @@ from probes.netns import (
     pid_alive,
     pid_cmdline,
     run,
-    run_ns,
     sysctl_get,
     sysctl_set,
 )
+from probes.queues import link_queue, queue_table
 from probes.spec import TestbedSpec, parse_spec
 
 STATE_ROOT = Path(os.environ.get("MPCOA_TESTBED_STATE", "/run/mpcoa/testbeds"))
@@ -142,25 +142,9 @@ class Testbed:
                 return lk.address
         raise KeyError(f"{site}.{label}")
 
-    def label_of(self, address: str) -> tuple[str, str] | None:
-        for lk in self.links:
-            if lk.address == address:
-                return lk.site, lk.label
-        return None
-
     # ---- queue sizing --------------------------------------------------------------------------
     def _queue_bytes(self, link: SiteLink, rate_kbps: float) -> int:
-        if self.spec.queue_ms is not None:
-            q_ms = self.spec.queue_ms
-        else:
-            delays = [
-                p.delay_ms
-                for p in self.spec.resolved_paths()
-                if (link.site_index == 0 and p.a_label == link.label)
-                or (link.site_index == 1 and p.b_label == link.label)
-            ]
-            q_ms = min(500.0, max(20.0, 2.0 * max(delays, default=0.0)))
-        return max(16 * 1514, int(rate_kbps * 1000 / 8 * q_ms / 1000))
+        return link_queue(self.spec, link.site_index, link.label, rate_kbps)["bytes"]
 
     @staticmethod
     def _burst_bytes(rate_kbps: float) -> int:
@@ -358,6 +342,7 @@ class Testbed:
             receiver_addrs={lk.label: lk.address for lk in self.site_links(r.name)},
             userspace_pm=True,
             testbed=self.name,
+            transit_ns=[self.core_ns],
         )
 
     def backend(self, name: str = "iperf3", **kw: Any):
@@ -454,8 +439,17 @@ def testbed_status(name: str) -> dict[str, Any]:
         "sites": {s["name"]: [i["label"] for i in s["isps"]] for s in sites},
         "direction": st.get("direction"),
         "rate_scale": spec.get("rate_scale"),
+        "queues": _queues_of(spec),
         "healthy": bool(st) and alive and len(nss) == expected,
     }
+
+
+def _queues_of(spec_data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The links' queues from a stored spec ([] when it cannot be read)."""
+    try:
+        return queue_table(parse_spec(spec_data))
+    except ValueError:
+        return []
 
 
 def status() -> list[dict[str, Any]]:
@@ -484,7 +478,3 @@ def _raise_global_buffer_max() -> None:
         cur = sysctl_get(None, key)
         if cur is not None and int(cur) < BUFFER_MAX:
             sysctl_set(None, {key: BUFFER_MAX})
-
-
-def exec_in_site(tb: Testbed, site: str, argv: list[str], **kw: Any):
-    return run_ns(tb.ns(site), argv, **kw)

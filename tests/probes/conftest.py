@@ -23,10 +23,12 @@ def small_spec(name: str, **over) -> TestbedSpec:
         "sites": [
             {"name": "A", "isps": [
                 {"name": "Uninett", "label": "U", "down_kbps": 12000, "up_kbps": 12000},
-                {"name": "Telenor", "label": "T", "down_kbps": 6000, "up_kbps": 6000}]},
+                {"name": "Telenor", "label": "T", "down_kbps": 6000, "up_kbps": 6000,
+                 "queue_packets": 16}]},
             {"name": "B", "isps": [
                 {"name": "DFN", "label": "D", "down_kbps": 12000, "up_kbps": 12000},
-                {"name": "Other", "label": "O", "down_kbps": 6000, "up_kbps": 6000}]},
+                {"name": "Other", "label": "O", "down_kbps": 6000, "up_kbps": 6000,
+                 "queue_packets": 16}]},
         ],
         "defaults": {"delay_ms": 10},
     }

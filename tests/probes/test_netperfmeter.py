@@ -14,8 +14,10 @@ from probes.context import HostPair
 from probes.netperfmeter import (
     NetPerfMeterBackend,
     build_commands,
+    data_port,
     flowspec,
     is_legacy,
+    parse_active_log,
     parse_config,
     parse_flow_vector,
     parse_results,
@@ -23,6 +25,7 @@ from probes.netperfmeter import (
     parse_version,
     read_text,
 )
+from probes.subflowctl import SubflowControl, plan_subflows
 
 FIX = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "netperfmeter"
 if not FIX.exists():  # the work tree may sit elsewhere; shared/ is beside the repository
@@ -143,3 +146,73 @@ def test_missing_binary_is_a_clear_error(tmp_path):
     backend = NetPerfMeterBackend(pair, binary=str(tmp_path / "no-such-netperfmeter"))
     with pytest.raises(CapabilityError, match="netperfmeter"):
         backend.capabilities()
+
+
+# ---- ports, subflow control and the binary's path ---------------------------------------------
+PAIR = HostPair("mpcoa-x-site-A", "mpcoa-x-site-B", {"U": "10.1.0.1", "T": "10.1.1.1"},
+                {"D": "10.2.0.1", "O": "10.2.1.1"}, userspace_pm=True)
+
+
+@pytest.mark.parametrize("folder", ["mptcp-bulk-cubic-4MiB", "mptcp-bulk-reno-1MiB-bz2",
+                                    "mptcp-video-reno-1MiB"])
+def test_fixture_logs_say_mptcp_data_goes_to_port_minus_one(folder):
+    log = parse_active_log((FIX / folder / "active.log").read_text())
+    assert log["version"] == "2.0.10"
+    assert log["control"] == ("10.9.0.1", 9001)
+    assert log["data"] == [("MPTCP", "10.9.0.1", 8999)]
+    # the passive side of these runs was started on 9000: our rule gives the same data port
+    assert data_port(9000, "2.0.10") == 8999
+    assert data_port(9000, "1.9.4") == 9000  # 1.9's -tcp ...:cmt=mptcp used the TCP port
+
+
+def test_the_observer_and_the_path_manager_watch_p_minus_1(tmp_path):
+    backend = NetPerfMeterBackend(PAIR, binary="/opt/npm/netperfmeter")
+    request = req(cc="cubic", allowed_subflows=["T-O", "U-D"], path_manager="PCDC")
+    plan = plan_subflows(PAIR, request)
+    assert plan.excluded == ["U-O", "T-D"] and plan.bind_addr == "10.1.1.1"
+    cmd = backend.tool_run(request, "2.0.10", 24000, str(tmp_path), plan.server_addr,
+                           plan.bind_addr)
+    assert cmd.data_port == 23999 and cmd.listen_port == 24001
+    assert cmd.ports == [23999, 24000, 24001]
+    assert cmd.server_argv == ["/opt/npm/netperfmeter", "24000", "--control-over-tcp",
+                               "--nodisplay"]
+    # the connection starts on the first allowed subflow: T -> O
+    assert cmd.client_argv[1] == "10.2.1.1:24000"
+    i = cmd.client_argv.index("--local")
+    assert cmd.client_argv[i + 1] == "10.1.1.1" and cmd.client_argv[i + 2] == "--mptcp"
+    cfg = SubflowControl(PAIR, plan, cmd.data_port).config()
+    assert cfg["dport"] == 23999
+    backup = {(s["local"], s["remote"]): s["backup"] for s in cfg["subflows"]}
+    assert backup == {("10.1.0.1", "10.2.0.1"): False, ("10.1.0.1", "10.2.1.1"): True,
+                      ("10.1.1.1", "10.2.0.1"): True, ("10.1.1.1", "10.2.1.1"): False}
+
+
+def test_fullmesh_needs_no_local_address(tmp_path):
+    backend = NetPerfMeterBackend(PAIR, binary="netperfmeter")
+    plan = plan_subflows(PAIR, req(cc="reno"))
+    assert not plan.controlled and plan.bind_addr is None
+    cmd = backend.tool_run(req(cc="reno"), "2.0.10", 30000, str(tmp_path), plan.server_addr,
+                           None)
+    assert "--local" not in cmd.client_argv and cmd.client_argv[1] == "10.2.0.1:30000"
+    assert cmd.data_port == 29999
+
+
+def test_binary_from_the_environment(monkeypatch, tmp_path):
+    missing = str(tmp_path / "bin" / "netperfmeter")
+    monkeypatch.setenv("MPCOA_NETPERFMETER", missing)
+    backend = NetPerfMeterBackend(PAIR)
+    assert backend.binary == missing
+    with pytest.raises(CapabilityError, match="MPCOA_NETPERFMETER"):
+        backend.capabilities()
+    monkeypatch.delenv("MPCOA_NETPERFMETER")
+    assert NetPerfMeterBackend(PAIR).binary == "netperfmeter"
+
+
+def test_warmup_excluded_from_the_fixture_goodput():
+    from probes.base import mean_after_warmup
+
+    r = parse_results(FIX / "mptcp-bulk-cubic-4MiB")
+    after = mean_after_warmup(r["series"], 2.0)
+    inner = [v for t, v in r["series"] if t > 2.9]
+    assert after == pytest.approx(sum(inner) / len(inner), rel=0.03)
+    assert after > r["series"][0][1]  # slow start is the first second, left out

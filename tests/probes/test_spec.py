@@ -149,3 +149,34 @@ def test_min_cut_capacity():
     assert spec.capacity_kbps("A", "B") == pytest.approx(23000)
     assert spec.capacity_kbps("A", "B", ["T-D", "T-O"]) == pytest.approx(5000)
     assert spec.capacity_kbps("A", "B", ["U-O", "T-O"]) == pytest.approx(3000)
+
+
+def test_queue_is_a_stated_parameter():
+    from probes.queues import FRAME_BYTES, queue_table
+
+    d = base()
+    d["queue_ms"], d["queue_packets"] = 50, 10
+    refused(d, "queue_ms", "not both")
+    d = base()
+    d["sites"][0]["isps"][0]["queue_packets"] = 0
+    refused(d, "sites.0.isps.0.queue_packets")
+    d = base()
+    d["queue_ms"] = 40
+    d["sites"][1]["isps"][0]["queue_packets"] = 5
+    rows = {(r["site"], r["direction"]): r for r in queue_table(parse_spec(d))}
+    # testbed-wide 40 ms at 20 Mbit/s; the ISP's own 5 packets win over it
+    assert rows[("A", "up")]["bytes"] == 100_000 and rows[("A", "up")]["source"] == "testbed"
+    assert rows[("B", "up")]["bytes"] == 5 * FRAME_BYTES and rows[("B", "up")]["source"] == "isp"
+    assert rows[("B", "up")]["ms"] == pytest.approx(5 * FRAME_BYTES * 8 / 10_000, abs=0.1)
+
+
+def test_default_queue_no_longer_seconds_on_a_thin_uplink():
+    from probes.queues import MIN_PACKETS, queue_table
+
+    rows = queue_table(load_spec(scenario_path("srl-hu")))
+    assert all(r["source"] == "default" for r in rows)
+    assert all(r["packets"] >= MIN_PACKETS for r in rows)
+    # every queue is at most 500 ms, or the 2-frame floor where that is less than 2 frames
+    assert all(r["ms"] <= 500.0 or r["packets"] == MIN_PACKETS for r in rows), rows
+    thinnest = min(rows, key=lambda r: r["rate_kbps"])
+    assert thinnest["ms"] < 3800 / 2, thinnest  # the 16-frame floor made it 3.8 s

@@ -47,6 +47,11 @@ def test_up_status_down(tmp_path):
         st = json.loads(mpcoa("status", "--json").stdout)
         mine = [s for s in st if s["name"] == name]
         assert len(mine) == 1 and mine[0]["healthy"]
+        assert {(q["isp"], q["direction"]) for q in mine[0]["queues"] if q["site"] == "A"} == {
+            ("U", "up"), ("U", "down"), ("T", "up"), ("T", "down")}
+        text = mpcoa("status").stdout
+        assert "queue A.T up 6000 kbit/s: 16 packets = 32.3 ms (isp)" in text, text
+        assert "queue A.U up 12000 kbit/s: 19.8 packets = 20 ms (default)" in text, text
         pid = mine[0]["delayline_pid"]
     finally:
         out = mpcoa("down", name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -11,7 +12,12 @@ import time
 import pytest
 
 from probes import testbed as tbmod
-from probes.base import EXCLUSION_MAX_SHARE, MeasurementRequest, MeasurementResult
+from probes.base import (
+    DEFAULT_EXCLUDED_MAX_BYTES,
+    EXCLUSION_MAX_SHARE,
+    MeasurementRequest,
+    MeasurementResult,
+)
 from probes.netns import pid_alive, run_ns
 from tests.probes.conftest import assert_nothing_left, small_spec, unique_name
 
@@ -27,7 +33,22 @@ def check_result(r: MeasurementResult, capacity: float) -> None:
     assert len(r.goodput_series) >= 3
     assert r.started_at < r.ended_at
     assert r.mptcp_settings["sender"]["endpoints"]
-    assert r.effective_buffers["sender_sndbuf"] and r.effective_buffers["receiver_rcvbuf"]
+    # buffers as the kernel had them on both ends (skmem of each end's MPTCP socket)
+    assert all(r.effective_buffers[k] for k in ("sender_sndbuf", "sender_rcvbuf",
+                                                "receiver_sndbuf", "receiver_rcvbuf")), \
+        r.effective_buffers
+    # both sites were idle before the probe, and that check is stored with it
+    assert r.quiet_check is not None and r.quiet_check.quiet, r.quiet_check
+    assert r.quiet_check.queued_bytes == 0 and r.quiet_check.backlog_bytes == 0
+    # goodput_mbps leaves the warm-up out; the series keeps it
+    assert r.warmup_s == r.request.warmup_s > 0
+    assert r.goodput_series[0][0] <= r.warmup_s
+    starts = [0.0] + [t for t, _ in r.goodput_series[:-1]]
+    after = [v for t0, (_t, v) in zip(starts, r.goodput_series, strict=True)
+             if t0 >= r.warmup_s - 0.05]
+    assert len(after) < len(r.goodput_series)
+    assert after and r.goodput_mbps == pytest.approx(sum(after) / len(after), rel=0.02)
+    assert r.failure_reason() is None, r.failure_reason()
     # stored as JSON and read back unchanged
     assert MeasurementResult.from_dict(r.to_dict()).goodput_mbps == r.goodput_mbps
 
@@ -50,6 +71,17 @@ def test_routing_shaping_and_delay(testbed2x2):
         assert f"dev {lk.site_dev}" in out
     qd = run_ns(ns, ["tc", "qdisc", "show", "dev", "isp-T"]).stdout
     assert "tbf" in qd and "6Mbit" in qd
+    # the queue the kernel has is the stated one: status says 16 packets on T (set in the
+    # spec), the default (20 ms, the 2 x 10 ms path's BDP clamped up) on U
+    queues = {(q["isp"], q["direction"]): q for q in testbed2x2.status()["queues"]
+              if q["site"] == "A"}
+    assert queues[("T", "up")]["packets"] == 16 and queues[("T", "up")]["source"] == "isp"
+    assert queues[("U", "up")]["ms"] == 20.0 and queues[("U", "up")]["source"] == "default"
+    for dev, q in (("isp-T", queues[("T", "up")]), ("isp-U", queues[("U", "up")])):
+        (tbf,) = json.loads(run_ns(ns, ["tc", "-j", "qdisc", "show", "dev", dev]).stdout)
+        opt = tbf["options"]  # tc reports the limit as latency: (limit - burst) / rate
+        lat_ms = (q["bytes"] - opt["burst"]) * 8 / (q["rate_kbps"] * 1000) * 1000
+        assert abs(opt["lat"] / 1000 - lat_ms) < 0.5, (opt, q)
     # RTT through the delay line: 2 x 10 ms configured
     t0 = time.monotonic()
     out = run_ns(ns, ["ping", "-c", "5", "-i", "0.2", "-I", "10.1.1.1", "10.2.0.1"]).stdout
@@ -72,14 +104,19 @@ def test_iperf3_fullmesh_live(testbed2x2, cc):
     assert set(r.subflow_bytes) == {"U-D", "U-O", "T-D", "T-O"}
     assert r.kernel["sender_cc_used"] == cc
     assert r.backup_subflows == []
-    assert set(r.raw["subflow_rtt_ms"]) == set(r.subflow_bytes)
+    assert r.subflow_problems == []
+    assert set(r.raw["subflow_rtt_ms"]) == set(r.subflow_bytes)  # the service reads it
+    for o in r.observed_subflows:  # per subflow: RTT under load, unloaded RTT (minrtt), RTO
+        assert not o.backup and o.bytes_acked > 1000
+        assert 20.0 <= o.min_rtt_ms <= o.rtt_ms + 0.5, o
+        assert o.rto_ms >= 200.0, o  # Linux's floor: 200 ms + RTT variance
 
 
 def test_iperf3_excluded_subflows_carry_no_payload(testbed2x2):
     allowed = ["U-D", "T-O"]
     r = testbed2x2.measure(MeasurementRequest(
         sender="A", receiver="B", cc="cubic", duration_s=4, allowed_subflows=allowed,
-        path_manager="pcdc"))
+        path_manager="PCDC"))
     check_result(r, testbed2x2.spec.capacity_kbps("A", "B", allowed) / 1000)
     assert r.subflow_count == 4  # excluded subflows are still established
     assert sorted(r.backup_subflows) == ["T-D", "U-O"]
@@ -89,8 +126,28 @@ def test_iperf3_excluded_subflows_carry_no_payload(testbed2x2):
         assert r.subflow_bytes[excluded] <= EXCLUSION_MAX_SHARE * total, r.subflow_bytes
     for used in allowed:
         assert r.subflow_bytes[used] > 0.2 * total
+    seen = {o.name: o for o in r.observed_subflows}
+    assert seen["T-D"].backup and seen["U-O"].backup
+    assert seen["T-D"].bytes_acked <= DEFAULT_EXCLUDED_MAX_BYTES
+    assert r.subflow_problems == []
     # the sender is back on the in-kernel path manager afterwards
     assert tbmod.sysctl_get(testbed2x2.ns("A"), "net.mptcp.path_manager") == "kernel"
+
+
+def test_an_excluded_subflow_left_active_fails_the_probe(testbed2x2):
+    """A real fault: the path manager creates the excluded T-D without the backup flag. The
+    relative 1 % check could pass such a thin subflow; the observed-set check must not."""
+    r = testbed2x2.measure(
+        MeasurementRequest(sender="A", receiver="B", cc="cubic", duration_s=3,
+                           allowed_subflows=["U-D", "T-O"], path_manager="PCDC"),
+        leave_active=("T-D",))
+    seen = {o.name: o for o in r.observed_subflows}
+    assert not seen["T-D"].backup and seen["U-O"].backup
+    assert seen["T-D"].bytes_acked > DEFAULT_EXCLUDED_MAX_BYTES
+    assert "subflow T-D: excluded but not in backup" in r.subflow_problems
+    assert any(p.startswith("subflow T-D: excluded but carried") for p in r.subflow_problems)
+    assert not any("U-O" in p for p in r.subflow_problems)
+    assert "T-D" in (r.failure_reason() or "")
 
 
 def test_bad_request_names_the_field(testbed2x2):

@@ -1,0 +1,89 @@
+"""Probes must not contaminate each other: abort a probe's connections on both ends when it
+ends (the kernel keeps sending a closed socket's queued data otherwise), and wait before a probe
+until both sites are quiet (no socket with queued bytes, empty qdisc backlogs), recording it.
+
+``ss -K`` destroys sockets through inet_diag (needs CONFIG_INET_DIAG_DESTROY, present here);
+destroying the TCP subflows of an MPTCP connection resets the connection on both sides.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+
+from probes.base import ProbeError, QuietCheck
+from probes.netns import run_ns
+from probes.sstats import parse_ss_msk, parse_ss_subflows
+
+
+def quiet_timeout_s() -> float:
+    raw = os.environ.get("MPCOA_QUIET_TIMEOUT_S", "10")
+    try:
+        v = float(raw)
+    except ValueError:
+        raise ProbeError(f"MPCOA_QUIET_TIMEOUT_S: not a number: {raw!r}") from None
+    if not 0 <= v <= 600:
+        raise ProbeError(f"MPCOA_QUIET_TIMEOUT_S: {v} outside 0..600")
+    return v
+
+
+def abort_connections(ns: str | None, ports: Iterable[int]) -> int:
+    """Destroy every TCP socket (MPTCP subflows included) using one of ``ports``, local or
+    remote, in ``ns``; returns how many ``ss`` reported."""
+    ports = sorted({int(p) for p in ports})
+    if not ports or not all(0 < p < 65536 for p in ports):
+        raise ProbeError(f"abort_connections: bad ports {ports}")
+    expr: list[str] = ["("]
+    for p in ports:
+        if len(expr) > 1:
+            expr.append("or")
+        expr += ["sport", "=", f":{p}", "or", "dport", "=", f":{p}"]
+    expr.append(")")
+    out = run_ns(ns, ["ss", "-K", "-t", "-a", "-n", "-H", *expr], check=False).stdout
+    return sum(1 for ln in out.splitlines() if ln.strip() and not ln[0].isspace())
+
+
+def busy_sockets(ns: str | None) -> list[tuple[str, int]]:
+    """(description, queued bytes) of sockets with data in Recv-Q or Send-Q (not listeners)."""
+    out = []
+    t = run_ns(ns, ["ss", "-tanH"], check=False).stdout
+    m = run_ns(ns, ["ss", "-ManH"], check=False).stdout
+    for kind, socks in (("tcp", parse_ss_subflows(t)), ("mptcp", parse_ss_msk(m))):
+        for s in socks:
+            q = s["recv_q"] + s["send_q"]
+            if q > 0 and s["state"] != "LISTEN":
+                out.append((f"{ns or 'host'} {kind} {s['local']}:{s['lport']}->"
+                            f"{s['remote']}:{s['rport']} {s['state']} {q} B", q))
+    return out
+
+
+def qdisc_backlogs(ns: str | None) -> list[tuple[str, int]]:
+    """(description, backlog bytes) of every qdisc with a backlog in ``ns``."""
+    cp = run_ns(ns, ["tc", "-s", "-j", "qdisc", "show"], check=False)
+    try:
+        rows = json.loads(cp.stdout or "[]")
+    except ValueError:
+        return []
+    return [(f"{ns or 'host'} qdisc {r.get('kind')} {r.get('dev')} {r['backlog']} B",
+             int(r["backlog"])) for r in rows if int(r.get("backlog") or 0) > 0]
+
+
+def wait_quiet(socket_ns: list[str], qdisc_ns: list[str], timeout_s: float | None = None,
+               interval_s: float = 0.2) -> QuietCheck:
+    """Poll until nothing is queued in ``socket_ns`` and no qdisc of ``qdisc_ns`` has a
+    backlog, at most ``timeout_s``; the result says what was still busy."""
+    timeout_s = quiet_timeout_s() if timeout_s is None else timeout_s
+    t0 = time.monotonic()
+    while True:
+        socks = [b for ns in socket_ns for b in busy_sockets(ns)]
+        qds = [b for ns in qdisc_ns for b in qdisc_backlogs(ns)]
+        waited = time.monotonic() - t0
+        if (not socks and not qds) or waited >= timeout_s:
+            return QuietCheck(
+                waited_s=round(waited, 3), queued_bytes=sum(q for _, q in socks),
+                backlog_bytes=sum(q for _, q in qds), quiet=not socks and not qds,
+                checked=sorted(set(socket_ns) | set(qdisc_ns)),
+                busy=[d for d, _ in socks + qds][:20])
+        time.sleep(interval_s)

@@ -1,0 +1,50 @@
+"""A free port triple P-1, P, P+1 on both ends of a probe.
+
+NetPerfMeter 2.x listens on P (TCP/UDP/SCTP/DCCP data), P-1 (MPTCP and QUIC data) and P+1
+(control); iperf3 needs P only. One rule for both: all three free (no socket of any state bound
+to them, TCP, MPTCP or UDP) in every namespace involved, P drawn at random from a high range
+below the kernel's ephemeral range so concurrent probes rarely even try the same one.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+
+from probes.base import ProbeError
+from probes.netns import run_ns
+from probes.sstats import split_addr
+
+PORT_LOW, PORT_HIGH = 20001, 31998  # ephemeral ports start at 32768 (ip_local_port_range)
+
+
+def used_ports(ns: str | None, ss: str = "ss") -> set[int]:
+    """Local ports of every TCP, UDP and MPTCP socket in ``ns`` (listening or not)."""
+    used: set[int] = set()
+    for args in (["-tuanH"], ["-ManH"]):
+        out = run_ns(ns, [ss, *args], check=False).stdout
+        for line in out.splitlines():
+            fields = line.split()
+            addrs = [f for f in fields if ":" in f and f.rsplit(":", 1)[1].isdigit()]
+            if addrs:
+                used.add(split_addr(addrs[0])[1])
+    return used
+
+
+def pick_triple(used: set[int], rng: random.Random, low: int = PORT_LOW,
+                high: int = PORT_HIGH, tries: int = 200) -> int:
+    """P with P-1, P, P+1 all outside ``used``."""
+    if not 2 <= low <= high <= 65534:
+        raise ProbeError(f"port range {low}..{high}: not within 2..65534")
+    for _ in range(tries):
+        p = rng.randint(low, high)
+        if not {p - 1, p, p + 1} & used:
+            return p
+    raise ProbeError(f"no free port triple in {low - 1}..{high + 1} after {tries} tries")
+
+
+def choose_port_triple(namespaces: Iterable[str | None], rng: random.Random | None = None) -> int:
+    used: set[int] = set()
+    for ns in namespaces:
+        used |= used_ports(ns)
+    return pick_triple(used, rng or random.Random())  # noqa: S311 - not for security

@@ -1,0 +1,167 @@
+"""The run every backend shares: wait for quiet sites, start the receiver's server, run the
+client under subflow control while ``ss`` watches the data port, abort the probe's connections
+on both ends, and assemble the result from the tool's goodput and the kernel's observation."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from probes.base import (
+    MeasurementRequest,
+    MeasurementResult,
+    ProbeError,
+    QuietCheck,
+    mean_after_warmup,
+    utcnow,
+)
+from probes.context import HostPair, kernel_info, mptcp_settings
+from probes.hygiene import abort_connections, wait_quiet
+from probes.netns import kill_pid, run_ns
+from probes.observer import Observation, SsPoller, observe
+from probes.subflowctl import SubflowControl, SubflowPlan
+
+
+@dataclass
+class ToolRun:
+    """What a backend runs: argv of both sides, the ports, where the client writes."""
+
+    tool: str
+    server_argv: list[str]
+    client_argv: list[str]
+    data_port: int  #: the port the MPTCP data connection goes to (ss and the PM watch it)
+    listen_port: int  #: a port the server listens on once it is ready
+    ports: list[int]  #: every port of the probe (aborted afterwards)
+    client_timeout_s: float
+    client_cwd: str | None = None
+    server_merge_stderr: bool = False
+    #: how long the server may take to end by itself after the client (iperf3 -1 does; the
+    #: NetPerfMeter passive side never does and is ended)
+    server_wait_s: float = 15.0
+
+
+@dataclass
+class RunOutput:
+    server_stdout: str = ""
+    server_stderr: str = ""
+    client_stdout: str = ""
+    client_stderr: str = ""
+    client_returncode: int | None = None
+    started: datetime | None = None
+    ended: datetime | None = None
+    quiet: QuietCheck | None = None
+    observation: Observation | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    upm_events: list[dict[str, Any]] = field(default_factory=list)
+    aborted_sockets: int = 0
+
+
+def check_quiet(pair: HostPair) -> QuietCheck | None:
+    """Both sites (and the transit namespaces) idle; None for the host's own stack."""
+    sites = [ns for ns in (pair.sender_ns, pair.receiver_ns) if ns is not None]
+    if not sites:
+        return None
+    return wait_quiet(sites, sites + list(pair.transit_ns))
+
+
+def wait_listening(ns: str | None, port: int, proc: subprocess.Popen[str], tool: str,
+                   timeout: float = 5) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = run_ns(ns, ["ss", "-ltnH", "sport", "=", f":{port}"], check=False).stdout
+        if out.strip():
+            return
+        if proc.poll() is not None:
+            err = (proc.stderr.read() if proc.stderr else "") or ""
+            out = (proc.stdout.read() if proc.stdout else "") or ""
+            raise ProbeError(f"{tool} server exited early: {(err + out).strip()[-300:]}")
+        time.sleep(0.05)
+    raise ProbeError(f"{tool} server not listening on port {port} after {timeout} s")
+
+
+def run_probe(pair: HostPair, plan: SubflowPlan, cmd: ToolRun) -> RunOutput:
+    """Run one probe; the probe's connections are aborted on both ends whatever happens."""
+    out = RunOutput(quiet=check_quiet(pair))
+    out.settings = {"sender": mptcp_settings(pair.sender_ns),
+                    "receiver": mptcp_settings(pair.receiver_ns)}
+    control = SubflowControl(pair, plan, cmd.data_port) if plan.controlled else None
+    poller = SsPoller(pair.sender_ns, cmd.data_port, receiver_ns=pair.receiver_ns,
+                      watch_receiver=True)
+    out.started = utcnow()
+    server = subprocess.Popen(  # noqa: S603 - argv from validated values
+        pair.receiver(cmd.server_argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if cmd.server_merge_stderr else subprocess.PIPE, text=True)
+    try:
+        wait_listening(pair.receiver_ns, cmd.listen_port, server, cmd.tool)
+        with control if control is not None else contextlib.nullcontext():
+            if control is not None:
+                out.settings["sender"]["path_manager_used"] = "userspace"
+            _run_client(pair, cmd, poller, out)
+        if out.client_returncode != 0 and not out.client_stdout.strip():
+            raise ProbeError(f"{cmd.tool} client exited with status {out.client_returncode}: "
+                             f"{(out.client_stderr or '').strip()[-300:]}")
+        try:
+            out.server_stdout, out.server_stderr = server.communicate(timeout=cmd.server_wait_s)
+        except subprocess.TimeoutExpired:
+            kill_pid(server.pid)
+            out.server_stdout, out.server_stderr = server.communicate()
+    finally:
+        if server.poll() is None:
+            kill_pid(server.pid)
+            server.wait()
+        out.ended = utcnow()
+        for ns in {pair.sender_ns, pair.receiver_ns}:
+            out.aborted_sockets += abort_connections(ns, cmd.ports)
+        if control is not None:
+            out.upm_events = control.events
+    out.observation = observe(poller, pair)
+    return out
+
+
+def _run_client(pair: HostPair, cmd: ToolRun, poller: SsPoller, out: RunOutput) -> None:
+    poller.start()
+    try:
+        cp = subprocess.run(  # noqa: S603 - argv from validated values
+            pair.sender(cmd.client_argv), capture_output=True, text=True,
+            timeout=cmd.client_timeout_s, check=False, cwd=cmd.client_cwd)
+    except subprocess.TimeoutExpired:
+        raise ProbeError(f"{cmd.tool} client: no end after {cmd.client_timeout_s:g} s") from None
+    finally:
+        poller.stop()
+    out.client_stdout, out.client_stderr = cp.stdout, cp.stderr
+    out.client_returncode = cp.returncode
+
+
+def assemble(request: MeasurementRequest, pair: HostPair, plan: SubflowPlan, out: RunOutput,
+             *, tool: str, version: str, series: list[tuple[float, float]],
+             total_mbps: float, bytes_received: int, kernel_extra: dict[str, Any],
+             raw: dict[str, Any]) -> MeasurementResult:
+    """The result every backend returns; goodput_mbps excludes the request's warm-up."""
+    obs = out.observation
+    if obs is None or out.started is None or out.ended is None:
+        raise ProbeError(f"{tool}: the run did not complete")
+    after = mean_after_warmup(series, request.warmup_s)
+    raw = {**raw, **obs.raw, "upm_events": out.upm_events,
+           # read by the service today; observed_subflows has the same and more
+           "subflow_rtt_ms": {o.name: o.rtt_ms for o in obs.subflows if o.rtt_ms is not None},
+           "backup_flag_seen": obs.backup_seen,
+           "aborted_sockets": out.aborted_sockets, "plan": {
+               "allowed": plan.allowed, "excluded": plan.excluded, "bind": plan.bind_addr,
+               "server": plan.server_addr, "leave_active": plan.leave_active}}
+    result = MeasurementResult(
+        request=request, tool=tool, tool_version=version, goodput_series=series,
+        goodput_mbps=after if after is not None else 0.0, goodput_mbps_total=total_mbps,
+        warmup_s=request.warmup_s, bytes_received=bytes_received,
+        subflow_bytes=obs.subflow_bytes,
+        backup_subflows=sorted(set(plan.excluded) | set(obs.backup_seen)),
+        expected_subflows=plan.all, observed_subflows=obs.subflows,
+        effective_buffers=obs.buffers, quiet_check=out.quiet,
+        kernel={**kernel_info(pair.sender_ns), **kernel_extra}, mptcp_settings=out.settings,
+        started_at=out.started, ended_at=out.ended, mptcp_ok=obs.fallback_reason is None,
+        subflow_count=len(obs.subflows), fallback_reason=obs.fallback_reason, raw=raw)
+    result.subflow_problems = result.subflow_set_problems()
+    return result

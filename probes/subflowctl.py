@@ -1,0 +1,127 @@
+"""Subflow control for every backend: which subflows a probe may use, where its connection
+starts, and the userspace path manager that establishes the excluded ones as backup.
+
+The in-kernel path manager marks a whole local *address* as backup; PCDC and the impact phase
+need one (local ISP, remote ISP) subflow excluded, hence ``probes/upm.py`` in the sender's
+namespace, switched to ``net.mptcp.path_manager = userspace`` for the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from probes.base import CapabilityError, MeasurementRequest, ProbeError
+from probes.context import HostPair
+from probes.netns import kill_pid, sysctl_get, sysctl_set
+
+
+@dataclass(frozen=True)
+class SubflowPlan:
+    """``bind_addr``: local address the connection starts from (None = the kernel's choice);
+    ``server_addr``: receiver address it connects to; ``leave_active``: excluded subflows
+    deliberately created *without* the backup flag (a real fault, for tests of the check)."""
+
+    all: list[str]
+    allowed: list[str]
+    excluded: list[str]
+    bind_addr: str | None
+    server_addr: str
+    leave_active: list[str] = field(default_factory=list)
+
+    @property
+    def controlled(self) -> bool:
+        return bool(self.excluded)
+
+
+def plan_subflows(pair: HostPair, request: MeasurementRequest,
+                  leave_active: tuple[str, ...] = ()) -> SubflowPlan:
+    all_sf = pair.all_subflows()
+    allowed = list(request.allowed_subflows or all_sf)
+    unknown = [s for s in allowed if s not in all_sf]
+    if unknown:
+        raise ProbeError(f"allowed_subflows: unknown subflow(s) {unknown} (have {all_sf})")
+    excluded = [s for s in all_sf if s not in allowed]
+    bad = [s for s in leave_active if s not in excluded]
+    if bad:
+        raise ProbeError(f"leave_active: {bad} are not excluded subflows ({excluded})")
+    if not excluded:
+        return SubflowPlan(all_sf, allowed, [], None, next(iter(pair.receiver_addrs.values())))
+    if not pair.userspace_pm:
+        raise CapabilityError("subflow control needs the userspace path manager on the "
+                              "sender (not permitted for this host pair)")
+    lo, re_ = allowed[0].split("-")  # the connection starts on an allowed subflow
+    return SubflowPlan(all_sf, allowed, excluded, pair.sender_addrs[lo],
+                       pair.receiver_addrs[re_], list(leave_active))
+
+
+def set_path_manager(ns: str | None, kind: str) -> None:
+    """``kernel`` or ``userspace`` for new connections in ``ns`` (path_manager, or pm_type)."""
+    if sysctl_get(ns, "net.mptcp.path_manager") is not None:
+        sysctl_set(ns, {"net.mptcp.path_manager": kind})
+    else:
+        sysctl_set(ns, {"net.mptcp.pm_type": 1 if kind == "userspace" else 0})
+
+
+class SubflowControl:
+    """Userspace path manager in the sender's namespace for one run (context manager).
+
+    Creates every subflow of the plan on the connection to ``dport`` (the *data* port: P for
+    iperf3, P-1 for NetPerfMeter's MPTCP flows); excluded ones with the backup flag.
+    """
+
+    def __init__(self, pair: HostPair, plan: SubflowPlan, dport: int) -> None:
+        self.pair, self.plan, self.dport = pair, plan, dport
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.dir = Path(tempfile.mkdtemp(prefix="mpcoa-upm-", dir=pair.workdir))
+        self.events: list[dict[str, Any]] = []
+
+    def config(self) -> dict[str, Any]:
+        ids = {lbl: i + 1 for i, lbl in enumerate(self.pair.sender_addrs)}
+        subflows = []
+        for s in self.plan.all:
+            lo, re_ = s.split("-")
+            backup = s in self.plan.excluded and s not in self.plan.leave_active
+            subflows.append({"local": self.pair.sender_addrs[lo], "local_id": ids[lo],
+                             "remote": self.pair.receiver_addrs[re_], "backup": backup})
+        return {"dport": self.dport, "ready_file": str(self.dir / "ready"), "subflows": subflows}
+
+    def __enter__(self) -> SubflowControl:
+        (self.dir / "upm.json").write_text(json.dumps(self.config()))
+        set_path_manager(self.pair.sender_ns, "userspace")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+        self.log = open(self.dir / "events.jsonl", "wb")
+        self.proc = subprocess.Popen(  # noqa: S603 - fixed argv
+            self.pair.sender([sys.executable, "-m", "probes.upm", str(self.dir / "upm.json")]),
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env,
+        )
+        deadline = time.monotonic() + 10
+        while not (self.dir / "ready").exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.__exit__(None, None, None)
+                raise ProbeError("userspace path manager helper did not start: "
+                                 + (self.dir / "events.jsonl").read_text(errors="replace")[-400:])
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            kill_pid(self.proc.pid)
+        if self.proc is not None:
+            self.proc.wait()
+        self.log.close()
+        set_path_manager(self.pair.sender_ns, "kernel")
+        self.events = []
+        for ln in (self.dir / "events.jsonl").read_text(errors="replace").splitlines():
+            try:
+                self.events.append(json.loads(ln))
+            except ValueError:
+                self.events.append({"text": ln})

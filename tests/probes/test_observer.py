@@ -1,0 +1,73 @@
+"""The shared observer: parsing real `ss -tinm` / `ss -Minm` of a 2 x 2 run (1 MiB buffers),
+matching the receiver's MPTCP socket to the sender's, and a poller that never spins."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from probes.context import HostPair
+from probes.observer import SsPoller, observe
+from probes.sstats import parse_skmem, parse_ss_msk, parse_ss_subflows
+
+DATA = Path(__file__).parent / "data"
+PAIR = HostPair(None, None, {"U": "10.1.0.1", "T": "10.1.1.1"}, {"D": "10.2.0.1", "O": "10.2.1.1"})
+PORT = 25001
+
+
+def test_skmem_rto_minrtt_from_real_output():
+    sfs = [s for s in parse_ss_subflows((DATA / "ss_tinm_sender.txt").read_text())
+           if s["rport"] == PORT]
+    data = [s for s in sfs if s["bytes_acked"] > 100_000]
+    assert len(data) == 4
+    for s in data:
+        # iperf3 -w 1M: Linux doubles SO_SNDBUF/SO_RCVBUF; the subflows inherit both
+        assert s["sndbuf"] == s["rcvbuf"] == 2 * 1024 * 1024
+        assert s["rto_ms"] >= 200 and 20.0 <= s["min_rtt_ms"] <= s["rtt_ms"] + 1
+        assert s["cc"] == "reno"
+    assert parse_skmem("skmem:(r0,rb131072,t0,tb87040,f0,w0,o0,bl0,d0)") == {
+        "r": 0, "rb": 131072, "t": 0, "tb": 87040, "f": 0, "w": 0, "o": 0, "bl": 0, "d": 0}
+
+
+def test_receiver_side_v4_mapped_addresses_and_queues():
+    msks = parse_ss_msk((DATA / "ss_minm_receiver.txt").read_text())
+    assert {m["local"] for m in msks} == {"10.2.0.1"}  # "::ffff:" stripped
+    data = max(msks, key=lambda m: m["recv_q"])
+    assert data["recv_q"] > 0 and data["state"] == "ESTAB"
+    assert data["rcvbuf"] == data["sndbuf"] == 2 * 1024 * 1024
+
+
+def test_observe_builds_named_subflows_and_both_ends_buffers():
+    p = SsPoller(None, PORT, watch_receiver=True)
+    for sf in parse_ss_subflows((DATA / "ss_tinm_sender.txt").read_text()):
+        if sf["rport"] == PORT and sf["token"]:
+            p.subflows[(sf["token"], sf["local"], sf["lport"], sf["remote"], sf["rport"])] = sf
+    for ms in parse_ss_msk((DATA / "ss_minm_sender.txt").read_text()):
+        if ms["rport"] == PORT and ms["token"]:
+            p.msk[ms["token"]] = ms
+    for ms in parse_ss_msk((DATA / "ss_minm_receiver.txt").read_text()):
+        p.receiver_msk[(ms["remote"], ms["rport"])] = ms
+    obs = observe(p, PAIR)
+    assert [s.name for s in obs.subflows] == ["T-D", "T-O", "U-D", "U-O"]
+    assert all(s.bytes_acked > 100_000 and not s.backup for s in obs.subflows)
+    assert obs.fallback_reason is None
+    mib2 = 2 * 1024 * 1024
+    assert obs.buffers == {"sender_sndbuf": mib2, "sender_rcvbuf": mib2,
+                           "receiver_sndbuf": mib2, "receiver_rcvbuf": mib2}
+
+
+def test_no_subflow_seen_is_plain_tcp():
+    obs = observe(SsPoller(None, PORT), PAIR)
+    assert obs.subflows == [] and "plain TCP" in (obs.fallback_reason or "")
+
+
+def test_poller_waits_between_failed_samples():
+    """A real failure (the ss binary is missing): the thread must sleep its interval after each
+    error instead of retrying at once."""
+    p = SsPoller(None, PORT, interval=0.1, ss="/nonexistent/mpcoa-no-ss")
+    p.start()
+    time.sleep(0.55)
+    p.stop()
+    assert not p.is_alive()
+    assert 2 <= p.errors <= 8, p.errors  # ~6 at 0.1 s, not thousands
+    assert "not installed" in p.last_error and p.samples == 0
