@@ -364,6 +364,18 @@ class MeasurementOut(BaseModel):
     subflow_bytes: dict[str, int]
     rtt_ms: dict[str, float]
     rto_ms: dict[str, float]
+    observed_subflows: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="what the kernel ran: name, backup flag, bytes acked, RTT, min RTT, RTO, "
+        "skmem buffers per subflow",
+    )
+    effective_buffers: dict[str, Any] = Field(
+        default_factory=dict, description="socket buffers read back on both ends (bytes)"
+    )
+    quiet_check: dict[str, Any] | None = Field(
+        default=None, description="both sites idle before the probe: queued bytes, backlogs"
+    )
+    warmup_s: float = Field(default=0.0, description="left out of mean_goodput_mbps")
     tool: str
     tool_version: str
     status: Literal[MEASUREMENT_STATUSES]

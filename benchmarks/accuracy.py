@@ -34,7 +34,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 MIB = 2**20
-QUIET_GAP_S = 2.0  # between probes: the previous probe's queues drain
 
 
 @dataclass
@@ -93,13 +92,12 @@ def probe(bed, sender, receiver, pm, cc, subflows, all_subflows, bs_mib, duratio
         cc=cc,
         buffer_bytes=None if bs_mib <= 0 else round(bs_mib * MIB),
         duration_s=duration,
-        path_manager="pcdc" if allowed else "fullmesh",
+        path_manager="PCDC" if allowed else "FullMesh",
     )
-    time.sleep(QUIET_GAP_S)
-    result = bed.measure(request)
-    if not result.mptcp_ok:
-        raise RuntimeError(f"probe fell back to TCP: {result.fallback_reason}")
-    return result.goodput_mbps
+    result = bed.measure(request)  # waits for quiet sites; aborts its connections at the end
+    if (why := result.failure_reason()) is not None:
+        raise RuntimeError(f"oracle probe unusable: {why}")
+    return result.goodput_mbps  # the mean after the warm-up
 
 
 def candidate_subsets(names: list[str]) -> list[list[str]]:

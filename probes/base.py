@@ -1,7 +1,7 @@
 """The probe interface: what a measurement asks for and what it returns.
 
-Nothing here imports from the rest of the project; names and labels follow the algorithm's
-topology rules (site/ISP names ``^[A-Za-z][A-Za-z0-9_]{0,31}$``, labels
+Nothing here imports from the rest of the project; names and labels follow the vocabulary's rules
+(`probes.vocabulary`: site/ISP names ``^[A-Za-z][A-Za-z0-9_]{0,31}$``, labels
 ``^[A-Za-z][A-Za-z0-9]{0,7}$``, a subflow is ``"<local label>-<remote label>"``).
 """
 
@@ -9,27 +9,26 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,31}$"
-LABEL_PATTERN = r"^[A-Za-z][A-Za-z0-9]{0,7}$"
-SUBFLOW_PATTERN = r"^[A-Za-z][A-Za-z0-9]{0,7}-[A-Za-z][A-Za-z0-9]{0,7}$"
-CC_PATTERN = r"^[a-z][a-z0-9_]{0,15}$"
+from probes.vocabulary import (  # the names' rules are the vocabulary's (re-exported here)
+    CC_PATTERN,
+    PATH_MANAGERS,
+    Name,
+    SubflowName,
+)
 
-SiteName = Annotated[str, Field(pattern=NAME_PATTERN)]
-SubflowName = Annotated[str, Field(pattern=SUBFLOW_PATTERN)]
+SiteName = Name
 
-#: Kept for the service's old relative check; the truth is ``subflow_set_problems`` (absolute).
-EXCLUSION_MAX_SHARE = 0.01
 #: An excluded (backup) subflow may carry at most this many payload bytes (bytes_acked; an idle
 #: backup subflow shows 1). Absolute, not a share: four fully used 51 kbit/s ADSL subflows are
 #: under 1 % of SRL-HU's aggregate. ``MPCOA_EXCLUDED_MAX_BYTES`` overrides it.
 DEFAULT_EXCLUDED_MAX_BYTES = 4096
 #: Warm-up (slow start, joins) left out of ``goodput_mbps`` when a request does not say.
 DEFAULT_WARMUP_S = 2.0
-PathManager = Literal["PCDC", "FullMesh"]
+PathManager = Literal[PATH_MANAGERS]
 _PM_ALIASES = {"pcdc": "PCDC", "fullmesh": "FullMesh"}
 
 

@@ -31,15 +31,10 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from probes.base import LABEL_PATTERN, NAME_PATTERN
+from probes.vocabulary import ISP, MAX_ISPS_PER_SITE, Site
 
-MAX_ISPS_PER_SITE = 16
 MAX_DELAY_MS = 10_000.0
-TESTBED_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,15}$"
-
-Name = Annotated[str, Field(pattern=NAME_PATTERN, description="short identifier")]
-Label = Annotated[str, Field(pattern=LABEL_PATTERN, description="short ISP label")]
-Kbps = Annotated[float, Field(gt=0, le=1e8, allow_inf_nan=False, description="kbit/s")]
+TESTBED_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,15}$"  # namespaces are mpcoa-<name>-<site>
 DelayMs = Annotated[float, Field(ge=0, le=MAX_DELAY_MS, allow_inf_nan=False)]
 LossPct = Annotated[float, Field(ge=0, lt=100, allow_inf_nan=False)]
 
@@ -57,13 +52,9 @@ def _one_queue_size(obj: Any, where: str) -> None:
         raise ValueError(f"{where}queue_ms: give queue_ms or queue_packets, not both")
 
 
-class IspSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class IspSpec(ISP):
+    """An ISP of the vocabulary (its names and bounds), with the testbed's queue for its link."""
 
-    name: Name
-    label: Label
-    down_kbps: Kbps
-    up_kbps: Kbps
     #: this ISP link's bottleneck queue (both directions), overriding the testbed's
     queue_ms: QueueMs | None = None
     queue_packets: QueuePackets | None = None
@@ -74,20 +65,10 @@ class IspSpec(BaseModel):
         return self
 
 
-class SiteSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class SiteSpec(Site):
+    """A site of the vocabulary whose ISPs carry testbed queue sizes."""
 
-    name: Name
     isps: list[IspSpec] = Field(min_length=1, max_length=MAX_ISPS_PER_SITE)
-
-    @model_validator(mode="after")
-    def _unique(self) -> SiteSpec:
-        for attr in ("label", "name"):
-            values = [getattr(i, attr) for i in self.isps]
-            dupes = sorted({v for v in values if values.count(v) > 1})
-            if dupes:
-                raise ValueError(f"isps: duplicate ISP {attr} {dupes[0]!r} in site {self.name!r}")
-        return self
 
     def isp(self, label: str) -> IspSpec:
         for i in self.isps:

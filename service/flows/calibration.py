@@ -24,7 +24,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from models import Campaign, utcnow
-from probes.base import EXCLUSION_MAX_SHARE, MeasurementRequest, MeasurementResult
+from probes.base import MeasurementRequest, MeasurementResult
 
 from ..algorithm.impact_confidence import ConfidentImpact, subflows_needing_runs
 from ..db import session_scope
@@ -334,7 +334,7 @@ def pending_request(
         cc=step.cc,
         buffer_bytes=buffer_bytes(step.bs_mib),
         duration_s=campaign.duration_s,
-        path_manager="pcdc" if step.pm == "PCDC" else "fullmesh",
+        path_manager=step.pm,
     )
 
 
@@ -357,50 +357,44 @@ def _record(session: Session, campaign_id: int, step: ProbeStep, **fields):
 def store_result(
     session: Session, *, campaign_id: int, step: ProbeStep, result: MeasurementResult
 ):
-    """Store a probe's result under the step's key. A run that fell back to TCP, or whose
-    excluded subflows carried more than 1 % of the bytes, is stored as failed: never fitted."""
+    """Store a probe's result under the step's key, with what it really ran: the observed
+    subflows, the buffers read back, the quiet check. A probe that fell back to TCP, whose
+    observed subflow set differs from the requested one, or that started on busy sites is stored
+    as failed with the reason: never fitted."""
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
-    if step.allowed_subflows is not None:
-        subflows = list(step.allowed_subflows)
-    else:
-        subflows = sorted(result.subflow_bytes)
-    ok, error = result.mptcp_ok, None
-    if not ok:
-        error = f"not fitted: {result.fallback_reason}"
-    elif leaked := _leaked_subflows(step, result):
-        # An "excluded" subflow that carried payload makes TP_i (or SP*'s sweep) meaningless.
-        ok, error = False, f"not fitted: excluded subflows carried payload: {leaked}"
+    error = result.failure_reason()
+    observed = [o.model_dump(mode="json") for o in result.observed_subflows]
     times = [t for t, _ in result.goodput_series]
     return _record(
         session,
         campaign.id,
         step,
-        subflows=subflows,
+        # The subflows that carried data, as observed (not the ones asked for).
+        subflows=sorted(o["name"] for o in observed if not o["backup"] and o["bytes_acked"] > 1),
         duration_s=campaign.duration_s,
         goodput_mbps=[mbps for _, mbps in result.goodput_series],
+        mean_goodput_mbps=result.goodput_mbps if error is None else None,
         interval_s=round(times[1] - times[0], 6) if len(times) > 1 else 1.0,
         subflow_bytes=result.subflow_bytes,
-        rtt_ms=dict(result.raw.get("subflow_rtt_ms") or {}),
+        # Eq. 1 wants the unloaded RTT (ss minrtt) and the RTO the kernel used.
+        rtt_ms=_per_subflow(observed, "min_rtt_ms") or dict(result.raw.get("subflow_rtt_ms") or {}),
+        rto_ms=_per_subflow(observed, "rto_ms"),
+        observed_subflows=observed,
+        effective_buffers=dict(result.effective_buffers),
+        quiet_check=result.quiet_check.model_dump(mode="json") if result.quiet_check else None,
+        warmup_s=result.warmup_s,
         tool=result.tool,
         tool_version=result.tool_version,
         raw_output=json.dumps(result.to_dict(), default=str),
-        status="ok" if ok else "failed",
-        error=error,
+        status="failed" if error else "ok",
+        error=f"not fitted: {error}" if error else None,
         started_at=result.started_at,
         finished_at=result.ended_at,
     )
 
 
-def _leaked_subflows(step: ProbeStep, result: MeasurementResult) -> dict[str, str]:
-    """Subflows the step excluded from payload that carried more than 1 % of the bytes."""
-    if step.allowed_subflows is None:
-        return {}
-    excluded = [n for n in result.subflow_bytes if n not in step.allowed_subflows]
-    return {
-        n: f"{100 * result.subflow_share(n):.1f} %"
-        for n in excluded
-        if result.subflow_share(n) > EXCLUSION_MAX_SHARE
-    }
+def _per_subflow(observed: list[dict], key: str) -> dict[str, float]:
+    return {o["name"]: o[key] for o in observed if o.get(key)}
 
 
 def record_failure(session: Session, *, campaign_id: int, step: ProbeStep, error: str):

@@ -43,10 +43,16 @@ def record_measurement(
     raw_output: str = "",
     status: str = "ok",
     error: str | None = None,
+    mean_goodput_mbps: float | None = None,
+    observed_subflows: Sequence[Mapping[str, Any]] = (),
+    effective_buffers: Mapping[str, Any] | None = None,
+    quiet_check: Mapping[str, Any] | None = None,
+    warmup_s: float = 0.0,
 ) -> tuple[Measurement, bool]:
     """Store one probe run; (row, created). A second call with the same key returns the first row
     unchanged (created False), so a re-executed task neither duplicates data nor double-counts
-    progress."""
+    progress. `mean_goodput_mbps`: the probe's mean after its warm-up (default: the series'
+    mean)."""
     campaign = get_campaign(session, campaign_id=campaign_id)
     pm, cc = normalize_pm(pm), cc.strip().lower()
     excluded = excluded_subflow or NO_EXCLUSION
@@ -76,10 +82,18 @@ def record_measurement(
         duration_s=float(duration_s),
         interval_s=float(interval_s),
         goodput_mbps=series,
-        mean_goodput_mbps=(sum(series) / len(series)) if series else None,
+        mean_goodput_mbps=(
+            mean_goodput_mbps
+            if mean_goodput_mbps is not None
+            else (sum(series) / len(series) if series and status == "ok" else None)
+        ),
         subflow_bytes=dict(subflow_bytes or {}),
         rtt_ms=dict(rtt_ms or {}),
         rto_ms=dict(rto_ms or {}),
+        observed_subflows=[dict(o) for o in observed_subflows],
+        effective_buffers=dict(effective_buffers or {}),
+        quiet_check=dict(quiet_check) if quiet_check is not None else None,
+        warmup_s=float(warmup_s),
         tool=tool,
         tool_version=tool_version,
         raw_output=raw_output,

@@ -10,7 +10,6 @@ import pytest
 from pydantic import ValidationError
 
 from probes.base import (
-    EXCLUSION_MAX_SHARE,
     MeasurementRequest,
     MeasurementResult,
     ObservedSubflow,
@@ -151,7 +150,7 @@ def test_the_thin_adsl_case_the_relative_check_missed():
     adsl = [sf(n, True, 171_500) for n in ("P-C", "P-CU", "T-C", "T-CU")]
     r = result_with(fast + adsl, allowed=["K-C", "K-CU", "U-C", "U-CU"],
                     expected=[s.name for s in fast + adsl])
-    assert sum(r.subflow_share(s.name) for s in adsl) < EXCLUSION_MAX_SHARE
+    assert sum(r.subflow_share(s.name) for s in adsl) < 0.01  # the old relative limit
     assert len(r.subflow_set_problems()) == 4
 
 

@@ -14,7 +14,6 @@ import pytest
 from probes import testbed as tbmod
 from probes.base import (
     DEFAULT_EXCLUDED_MAX_BYTES,
-    EXCLUSION_MAX_SHARE,
     MeasurementRequest,
     MeasurementResult,
 )
@@ -123,7 +122,7 @@ def test_iperf3_excluded_subflows_carry_no_payload(testbed2x2):
     total = sum(r.subflow_bytes.values())
     for excluded in ("T-D", "U-O"):
         assert excluded in r.subflow_bytes
-        assert r.subflow_bytes[excluded] <= EXCLUSION_MAX_SHARE * total, r.subflow_bytes
+        assert r.subflow_bytes[excluded] <= DEFAULT_EXCLUDED_MAX_BYTES, r.subflow_bytes
     for used in allowed:
         assert r.subflow_bytes[used] > 0.2 * total
     seen = {o.name: o for o in r.observed_subflows}
