@@ -3,7 +3,8 @@ starts, and the userspace path manager that establishes the excluded ones as bac
 
 The in-kernel path manager marks a whole local *address* as backup; PCDC and the impact phase
 need one (local ISP, remote ISP) subflow excluded, hence ``probes/upm.py`` in the sender's
-namespace, switched to ``net.mptcp.path_manager = userspace`` for the run.
+namespace, switched to ``net.mptcp.path_manager = userspace`` for the run. Probes with every
+subflow in use run on it too, so that no two probes differ in their path manager.
 """
 
 from __future__ import annotations
@@ -35,10 +36,8 @@ class SubflowPlan:
     bind_addr: str | None
     server_addr: str
     leave_active: list[str] = field(default_factory=list)
-
-    @property
-    def controlled(self) -> bool:
-        return bool(self.excluded)
+    #: the userspace path manager creates the subflows (else the in-kernel fullmesh one)
+    controlled: bool = True
 
 
 def plan_subflows(pair: HostPair, request: MeasurementRequest,
@@ -52,8 +51,11 @@ def plan_subflows(pair: HostPair, request: MeasurementRequest,
     bad = [s for s in leave_active if s not in excluded]
     if bad:
         raise ProbeError(f"leave_active: {bad} are not excluded subflows ({excluded})")
-    if not excluded:
-        return SubflowPlan(all_sf, allowed, [], None, next(iter(pair.receiver_addrs.values())))
+    if not excluded and not pair.userspace_pm:  # a host we may not switch: the kernel's PM
+        return SubflowPlan(all_sf, allowed, [], None, next(iter(pair.receiver_addrs.values())),
+                           controlled=False)
+    # Every probe that can, runs on the userspace PM, all subflows or not: TP_0 and each TP_i,
+    # the FullMesh and the PCDC arms then differ in their subflow sets only (issue 10).
     if not pair.userspace_pm:
         raise CapabilityError("subflow control needs the userspace path manager on the "
                               "sender (not permitted for this host pair)")

@@ -113,6 +113,11 @@ def _more_impact_runs(
     runs = impact_runs(campaign)
     cost = (1 + n_subflows) * campaign.duration_s
     left = _budget_left(campaign)
+    if left is not None:  # the buffer sweep's share of the budget is not the impact phase's
+        left -= (
+            len(campaign.pms) * len(campaign.active_ccs) * len(campaign.buffer_grid_mib)
+            * campaign.runs * campaign.duration_s
+        )
     extra = dict(campaign.extra_impact_runs or {})
     added = 0
     for result in derived:

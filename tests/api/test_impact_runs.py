@@ -1,0 +1,80 @@
+"""The impact phase decides SP* on settled signs: an Omega whose confidence interval contains 0
+gets more runs while the budget allows, and what stays unsettled is flagged."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from service.flows.calibration import impact_runs, next_step
+from service.settings import Settings
+from service.store import campaigns, measurements
+from tests.conftest import new_campaign
+
+from .conftest import HU, SRL
+
+pytestmark = pytest.mark.postgres
+T0 = datetime(2026, 11, 3, tzinfo=UTC)
+
+
+class KernelOffers:
+    """Both sites' kernels offer these CCs (what `Prober.available_ccs` reports)."""
+
+    def available_ccs(self) -> set[str]:
+        return {"reno"}
+
+    def measure(self, request):
+        raise AssertionError("next_step never measures")
+
+
+def _topology(client, auth) -> int:
+    body = {"topology": {"local": {**SRL, "isps": SRL["isps"][:2]}, "remote": {
+        **HU, "isps": HU["isps"][:1]}}}
+    r = client.post("/recommendations", json=body, headers=auth)
+    assert r.status_code == 202, r.text
+    return r.json()["topology_id"]
+
+
+def _record_run(session, cid, run, tp0, tpi):
+    for excluded, tp in [("", tp0), *tpi.items()]:
+        measurements.record_measurement(
+            session, campaign_id=cid, phase="impact", pm="FullMesh", cc="reno", bs_mib=0.0,
+            run=run, excluded_subflow=excluded, subflows=["U-C", "K-C"], duration_s=2,
+            goodput_mbps=[tp, tp], tool="test", started_at=T0, finished_at=T0 + timedelta(2),
+        )
+
+
+def test_unsettled_signs_get_more_runs_then_are_flagged(client, auth, db_session):
+    settings = Settings(run_campaigns=False, impact_max_runs=3, _env_file=None)
+    topology_id = _topology(client, auth)
+    c = new_campaign(db_session, topology_id, ccs=["reno"], runs=1, duration_s=2,
+                     buffer_grid_mib=[0.1, 0.2, 0.4])
+    # Run 1: U-C clearly helps (Omega 0.5), K-C is near 0 (Omega -0.02).
+    _record_run(db_session, c.id, 1, 10.0, {"U-C": 5.0, "K-C": 10.2})
+    advance = next_step(db_session, campaign_id=c.id, prober=KernelOffers(), settings=settings)
+    # One run gives no interval: every sign is unsettled, so a second impact run comes first.
+    assert advance.step.phase == "impact" and advance.step.run == 2
+    assert impact_runs(c) == {"reno": 2}
+    # K-C -0.03: two close negative Omegas; a third run could settle the sign, so it comes.
+    _record_run(db_session, c.id, 2, 10.0, {"U-C": 5.2, "K-C": 10.3})
+    advance = next_step(db_session, campaign_id=c.id, prober=KernelOffers(), settings=settings)
+    assert advance.step.phase == "impact" and advance.step.run == 3
+    _record_run(db_session, c.id, 3, 10.0, {"U-C": 4.9, "K-C": 9.8})  # K-C +0.02: straddles 0
+    advance = next_step(db_session, campaign_id=c.id, prober=KernelOffers(), settings=settings)
+    # impact_max_runs reached: the buffer sweep starts, and K-C is noted as unsettled.
+    assert advance.step.phase == "buffer"
+    assert campaigns.report(c)["unsettled_omegas"] == {"reno": ["K-C"]}
+    assert c.probes_total == 3 * 3 + 2 * 3  # three impact runs of 3 probes, the sweep
+
+
+def test_no_extra_impact_run_past_the_budget(client, auth, db_session):
+    settings = Settings(run_campaigns=False, impact_max_runs=5, _env_file=None)
+    topology_id = _topology(client, auth)
+    # Budget: the one impact run (3 probes) and the sweep (2 PM x 3 buffers), 2 s each.
+    c = new_campaign(db_session, topology_id, ccs=["reno"], runs=1, duration_s=2,
+                     buffer_grid_mib=[0.1, 0.2, 0.4], probe_seconds_budget=18)
+    _record_run(db_session, c.id, 1, 10.0, {"U-C": 5.0, "K-C": 10.2})
+    advance = next_step(db_session, campaign_id=c.id, prober=KernelOffers(), settings=settings)
+    assert advance.step.phase == "buffer"
+    assert sorted(campaigns.report(c)["unsettled_omegas"]["reno"]) == ["K-C", "U-C"]
