@@ -187,9 +187,17 @@ def test_the_observer_and_the_path_manager_watch_p_minus_1(tmp_path):
                       ("10.1.1.1", "10.2.0.1"): True, ("10.1.1.1", "10.2.1.1"): False}
 
 
-def test_fullmesh_needs_no_local_address(tmp_path):
+def test_fullmesh_runs_on_the_userspace_pm_like_every_other_probe(tmp_path):
+    """All subflows in use: still the userspace PM (none in backup), so FullMesh and PCDC, TP_0
+    and TP_i differ in their subflow sets only; a host that may not switch keeps the kernel's."""
     backend = NetPerfMeterBackend(PAIR, binary="netperfmeter")
     plan = plan_subflows(PAIR, req(cc="reno"))
+    assert plan.controlled and plan.excluded == [] and plan.bind_addr == "10.1.0.1"
+    cfg = SubflowControl(PAIR, plan, 29999).config()
+    assert [s["backup"] for s in cfg["subflows"]] == [False] * 4
+    kernel_only = HostPair(PAIR.sender_ns, PAIR.receiver_ns, PAIR.sender_addrs,
+                           PAIR.receiver_addrs, userspace_pm=False)
+    plan = plan_subflows(kernel_only, req(cc="reno"))
     assert not plan.controlled and plan.bind_addr is None
     cmd = backend.tool_run(req(cc="reno"), "2.0.10", 30000, str(tmp_path), plan.server_addr,
                            None)
