@@ -94,10 +94,11 @@ def probe(bed, sender, receiver, pm, cc, subflows, all_subflows, bs_mib, duratio
         duration_s=duration,
         path_manager="PCDC" if allowed else "FullMesh",
     )
-    result = bed.measure(request)  # waits for quiet sites; aborts its connections at the end
-    if (why := result.failure_reason()) is not None:
-        raise RuntimeError(f"oracle probe unusable: {why}")
-    return result.goodput_mbps  # the mean after the warm-up
+    for _attempt in range(3):  # as a campaign does: an unusable probe is run again
+        result = bed.measure(request)  # waits for quiet sites; aborts its connections after
+        if (why := result.failure_reason()) is None:
+            return result.goodput_mbps  # the mean after the warm-up
+    raise RuntimeError(f"probe unusable three times: {why}")
 
 
 def candidate_subsets(names: list[str]) -> list[list[str]]:

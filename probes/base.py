@@ -224,10 +224,14 @@ class MeasurementResult(BaseModel):
     def subflow_set_problems(self, max_excluded_bytes: int | None = None) -> list[str]:
         """How the observed subflows differ from the request; [] when they match.
 
-        Allowed subflows must be established, not backup, and (bulk only: a paced flow need not
-        use every path) carry payload; excluded ones must be established with the backup flag
-        and carry at most ``max_excluded_bytes`` (default ``excluded_max_bytes()``).
+        Allowed subflows must be established, not backup, and carry payload -- unless the flow is
+        paced (it need not use every path) or its socket buffer is set: a buffer under the BDP
+        is filled through whichever subflow the scheduler picks first, so an idle thin subflow
+        is what that buffer does, not a wrong subflow set (it shows in ``observed_subflows``).
+        Excluded ones must be established with the backup flag and carry at most
+        ``max_excluded_bytes`` (default ``excluded_max_bytes()``).
         """
+        must_carry = self.request.profile.kind == "bulk" and self.request.buffer_bytes is None
         limit = excluded_max_bytes() if max_excluded_bytes is None else max_excluded_bytes
         expected = self.expected_subflows or sorted({o.name for o in self.observed_subflows})
         allowed = self.request.allowed_subflows or expected
@@ -241,7 +245,7 @@ class MeasurementResult(BaseModel):
                     problems.append(f"subflow {name}: allowed but not established")
                 elif o.backup:
                     problems.append(f"subflow {name}: allowed but in backup")
-                elif self.request.profile.kind == "bulk" and o.bytes_acked <= 1:
+                elif must_carry and o.bytes_acked <= 1:
                     problems.append(f"subflow {name}: allowed but carried no payload")
             elif o is None:
                 problems.append(f"subflow {name}: excluded but not established")

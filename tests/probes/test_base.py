@@ -154,6 +154,14 @@ def test_the_thin_adsl_case_the_relative_check_missed():
     assert len(r.subflow_set_problems()) == 4
 
 
+def test_with_a_set_buffer_an_idle_allowed_subflow_is_the_buffer_not_a_fault():
+    observed = [sf("U-D"), sf("U-O", acked=1), sf("T-D", acked=1), sf("T-O", acked=1)]
+    autotuned = result_with(observed)
+    assert "subflow U-O: allowed but carried no payload" in autotuned.subflow_set_problems()
+    small = result_with(observed, buffer_bytes=16384)
+    assert small.subflow_set_problems() == []
+
+
 def test_a_paced_flow_need_not_use_every_allowed_subflow(monkeypatch):
     r = result_with([sf("U-D"), sf("U-O", acked=1), sf("T-D", acked=1), sf("T-O", acked=1)],
                     profile=TrafficProfile.paced(25, 2000))
