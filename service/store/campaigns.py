@@ -262,14 +262,18 @@ def expired_lease_campaign_ids(session: Session, *, now: datetime | None = None)
     """Active campaigns whose lease ran out without being released: its holder died. Rows
     another transaction has locked are skipped (it is claiming or renewing them right now)."""
     now = now or utcnow()
+    return _active_ids_unlocked(
+        session, Campaign.lease_id.is_not(None), Campaign.lease_until <= now
+    )
+
+
+def _active_ids_unlocked(session: Session, *conditions) -> list[int]:
+    """Ids of active campaigns meeting `conditions`, locked for this transaction; rows another
+    transaction holds are skipped (SKIP LOCKED), not waited for."""
     return list(
         session.scalars(
             select(Campaign.id)
-            .where(
-                Campaign.state.in_(ACTIVE_CAMPAIGN_STATES),
-                Campaign.lease_id.is_not(None),
-                Campaign.lease_until <= now,
-            )
+            .where(Campaign.state.in_(ACTIVE_CAMPAIGN_STATES), *conditions)
             .order_by(Campaign.id)
             .with_for_update(skip_locked=True)
         )
@@ -290,15 +294,6 @@ def mark_dispatched(session: Session, *, campaign_id: int, at: datetime | None =
 
 def owed_dispatch_campaign_ids(session: Session, *, before: datetime) -> list[int]:
     """Active campaigns whose hand-over is owed since before `before` (locked ones skipped)."""
-    return list(
-        session.scalars(
-            select(Campaign.id)
-            .where(
-                Campaign.state.in_(ACTIVE_CAMPAIGN_STATES),
-                Campaign.dispatched_at.is_(None),
-                Campaign.updated_at <= before,
-            )
-            .order_by(Campaign.id)
-            .with_for_update(skip_locked=True)
-        )
+    return _active_ids_unlocked(
+        session, Campaign.dispatched_at.is_(None), Campaign.updated_at <= before
     )
