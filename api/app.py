@@ -6,16 +6,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
+from api import errors
 from api.dashboard import router as dashboard_router
 from api.deps import SessionDep, require_read
 from api.routers import campaigns, inventory, recommendations, schedules
 from api.schemas import Health, Problem
 from service.db import get_engine, make_sessionmaker
-from service.errors import Conflict, Invalid, NotFound, ServiceError
 from service.flows import runner
 from service.settings import Settings, get_settings
 
@@ -38,26 +37,6 @@ TAGS = [
     {"name": "recalibration", "description": "Schedules, calibration history, change events"},
     {"name": "meta", "description": "Health"},
 ]
-
-
-def _service_error(_request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ServiceError)
-    if isinstance(exc, NotFound):
-        return JSONResponse({"detail": exc.message}, status_code=404)
-    if isinstance(exc, Conflict):
-        return JSONResponse({"detail": exc.message, "loc": list(exc.loc)}, status_code=409)
-    loc = list(exc.loc) or ["body"]
-    body = {"detail": [{"loc": loc, "msg": exc.message, "type": "value_error"}]}
-    return JSONResponse(body, status_code=422)
-
-
-def _value_error(_request: Request, exc: Exception) -> JSONResponse:
-    """A domain rule the schema could not express (the algorithm raises ValueError 'field: why')."""
-    message = str(exc)
-    field = message.split(":", 1)[0] if ":" in message else None
-    loc = ["body", field] if field and field.isidentifier() else ["body"]
-    body = {"detail": [{"loc": loc, "msg": message, "type": "value_error"}]}
-    return JSONResponse(body, status_code=422)
 
 
 def create_app(
@@ -86,9 +65,7 @@ def create_app(
     )
     app.state.settings = settings
     app.state.session_factory = session_factory
-    app.add_exception_handler(ServiceError, _service_error)
-    app.add_exception_handler(Invalid, _service_error)
-    app.add_exception_handler(ValueError, _value_error)
+    errors.install(app)
 
     app.include_router(recommendations.router)
     app.include_router(inventory.router)

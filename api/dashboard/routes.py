@@ -312,6 +312,8 @@ def campaign(request: Request, campaign_id: str, session: SessionDep):
 
 @router.get("/dashboard/static/{path:path}")
 def static(request: Request, path: str):
+    if "\x00" in path:  # a NUL cannot name a file; Path.resolve would raise ValueError
+        return error_page(request, 404, "There is no such file.")
     target = (STATIC_DIR / path).resolve()
     if not target.is_relative_to(STATIC_DIR) or not target.is_file():
         return error_page(request, 404, "There is no such file.")

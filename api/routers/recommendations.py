@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response, status
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from api.deps import (
@@ -12,7 +13,6 @@ from api.deps import (
     Offset,
     SessionDep,
     WriteSession,
-    commit,
     in_lane,
     require_read,
 )
@@ -63,6 +63,18 @@ async def create_recommendation(
 def _recommend(
     session: Session, body: RecommendationIn, settings: Settings
 ) -> tuple[RecommendationOut, bool]:
+    try:
+        return _answer(session, body, settings)
+    except IntegrityError:
+        # Lost a race to a concurrent request (an inline site or topology, the topology's one
+        # active campaign): after the rollback the winner's rows are visible and are reused.
+        session.rollback()
+        return _answer(session, body, settings)
+
+
+def _answer(
+    session: Session, body: RecommendationIn, settings: Settings
+) -> tuple[RecommendationOut, bool]:
     outcome = recommend(
         session,
         topology_id=body.topology_id,
@@ -73,7 +85,7 @@ def _recommend(
         bs_max_mib=body.bs_max_mib,
         settings=settings,
     )
-    commit(session)
+    session.commit()
     return RecommendationOut.of(outcome.recommendation), outcome.provisional
 
 
