@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
 from api import errors
 from api.dashboard import router as dashboard_router
 from api.deps import SessionDep, require_read
+from api.middleware import BodyLimit, WriteGate
 from api.routers import campaigns, inventory, recommendations, schedules
 from api.schemas import Health, Problem
 from service.db import get_engine, make_sessionmaker
@@ -66,6 +67,9 @@ def create_app(
     app.state.settings = settings
     app.state.session_factory = session_factory
     errors.install(app)
+    # Outermost last: the token gate answers before the body limit, both before any body read.
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(WriteGate)
 
     app.include_router(recommendations.router)
     app.include_router(inventory.router)

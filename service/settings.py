@@ -36,6 +36,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     db_pool_size: int = Field(default=10, ge=1, le=200)
+    # The largest request body accepted (413 above it). Legitimate bodies are a few kB: an inline
+    # topology with 2 x 16 ISPs and 256 RTTs is about 20 kB.
+    max_body_bytes: int = Field(default=1_048_576, ge=1024, le=1_073_741_824)
     # Defaults of a campaign queued by POST /recommendations (the paper's plan, Section 4).
     campaign_ccs: list[str] = ["cubic", "olia", "hybla", "reno", "scalable", "vegas"]
     campaign_runs: int = Field(default=9, ge=1)

@@ -134,7 +134,7 @@ def test_beat_skips_a_failing_schedule_and_queues_the_others(client, auth, db_se
     assert f"recalibration of topology {bad['id']} skipped" in caplog.text
 
 
-# --- issue 14, item 5: a plan's size ----------------------------------------------------------------
+# --- issue 14, item 5: a plan's size -------------------------------------------------------------
 HUGE_PLAN = {"ccs": [f"cc{k}" for k in range(16)], "runs": 100, "duration_s": 3600,
              "buffer_grid_mib": [0.5 * k for k in range(1, 401)]}
 
