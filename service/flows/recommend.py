@@ -72,6 +72,8 @@ class TopologySnapshot:
 
 _snapshots: LRU[TopologySnapshot] = LRU(256)
 _answers: LRU[CalibratedAnswer] = LRU(1024)
+# Question (the answer's key and whether the data is stale) -> id of the row that answered it.
+_stored_ids: LRU[int] = LRU(4096)
 
 
 def snapshot_of(topology: Topology) -> TopologySnapshot:
@@ -122,9 +124,13 @@ def recommend(
     flags: list[str] = []
     campaign = recommendations.latest_calibrated_campaign(session, topology_id=snap.id)
     if campaign is not None:
-        answer = _calibrated_answer(session, snap, campaign, delta, bs_min_mib, bs_max_mib)
+        key = _answer_key(session, snap, campaign, delta, bs_min_mib, bs_max_mib)
+        answer = _answers.get_or_make(
+            key,
+            lambda: _solve_calibrated(session, snap, campaign, delta, bs_min_mib, bs_max_mib),
+        )
         if answer.error is None:
-            return _store_calibrated(session, snap, campaign, delta, answer)
+            return _store_calibrated(session, snap, campaign, delta, answer, key)
         flags.append(answer.error)
     lo = DEFAULT_BS_MIN_MIB if bs_min_mib is None else bs_min_mib
     hi = DEFAULT_BS_MAX_MIB if bs_max_mib is None else bs_max_mib
@@ -171,13 +177,11 @@ class CalibratedAnswer:
     bs_max_mib: float | None = None
 
 
-def _calibrated_answer(session, snap, campaign, delta, bs_min, bs_max) -> CalibratedAnswer:
-    key = (
+def _answer_key(session, snap, campaign, delta, bs_min, bs_max) -> tuple:
+    """The question: database, campaign version, delta, requested bounds, topology content."""
+    return (
         str(session.get_bind().engine.url), campaign.id, campaign.finished_at,
         campaign.updated_at, delta, bs_min, bs_max, snap.key,
-    )
-    return _answers.get_or_make(
-        key, lambda: _solve_calibrated(session, snap, campaign, delta, bs_min, bs_max)
     )
 
 
@@ -283,13 +287,20 @@ def _provenance(campaign: Campaign, fits, summary: measurements.MeasurementSumma
     }
 
 
-def _store_calibrated(session, snap, campaign, delta, answer: CalibratedAnswer) -> Outcome:
+def _store_calibrated(session, snap, campaign, delta, answer: CalibratedAnswer, key) -> Outcome:
+    """The stored answer to the same question, or a new row (issue 14: a repeated question cost
+    an INSERT and a COMMIT every time)."""
     now = utcnow()
     age = (now - answer.newest_at).total_seconds() if answer.newest_at else None
     flags = list(answer.flags_before_stale)
-    if age is not None and age > STALE_AFTER_S:
+    stale = age is not None and age > STALE_AFTER_S
+    if stale:
         flags.append("stale_data")
     flags.extend(answer.flags_after_stale)
+    inputs = _inputs(snap, delta, answer.bs_min_mib, answer.bs_max_mib)
+    stored = _stored_answer(session, (*key, stale), campaign, inputs, flags)
+    if stored is not None:
+        return Outcome(recommendation=stored, campaign_id=campaign.id)
     solution = answer.solution
     rec = recommendations.add_recommendation(
         session,
@@ -299,7 +310,7 @@ def _store_calibrated(session, snap, campaign, delta, answer: CalibratedAnswer) 
         delta=delta,
         bs_min_mib=answer.bs_min_mib,
         bs_max_mib=answer.bs_max_mib,
-        inputs=_inputs(snap, delta, answer.bs_min_mib, answer.bs_max_mib),
+        inputs=inputs,
         opm=solution.opm,
         occ=solution.occ,
         obs_mib=solution.obs_mib,
@@ -311,7 +322,24 @@ def _store_calibrated(session, snap, campaign, delta, answer: CalibratedAnswer) 
         quality_flags=flags,
         created_at=now,
     )
+    _stored_ids.put((*key, stale), rec.id)
     return Outcome(recommendation=rec, campaign_id=campaign.id)
+
+
+def _stored_answer(session, key, campaign, inputs, flags) -> Recommendation | None:
+    """This process's id for the question (checked: a rolled-back row is gone), else the row
+    another process stored for it (same campaign, inputs and flags)."""
+    cached = _stored_ids.get(key)
+    if cached is not None:
+        rec = recommendations.get_recommendation_or_none(session, recommendation_id=cached)
+        if rec is not None:
+            return rec
+    rec = recommendations.find_calibrated(
+        session, campaign_id=campaign.id, inputs=inputs, quality_flags=flags
+    )
+    if rec is not None:
+        _stored_ids.put(key, rec.id)
+    return rec
 
 
 # --- Eq. 1 ---------------------------------------------------------------------------------------

@@ -27,6 +27,35 @@ def get_recommendation(session: Session, *, recommendation_id: int) -> Recommend
     return rec
 
 
+def get_recommendation_or_none(
+    session: Session, *, recommendation_id: int
+) -> Recommendation | None:
+    return session.get(Recommendation, recommendation_id)
+
+
+def find_calibrated(
+    session: Session, *, campaign_id: int, inputs: dict[str, Any], quality_flags: list[str]
+) -> Recommendation | None:
+    """A stored calibrated answer of the campaign to the same inputs with the same flags."""
+    rows = session.scalars(
+        select(Recommendation)
+        .where(
+            Recommendation.campaign_id == campaign_id,
+            Recommendation.kind == "calibrated",
+            Recommendation.topology_id == inputs["topology_id"],
+            Recommendation.delta == inputs["delta"],
+            Recommendation.bs_min_mib == inputs["bs_min_mib"],
+            Recommendation.bs_max_mib == inputs["bs_max_mib"],
+        )
+        .order_by(Recommendation.id.desc())
+        .limit(20)
+    )
+    for rec in rows:
+        if rec.inputs == inputs and list(rec.quality_flags or []) == list(quality_flags):
+            return rec
+    return None
+
+
 def list_recommendations(
     session: Session,
     *,
