@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from models import Campaign, FitRecord, Recommendation
@@ -84,6 +84,31 @@ def calibrated_recommendation_of(
         .order_by(Recommendation.id)
         .limit(1)
     )
+
+
+_LATEST_CALIBRATED = None
+
+
+def latest_calibrated_version(session: Session, *, topology_id: int) -> tuple | None:
+    """(id, finished_at, updated_at) of `latest_calibrated_campaign`, as one plain row (the hot
+    path: enough to key a cached answer)."""
+    global _LATEST_CALIBRATED
+    if _LATEST_CALIBRATED is None:
+        has_fits = (
+            select(FitRecord.id)
+            .where(FitRecord.campaign_id == Campaign.id,
+                   FitRecord.model_kind == Campaign.model_kind)
+            .exists()
+        )
+        _LATEST_CALIBRATED = (
+            select(Campaign.id, Campaign.finished_at, Campaign.updated_at)
+            .where(Campaign.topology_id == bindparam("topology_id"), Campaign.state == "done",
+                   has_fits)
+            .order_by(Campaign.finished_at.desc(), Campaign.id.desc())
+            .limit(1)
+        )
+    row = session.execute(_LATEST_CALIBRATED, {"topology_id": topology_id}).first()
+    return tuple(row) if row is not None else None
 
 
 def latest_calibrated_campaign(session: Session, *, topology_id: int) -> Campaign | None:
