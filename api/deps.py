@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from datetime import timedelta
 from typing import Annotated
 
@@ -12,7 +13,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from models import utcnow
+from models import ApiToken, utcnow
 from service.errors import Conflict
 from service.store import tokens
 
@@ -41,7 +42,11 @@ def commit(session: Session) -> None:
         raise Conflict("the change conflicts with stored data") from exc
 
 
-def _check(session: Session, credentials: HTTPAuthorizationCredentials | None) -> None:
+def check_token(
+    session: Session, credentials: HTTPAuthorizationCredentials | None, *, scope: str
+) -> ApiToken:
+    """The live token of the request: 401 without one (missing, unknown, revoked, expired), 403
+    when its scope does not allow `scope` ('read' tokens cannot write)."""
     row = tokens.verify_token(session, token=credentials.credentials if credentials else None)
     if row is None:
         raise HTTPException(
@@ -49,14 +54,20 @@ def _check(session: Session, credentials: HTTPAuthorizationCredentials | None) -
             detail="a valid API token is needed (Authorization: Bearer <token>)",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    if not tokens.allows(row, scope):
+        raise HTTPException(
+            status_code=status.HTTP_403_FORBIDDEN,
+            detail=f"this token's scope is {row.scope!r}; {scope!r} is needed",
+        )
     now = utcnow()
     if row.last_used_at is None or now - row.last_used_at > timedelta(minutes=1):
         row.last_used_at = now
         session.commit()
+    return row
 
 
 def require_write(session: SessionDep, credentials: Credentials) -> None:
-    _check(session, credentials)
+    check_token(session, credentials, scope="write")
 
 
 # Hot-path writes run their blocking DB work in a few threads of their own instead of the default
@@ -85,7 +96,7 @@ async def write_session(request: Request, credentials: Credentials) -> AsyncIter
     """
     session = request.app.state.session_factory()
     try:
-        await in_lane("auth", _check, session, credentials)
+        await in_lane("auth", partial(check_token, scope="write"), session, credentials)
         yield session
     finally:
         if session.in_transaction():
@@ -96,9 +107,25 @@ async def write_session(request: Request, credentials: Credentials) -> AsyncIter
 WriteSession = Annotated[Session, Depends(write_session)]
 
 
+async def lane_session(request: Request) -> AsyncIterator[Session]:
+    """A session for an async endpoint that checks the token itself inside its one thread hop
+    (`check_token` first thing); api.middleware.WriteGate has already turned away writes without
+    a live token before their body was read."""
+    session = request.app.state.session_factory()
+    try:
+        yield session
+    finally:
+        if session.in_transaction():
+            await in_lane("work", session.rollback)
+        session.close()
+
+
+LaneSession = Annotated[Session, Depends(lane_session)]
+
+
 def require_read(request: Request, session: SessionDep, credentials: Credentials) -> None:
     if request.app.state.settings.reads_need_token:
-        _check(session, credentials)
+        check_token(session, credentials, scope="read")
 
 
 Limit = Annotated[int, Query(ge=1, le=500, description="page size")]

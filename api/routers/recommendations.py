@@ -9,10 +9,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from api.deps import (
+    Credentials,
+    LaneSession,
     Limit,
     Offset,
     SessionDep,
-    WriteSession,
+    check_token,
     in_lane,
     require_read,
 )
@@ -48,22 +50,31 @@ router = APIRouter(tags=["recommendations"])
 )
 async def create_recommendation(
     request: Request,
-    response: Response,
-    session: WriteSession,
+    session: LaneSession,
+    credentials: Credentials,
     body: Annotated[RecommendationIn, Body(openapi_examples=RECOMMENDATION_EXAMPLES)],
 ):
-    # async, with the blocking work in one thread hop: a sync endpoint with sync dependencies costs
-    # five (session, token, endpoint, response validation, session close).
-    out, provisional = await in_lane("work", _recommend, session, body, request.app.state.settings)
+    # async, with the token check and the blocking work in one thread hop (the token was already
+    # found live by api.middleware.WriteGate before the body was read; this is the authoritative
+    # check: revocation, expiry, scope). The body is sent as cached bytes: a repeated question
+    # costs no response validation either.
+    content, provisional, poll_url = await in_lane(
+        "work", _checked, session, credentials, body, request.app.state.settings
+    )
     if provisional:
-        response.status_code = status.HTTP_202_ACCEPTED
-        response.headers["Location"] = out.poll_url or ""
-    return out
+        return Response(content, status.HTTP_202_ACCEPTED, {"Location": poll_url or ""},
+                        media_type="application/json")
+    return Response(content, media_type="application/json")
+
+
+def _checked(session, credentials, body, settings) -> tuple[bytes, bool, str | None]:
+    check_token(session, credentials, scope="write")
+    return _recommend(session, body, settings)
 
 
 def _recommend(
     session: Session, body: RecommendationIn, settings: Settings
-) -> tuple[RecommendationOut, bool]:
+) -> tuple[bytes, bool, str | None]:
     try:
         return _answer(session, body, settings)
     except IntegrityError:
@@ -75,7 +86,7 @@ def _recommend(
 
 def _answer(
     session: Session, body: RecommendationIn, settings: Settings
-) -> tuple[RecommendationOut, bool]:
+) -> tuple[bytes, bool, str | None]:
     outcome = recommend(
         session,
         topology_id=body.topology_id,
@@ -90,22 +101,23 @@ def _answer(
     if outcome.recommendation is not None:
         session.commit()
         out = RecommendationOut.of(outcome.recommendation)
+        content = out.model_dump_json().encode()
         if not outcome.provisional:
-            _outs.put((_db(session), out.id), out)
-        return out, outcome.provisional
+            _outs.put((_db(session), out.id), content)
+        return content, outcome.provisional, out.poll_url
     # The question was answered before: nothing to write, and the answer's body is cached.
     session.rollback()
     key = (_db(session), outcome.recommendation_id)
-    out = _outs.get(key)
-    if out is None:
+    content = _outs.get(key)
+    if content is None:
         rec = store.get_recommendation(session, recommendation_id=outcome.recommendation_id)
-        out = RecommendationOut.of(rec)
-        _outs.put(key, out)
-    return out, False
+        content = RecommendationOut.of(rec).model_dump_json().encode()
+        _outs.put(key, content)
+    return content, False, None
 
 
 # Stored calibrated answers as sent (a row is not changed once its transaction committed).
-_outs: LRU[RecommendationOut] = LRU(1024)
+_outs: LRU[bytes] = LRU(1024)
 
 
 def _db(session: Session) -> str:
