@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from functools import partial
 from datetime import timedelta
+from functools import partial
 from typing import Annotated
 
 import anyio
