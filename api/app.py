@@ -9,7 +9,8 @@ from fastapi import Depends, FastAPI
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import errors
+from api import docs, errors
+from api.dashboard import login_router, static_router
 from api.dashboard import router as dashboard_router
 from api.deps import SessionDep, require_read
 from api.middleware import BodyLimit, WriteGate
@@ -63,9 +64,14 @@ def create_app(
         description=DESCRIPTION,
         openapi_tags=TAGS,
         responses={400: {"description": "the body is not parseable JSON", "model": Problem}},
+        # Served by api.docs: behind the read rule, with local assets.
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
     app.state.settings = settings
     app.state.session_factory = session_factory
+    app.state.session_secret = settings.session_secret()
     errors.install(app)
     # Outermost last: the token gate answers before the body limit, both before any body read.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
@@ -75,7 +81,10 @@ def create_app(
     app.include_router(inventory.router)
     app.include_router(campaigns.router)
     app.include_router(schedules.router)
+    app.include_router(login_router)
+    app.include_router(static_router)
     app.include_router(dashboard_router)
+    docs.install(app)
 
     @app.get("/health", response_model=Health, tags=["meta"], dependencies=[Depends(require_read)])
     def health(session: SessionDep):

@@ -13,6 +13,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from api import session as browser_session
 from models import ApiToken, utcnow
 from service.errors import Conflict
 from service.store import tokens
@@ -123,9 +124,29 @@ async def lane_session(request: Request) -> AsyncIterator[Session]:
 LaneSession = Annotated[Session, Depends(lane_session)]
 
 
-def require_read(request: Request, session: SessionDep, credentials: Credentials) -> None:
-    if request.app.state.settings.reads_need_token:
+def require_read(request: Request, credentials: Credentials) -> None:
+    """Reads are open unless `reads_need_token`; then a token (any scope) in the Authorization
+    header, or the browser session cookie of the dashboard's login. A session of its own, opened
+    only when needed (open reads, /openapi.json included, touch no database for it)."""
+    if not request.app.state.settings.reads_need_token:
+        return
+    with request.app.state.session_factory() as session:
+        if credentials is None and browser_session.session_token(request, session) is not None:
+            return
         check_token(session, credentials, scope="read")
+
+
+class LoginRequired(Exception):
+    """A page (dashboard, docs) asked for without a session: the browser goes to the login."""
+
+
+def require_read_page(request: Request, credentials: Credentials) -> None:
+    try:
+        require_read(request, credentials)
+    except HTTPException as exc:
+        if exc.status_code == status.HTTP_401_UNAUTHORIZED:
+            raise LoginRequired from exc
+        raise
 
 
 Limit = Annotated[int, Query(ge=1, le=500, description="page size")]

@@ -4,13 +4,15 @@ is (issue 14: races were 500, a database outage plain-text 500, server faults 42
 from __future__ import annotations
 
 import logging
+from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from api.deps import LoginRequired
 from service.errors import Conflict, Invalid, NotFound, ServiceError
 
 log = logging.getLogger(__name__)
@@ -76,7 +78,15 @@ def validation_error(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=422)
 
 
+def login_required(request: Request, _exc: Exception) -> RedirectResponse:
+    """A dashboard or docs page without a session: to the login form, and back afterwards."""
+    root = request.scope.get("root_path", "").rstrip("/")
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"{root}/dashboard/login?{urlencode({'next': target})}", 303)
+
+
 def install(app: FastAPI) -> None:
+    app.add_exception_handler(LoginRequired, login_required)
     app.add_exception_handler(ServiceError, service_error)
     app.add_exception_handler(Invalid, service_error)
     app.add_exception_handler(IntegrityError, integrity_error)
