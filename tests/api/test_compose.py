@@ -77,7 +77,7 @@ def test_env_example_names_every_variable_the_compose_file_uses():
     assert used <= defined, used - defined
 
 
-# --- issue 14, item 9: no default secrets -----------------------------------------------------------
+# --- issue 14, item 9: no default secrets --------------------------------------------------
 SECRETS = ("POSTGRES_PASSWORD", "REDIS_PASSWORD", "MPCOA_SECRET_KEY", "FLOWER_BASIC_AUTH")
 
 
