@@ -186,7 +186,8 @@ def topology_rows(session: Session, *, topology_id: int) -> tuple[tuple, tuple, 
     (name, bandwidth, configured RTT). NotFound for an unknown id."""
     sites: dict[int, tuple[str, list]] = {}
     local_id = None
-    for row in session.execute(_TOPOLOGY_ISPS, {"topology_id": topology_id}):
+    conn = session.connection()  # Core rows: the ORM's per-statement set-up is not needed here
+    for row in conn.execute(_TOPOLOGY_ISPS, {"topology_id": topology_id}):
         local_id = row.local_site_id
         site = sites.setdefault(row.site_id, (row.site_name, []))
         site[1].append((row.name, row.label, row.down_kbps, row.up_kbps))
@@ -195,7 +196,7 @@ def topology_rows(session: Session, *, topology_id: int) -> tuple[tuple, tuple, 
     (local,) = [(n, tuple(i)) for sid, (n, i) in sites.items() if sid == local_id]
     (remote,) = [(n, tuple(i)) for sid, (n, i) in sites.items() if sid != local_id]
     subflows = tuple(
-        tuple(r) for r in session.execute(_TOPOLOGY_SUBFLOWS, {"topology_id": topology_id})
+        tuple(r) for r in conn.execute(_TOPOLOGY_SUBFLOWS, {"topology_id": topology_id})
     )
     return local, remote, subflows
 

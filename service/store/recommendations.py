@@ -107,7 +107,7 @@ def latest_calibrated_version(session: Session, *, topology_id: int) -> tuple | 
             .order_by(Campaign.finished_at.desc(), Campaign.id.desc())
             .limit(1)
         )
-    row = session.execute(_LATEST_CALIBRATED, {"topology_id": topology_id}).first()
+    row = session.connection().execute(_LATEST_CALIBRATED, {"topology_id": topology_id}).first()
     return tuple(row) if row is not None else None
 
 
