@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response, status
@@ -29,6 +30,7 @@ from service.cache import LRU
 from service.flows.recommend import recommend
 from service.settings import Settings
 from service.store import recommendations as store
+from service.store import tokens
 
 router = APIRouter(tags=["recommendations"])
 
@@ -58,8 +60,12 @@ async def create_recommendation(
     # found live by api.middleware.WriteGate before the body was read; this is the authoritative
     # check: revocation, expiry, scope). The body is sent as cached bytes: a repeated question
     # costs no response validation either.
+    memory = _memory(request.app)
+    content = memory.answer(credentials, body)
+    if content is not None:
+        return Response(content, media_type="application/json")
     content, provisional, poll_url = await in_lane(
-        "work", _checked, session, credentials, body, request.app.state.settings
+        "work", _checked, session, credentials, body, request.app.state.settings, memory
     )
     if provisional:
         return Response(content, status.HTTP_202_ACCEPTED, {"Location": poll_url or ""},
@@ -67,9 +73,62 @@ async def create_recommendation(
     return Response(content, media_type="application/json")
 
 
-def _checked(session, credentials, body, settings) -> tuple[bytes, bool, str | None]:
+def _checked(session, credentials, body, settings, memory) -> tuple[bytes, bool, str | None]:
     check_token(session, credentials, scope="write")
-    return _recommend(session, body, settings)
+    memory.token_checked(credentials)
+    content, provisional, poll_url = _recommend(session, body, settings)
+    if not provisional:
+        memory.remember(body, content)
+    return content, provisional, poll_url
+
+
+class AnswerMemory:
+    """Opt-in (`MPCOA_ANSWER_CACHE_S` > 0, default off): a calibrated answer to a question by
+    topology_id is sent again from memory for that many seconds, with no thread hop and no
+    database, to a token this process checked within that time. The price: a PATCHed topology, a
+    new calibration or a revoked token take up to that long to show in this process."""
+
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl_s = ttl_s
+        self._answers: dict[tuple, tuple[float, bytes]] = {}
+        self._tokens: dict[str, float] = {}
+
+    @staticmethod
+    def _key(body: RecommendationIn) -> tuple:
+        return body.topology_id, body.delta, body.bs_min_mib, body.bs_max_mib
+
+    def answer(self, credentials, body: RecommendationIn) -> bytes | None:
+        if self.ttl_s <= 0 or body.topology_id is None or credentials is None:
+            return None
+        now = time.monotonic()
+        checked = self._tokens.get(tokens.hash_token(credentials.credentials))
+        hit = self._answers.get(self._key(body))
+        if checked is None or hit is None or now - checked > self.ttl_s:
+            return None
+        return hit[1] if now - hit[0] <= self.ttl_s else None
+
+    def token_checked(self, credentials) -> None:
+        if self.ttl_s > 0:
+            self._bounded(self._tokens)[tokens.hash_token(credentials.credentials)] = (
+                time.monotonic()
+            )
+
+    def remember(self, body: RecommendationIn, content: bytes) -> None:
+        if self.ttl_s > 0 and body.topology_id is not None:
+            self._bounded(self._answers)[self._key(body)] = (time.monotonic(), content)
+
+    @staticmethod
+    def _bounded(mapping: dict) -> dict:
+        if len(mapping) > 10_000:
+            mapping.clear()
+        return mapping
+
+
+def _memory(app) -> AnswerMemory:
+    memory = getattr(app.state, "answer_memory", None)
+    if memory is None:
+        memory = app.state.answer_memory = AnswerMemory(app.state.settings.answer_cache_s)
+    return memory
 
 
 def _recommend(

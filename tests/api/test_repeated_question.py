@@ -62,3 +62,37 @@ def test_a_changed_topology_is_a_new_question(client, auth, db_session):
     assert r.status_code == 200, r.text
     second = client.post("/recommendations", json=question, headers=auth).json()
     assert second["id"] != first["id"]
+
+
+def test_opt_in_answer_memory_serves_a_repeat_without_the_database(
+        pg_database_url, session_factory, pg_connection, db_session, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from service.settings import Settings
+    from service.store import tokens
+
+    token = tokens.create_token(db_session, name="memory")
+    db_session.commit()
+    auth = {"Authorization": f"Bearer {token}"}
+    settings = Settings(database_url=pg_database_url, data_dir=tmp_path, run_campaigns=False,
+                        answer_cache_s=30, _env_file=None)
+    with TestClient(create_app(settings, session_factory=session_factory)) as client:
+        topo = _topology(client, auth, SRL, HU)
+        seed_srl_hu(db_session, topo["id"])
+        question = {"topology_id": topo["id"], "delta": 0.07}
+        first = client.post("/recommendations", json=question, headers=auth)
+        statements = []
+
+        def watch(_conn, _cursor, statement, *_args):
+            statements.append(statement)
+
+        event.listen(pg_connection, "before_cursor_execute", watch)
+        try:
+            again = client.post("/recommendations", json=question, headers=auth)
+        finally:
+            event.remove(pg_connection, "before_cursor_execute", watch)
+        assert statements == []
+        assert again.status_code == 200 and again.json() == first.json()
+        # Another token, or no token, is never served from memory.
+        assert client.post("/recommendations", json=question).status_code == 401
