@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import Depends, FastAPI
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
+from api import docs, errors
+from api.dashboard import login_router, static_router
 from api.dashboard import router as dashboard_router
 from api.deps import SessionDep, require_read
+from api.middleware import BodyLimit, WriteGate
 from api.routers import campaigns, inventory, recommendations, schedules
 from api.schemas import Health, Problem
 from service.db import get_engine, make_sessionmaker
-from service.errors import Conflict, Invalid, NotFound, ServiceError
 from service.flows import runner
 from service.settings import Settings, get_settings
 
@@ -38,26 +39,6 @@ TAGS = [
     {"name": "recalibration", "description": "Schedules, calibration history, change events"},
     {"name": "meta", "description": "Health"},
 ]
-
-
-def _service_error(_request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ServiceError)
-    if isinstance(exc, NotFound):
-        return JSONResponse({"detail": exc.message}, status_code=404)
-    if isinstance(exc, Conflict):
-        return JSONResponse({"detail": exc.message, "loc": list(exc.loc)}, status_code=409)
-    loc = list(exc.loc) or ["body"]
-    body = {"detail": [{"loc": loc, "msg": exc.message, "type": "value_error"}]}
-    return JSONResponse(body, status_code=422)
-
-
-def _value_error(_request: Request, exc: Exception) -> JSONResponse:
-    """A domain rule the schema could not express (the algorithm raises ValueError 'field: why')."""
-    message = str(exc)
-    field = message.split(":", 1)[0] if ":" in message else None
-    loc = ["body", field] if field and field.isidentifier() else ["body"]
-    body = {"detail": [{"loc": loc, "msg": message, "type": "value_error"}]}
-    return JSONResponse(body, status_code=422)
 
 
 def create_app(
@@ -83,18 +64,27 @@ def create_app(
         description=DESCRIPTION,
         openapi_tags=TAGS,
         responses={400: {"description": "the body is not parseable JSON", "model": Problem}},
+        # Served by api.docs: behind the read rule, with local assets.
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
     app.state.settings = settings
     app.state.session_factory = session_factory
-    app.add_exception_handler(ServiceError, _service_error)
-    app.add_exception_handler(Invalid, _service_error)
-    app.add_exception_handler(ValueError, _value_error)
+    app.state.session_secret = settings.session_secret()
+    errors.install(app)
+    # Outermost last: the token gate answers before the body limit, both before any body read.
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(WriteGate)
 
     app.include_router(recommendations.router)
     app.include_router(inventory.router)
     app.include_router(campaigns.router)
     app.include_router(schedules.router)
+    app.include_router(login_router)
+    app.include_router(static_router)
     app.include_router(dashboard_router)
+    docs.install(app)
 
     @app.get("/health", response_model=Health, tags=["meta"], dependencies=[Depends(require_read)])
     def health(session: SessionDep):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
+from functools import partial
 from typing import Annotated
 
 import anyio
@@ -12,7 +13,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from models import utcnow
+from api import session as browser_session
+from models import ApiToken, utcnow
 from service.errors import Conflict
 from service.store import tokens
 
@@ -41,7 +43,11 @@ def commit(session: Session) -> None:
         raise Conflict("the change conflicts with stored data") from exc
 
 
-def _check(session: Session, credentials: HTTPAuthorizationCredentials | None) -> None:
+def check_token(
+    session: Session, credentials: HTTPAuthorizationCredentials | None, *, scope: str
+) -> ApiToken:
+    """The live token of the request: 401 without one (missing, unknown, revoked, expired), 403
+    when its scope does not allow `scope` ('read' tokens cannot write)."""
     row = tokens.verify_token(session, token=credentials.credentials if credentials else None)
     if row is None:
         raise HTTPException(
@@ -49,14 +55,20 @@ def _check(session: Session, credentials: HTTPAuthorizationCredentials | None) -
             detail="a valid API token is needed (Authorization: Bearer <token>)",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    if not tokens.allows(row, scope):
+        raise HTTPException(
+            status_code=status.HTTP_403_FORBIDDEN,
+            detail=f"this token's scope is {row.scope!r}; {scope!r} is needed",
+        )
     now = utcnow()
     if row.last_used_at is None or now - row.last_used_at > timedelta(minutes=1):
         row.last_used_at = now
         session.commit()
+    return row
 
 
 def require_write(session: SessionDep, credentials: Credentials) -> None:
-    _check(session, credentials)
+    check_token(session, credentials, scope="write")
 
 
 # Hot-path writes run their blocking DB work in a few threads of their own instead of the default
@@ -85,7 +97,7 @@ async def write_session(request: Request, credentials: Credentials) -> AsyncIter
     """
     session = request.app.state.session_factory()
     try:
-        await in_lane("auth", _check, session, credentials)
+        await in_lane("auth", partial(check_token, scope="write"), session, credentials)
         yield session
     finally:
         if session.in_transaction():
@@ -96,9 +108,45 @@ async def write_session(request: Request, credentials: Credentials) -> AsyncIter
 WriteSession = Annotated[Session, Depends(write_session)]
 
 
-def require_read(request: Request, session: SessionDep, credentials: Credentials) -> None:
-    if request.app.state.settings.reads_need_token:
-        _check(session, credentials)
+async def lane_session(request: Request) -> AsyncIterator[Session]:
+    """A session for an async endpoint that checks the token itself inside its one thread hop
+    (`check_token` first thing); api.middleware.WriteGate has already turned away writes without
+    a live token before their body was read."""
+    session = request.app.state.session_factory()
+    try:
+        yield session
+    finally:
+        if session.in_transaction():
+            await in_lane("work", session.rollback)
+        session.close()
+
+
+LaneSession = Annotated[Session, Depends(lane_session)]
+
+
+def require_read(request: Request, credentials: Credentials) -> None:
+    """Reads are open unless `reads_need_token`; then a token (any scope) in the Authorization
+    header, or the browser session cookie of the dashboard's login. A session of its own, opened
+    only when needed (open reads, /openapi.json included, touch no database for it)."""
+    if not request.app.state.settings.reads_need_token:
+        return
+    with request.app.state.session_factory() as session:
+        if credentials is None and browser_session.session_token(request, session) is not None:
+            return
+        check_token(session, credentials, scope="read")
+
+
+class LoginRequired(Exception):
+    """A page (dashboard, docs) asked for without a session: the browser goes to the login."""
+
+
+def require_read_page(request: Request, credentials: Credentials) -> None:
+    try:
+        require_read(request, credentials)
+    except HTTPException as exc:
+        if exc.status_code == status.HTTP_401_UNAUTHORIZED:
+            raise LoginRequired from exc
+        raise
 
 
 Limit = Annotated[int, Query(ge=1, le=500, description="page size")]

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from models import CAMPAIGN_STATES, MEASUREMENT_PHASES, MEASUREMENT_STATUSES, RECOMMENDATION_KINDS
-from probes.vocabulary import PATH_MANAGERS, Site, SubflowName
+from probes.vocabulary import PATH_MANAGERS, Description, Site, SubflowName
 from service.algorithm import topology as algo
 from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA
 from service.flows.answer import Arm, Eq1, TStar
@@ -18,7 +18,6 @@ from service.store.campaigns import report
 T = TypeVar("T")
 
 MAX_ID = 2**31 - 1
-Description = Annotated[str, Field(max_length=200, pattern=r"^[^\x00-\x08\x0b\x0c\x0e-\x1f]*$")]
 RttMs = Annotated[float, Field(gt=0, le=600_000, allow_inf_nan=False, description="RTT in ms")]
 Delta = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
 Mib = Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]

@@ -118,19 +118,28 @@ def db_current() -> None:
 
 
 @token_app.command("create")
-def token_create(name: str = typer.Argument(..., help="who or what the token is for")) -> None:
+def token_create(
+    name: str = typer.Argument(..., help="who or what the token is for"),
+    scope: str = typer.Option("write", help="'write' (reads and writes) or 'read' (reads only)"),
+    expires_days: float | None = typer.Option(None, min=0.001, help="expires after this long"),
+) -> None:
     """Create a token and print it once; only its SHA-256 is stored."""
+    from datetime import timedelta
+
+    from models import utcnow
     from service import db
-    from service.errors import Conflict
+    from service.errors import Conflict, Invalid
     from service.store import tokens
+
+    expires_at = utcnow() + timedelta(days=expires_days) if expires_days else None
 
     settings = _settings()
     if settings.auto_migrate:
         db.upgrade(settings.effective_database_url)
     try:
         with db.session_scope(db.get_engine(settings)) as session:
-            value = tokens.create_token(session, name=name)
-    except (Conflict, ValueError) as exc:
+            value = tokens.create_token(session, name=name, scope=scope, expires_at=expires_at)
+    except (Conflict, Invalid) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
     typer.echo(value)
@@ -145,7 +154,8 @@ def token_list() -> None:
     with db.session_scope(db.get_engine(_settings())) as session:
         for row in tokens.list_tokens(session):
             state = "revoked" if row.revoked else "active"
-            typer.echo(f"{row.name}\t{state}\t{row.created_at:%Y-%m-%d %H:%M}\t{row.last_used_at}")
+            typer.echo(f"{row.name}\t{state}\t{row.scope}\t{row.created_at:%Y-%m-%d %H:%M}\t"
+                       f"{row.last_used_at}\texpires {row.expires_at}")
 
 
 @token_app.command("revoke")

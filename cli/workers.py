@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from sqlalchemy.exc import IntegrityError
 
 from cli.algorithm import fail
 from models import FINAL_CAMPAIGN_STATES
@@ -62,6 +63,8 @@ def calibrate(
             cid = campaign.id
     except (ServiceError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         fail(str(exc).replace("\n", "; "))
+    except IntegrityError:  # the database's one-active-campaign-per-topology index
+        fail(f"topology {topology_id} has a queued or running campaign; cancel it or wait")
     with _progress_bar() as bar:
         task = bar.add_task("", total=None, cid=cid, what="starting")
 

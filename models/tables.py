@@ -14,10 +14,12 @@ from sqlalchemy import (
     CheckConstraint,
     Float,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -29,6 +31,7 @@ FINAL_CAMPAIGN_STATES = ("done", "failed", "cancelled")
 MEASUREMENT_PHASES = ("impact", "buffer")
 MEASUREMENT_STATUSES = ("ok", "failed")
 RECOMMENDATION_KINDS = ("calibrated", "provisional")
+TOKEN_SCOPES = ("read", "write")
 # Stored in the measurement key instead of NULL so that the unique key also holds for
 # "no subflow excluded" (NULLs are distinct in a unique constraint).
 NO_EXCLUSION = ""
@@ -37,6 +40,9 @@ NO_EXCLUSION = ""
 def _in(column: str, values: tuple[str, ...]) -> str:
     quoted = ", ".join(f"'{v}'" for v in values)
     return f"{column} IN ({quoted})"
+
+
+ACTIVE_WHERE = _in("state", ACTIVE_CAMPAIGN_STATES)
 
 
 class Site(Base):
@@ -130,6 +136,15 @@ class Campaign(Base):
     __table_args__ = (
         CheckConstraint(_in("state", CAMPAIGN_STATES), name="state"),
         CheckConstraint("runs >= 1 AND duration_s > 0", name="positive_plan"),
+        # One active campaign per topology, held by the database: a check-then-insert in the
+        # service loses races between two API processes (issue 14).
+        Index(
+            "uq_campaigns_active_topology",
+            "topology_id",
+            unique=True,
+            postgresql_where=text(ACTIVE_WHERE),
+            sqlite_where=text(ACTIVE_WHERE),
+        ),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -326,7 +341,8 @@ class Recommendation(Base):
 
 
 class ApiToken(Base):
-    """Write tokens; only the SHA-256 of the token is kept."""
+    """API tokens; only the SHA-256 of the token is kept. `scope` 'read' allows reads only;
+    `expires_at` (optional) ends it."""
 
     __tablename__ = "api_tokens"
 
@@ -336,3 +352,5 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    scope: Mapped[str] = mapped_column(String(8), default="write", server_default="write")
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

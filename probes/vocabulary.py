@@ -8,9 +8,17 @@ these definitions instead of declaring their own.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
 
 # Short identifiers only: site and ISP names end up in namespace, device and queue names.
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,31}$"
@@ -33,7 +41,34 @@ SubflowName = Annotated[
     str, Field(pattern=SUBFLOW_PATTERN, description="'<local label>-<remote label>'")
 ]
 CongestionControl = Annotated[str, Field(pattern=CC_PATTERN, description="kernel CC name")]
-Kbps = Annotated[float, Field(gt=0, le=MAX_KBPS, allow_inf_nan=False, description="kbit/s")]
+# Strict: a bandwidth is a JSON number, never a string such as "100000" (issue 14).
+Kbps = Annotated[
+    float, Field(gt=0, le=MAX_KBPS, allow_inf_nan=False, strict=True, description="kbit/s")
+]
+
+# Characters free text must not carry: C0/C1 controls, line/paragraph separators, and the
+# bidirectional overrides, embeddings and isolates that make text display unlike what it is
+# ("Trojan Source").
+FORBIDDEN_TEXT = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def _plain_text(value: str) -> str:
+    bad = FORBIDDEN_TEXT.search(value)
+    if bad:
+        raise ValueError(
+            f"control or bidirectional-formatting character U+{ord(bad.group()):04X} at "
+            f"position {bad.start()}"
+        )
+    return value
+
+
+Description = Annotated[
+    str,
+    Field(max_length=200, description="free text: no control or bidi-formatting characters"),
+    AfterValidator(_plain_text),
+]
 
 
 def subflow_name(local_label: str, remote_label: str) -> str:

@@ -6,12 +6,22 @@ in-process task execution, so that `mpcoa serve` works on a fresh machine with n
 
 from __future__ import annotations
 
+import logging
 import os
+import secrets
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+log = logging.getLogger(__name__)
+
+# Values that mean "nobody set this secret" (.env.example's and the old compose defaults, the
+# full-stack FastAPI template's): refused in production, warned about locally.
+PLACEHOLDER_SECRETS = frozenset({"", "change-me", "changeme", "changethis", "secret", "password"})
 
 
 def default_data_dir() -> Path:
@@ -22,7 +32,19 @@ def default_data_dir() -> Path:
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MPCOA_", env_file=".env", extra="ignore")
 
+    environment: Literal["local", "production"] = Field(
+        default="local", description="production: refuse to start with placeholder secrets"
+    )
     data_dir: Path = Field(default_factory=default_data_dir, description="SQLite file lives here")
+    secret_key: SecretStr | None = Field(
+        default=None,
+        description="signs the dashboard's session cookies (32+ characters); unset locally: a "
+        "random key kept in data_dir/secret_key",
+    )
+    flower_basic_auth: SecretStr | None = Field(
+        default=None, description="user:password of Flower (docker-compose.yml passes it on)"
+    )
+    session_hours: float = Field(default=8.0, gt=0, le=24 * 30, description="dashboard login")
     database_url: str | None = Field(
         default=None,
         description="SQLAlchemy URL, e.g. postgresql+psycopg://mpcoa@db/mpcoa; "
@@ -36,6 +58,13 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     db_pool_size: int = Field(default=10, ge=1, le=200)
+    # The largest request body accepted (413 above it). Legitimate bodies are a few kB: an inline
+    # topology with 2 x 16 ISPs and 256 RTTs is about 20 kB.
+    max_body_bytes: int = Field(default=1_048_576, ge=1024, le=1_073_741_824)
+    # Opt-in: a calibrated answer by topology_id sent again from memory for this long (seconds)
+    # without asking the database; a changed topology, a new calibration or a revoked token then
+    # take up to this long to show. 0: off.
+    answer_cache_s: float = Field(default=0.0, ge=0, le=3600)
     # Defaults of a campaign queued by POST /recommendations (the paper's plan, Section 4).
     campaign_ccs: list[str] = ["cubic", "olia", "hybla", "reno", "scalable", "vegas"]
     campaign_runs: int = Field(default=9, ge=1)
@@ -74,6 +103,44 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value):
         return None if value == "" else value
 
+    @model_validator(mode="after")
+    def _check_secrets(self) -> Settings:
+        """In production every secret is real (the full-stack FastAPI template's
+        `_check_default_secret`); locally a placeholder that is set is only a warning."""
+        secrets_: list[tuple[str, str | None, int]] = []
+        if self.database_url and not self.database_url.startswith("sqlite"):
+            secrets_.append(("database password", urlsplit(self.database_url).password, 1))
+        if self.broker_url:
+            secrets_.append(("broker password", urlsplit(self.broker_url).password, 1))
+        if self.flower_basic_auth is not None:
+            auth = self.flower_basic_auth.get_secret_value()
+            secrets_.append(("Flower password", auth.partition(":")[2], 1))
+        if self.secret_key is not None or self.environment == "production":
+            key = self.secret_key.get_secret_value() if self.secret_key else None
+            secrets_.append(("secret_key", key, 32))
+        if self.environment == "production":
+            problems = [p for w, v, n in secrets_ if (p := _placeholder(w, v, n))]
+            if problems:
+                raise ValueError("refusing to start in production: " + "; ".join(problems))
+        for what, value, length in secrets_:
+            problem = _placeholder(what, value, length) if value is not None else None
+            if problem:
+                log.warning("%s (acceptable for local use only)", problem)
+        return self
+
+    def session_secret(self) -> bytes:
+        """The key of the dashboard's session cookies: the setting, else one random key per data
+        directory (shared by the processes of one `mpcoa serve --workers N`)."""
+        if self.secret_key is not None:
+            return self.secret_key.get_secret_value().encode()
+        path = self.data_dir / "secret_key"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_urlsafe(48))
+        return path.read_text().strip().encode()
+
     @property
     def sqlite_path(self) -> Path:
         return self.data_dir / "mpcoa.sqlite3"
@@ -90,6 +157,14 @@ class Settings(BaseSettings):
     def executor(self) -> str:
         """How queued campaigns run: 'celery' with a broker, else 'inprocess'."""
         return "celery" if self.broker_url else "inprocess"
+
+
+def _placeholder(what: str, value: str | None, min_length: int = 1) -> str | None:
+    if value is None or value.strip().lower() in PLACEHOLDER_SECRETS:
+        return f"{what} is empty or a placeholder; set a real one"
+    if len(value) < min_length:
+        return f"{what} is shorter than {min_length} characters"
+    return None
 
 
 @lru_cache(maxsize=1)

@@ -1,5 +1,6 @@
 """The operators' dashboard (issue 6): server-rendered pages under /dashboard/."""
 
-from .routes import router
+from .login import router as login_router
+from .routes import router, static_router
 
-__all__ = ["router"]
+__all__ = ["login_router", "router", "static_router"]

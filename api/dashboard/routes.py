@@ -18,7 +18,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-from api.deps import SessionDep, require_read
+from api.deps import SessionDep, require_read_page
 from service.errors import NotFound
 
 from . import queries
@@ -205,7 +205,7 @@ def _guard(request: Request, build) -> HTMLResponse:
         return error_page(request, 404, exc.message[:1].upper() + exc.message[1:] + ".")
 
 
-router = APIRouter(include_in_schema=False, dependencies=[Depends(require_read)])
+router = APIRouter(include_in_schema=False, dependencies=[Depends(require_read_page)])
 
 
 @router.get("/dashboard")
@@ -310,8 +310,14 @@ def campaign(request: Request, campaign_id: str, session: SessionDep):
     return _guard(request, build)
 
 
-@router.get("/dashboard/static/{path:path}")
+# Static files are the same for everyone (the login page needs them too): no session.
+static_router = APIRouter(include_in_schema=False)
+
+
+@static_router.get("/dashboard/static/{path:path}")
 def static(request: Request, path: str):
+    if "\x00" in path:  # a NUL cannot name a file; Path.resolve would raise ValueError
+        return error_page(request, 404, "There is no such file.")
     target = (STATIC_DIR / path).resolve()
     if not target.is_relative_to(STATIC_DIR) or not target.is_file():
         return error_page(request, 404, "There is no such file.")

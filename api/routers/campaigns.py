@@ -18,6 +18,7 @@ from api.schemas import (
 )
 from models import CAMPAIGN_STATES, MEASUREMENT_PHASES, MEASUREMENT_STATUSES
 from probes.vocabulary import CongestionControl
+from service.errors import Conflict
 from service.flows.dispatch import start_campaign
 from service.flows.plan import CampaignParameters
 from service.store import campaigns as svc
@@ -57,9 +58,22 @@ def list_campaigns(
     status_code=status.HTTP_202_ACCEPTED,
     tags=["campaigns"],
     dependencies=[Depends(require_write)],
-    responses={401: {"description": "no valid token"}, 404: {"description": "unknown topology"}},
+    responses={
+        401: {"description": "no valid token"},
+        404: {"description": "unknown topology"},
+        409: {"description": "the topology has a queued or running campaign"},
+    },
 )
 def create_campaign(body: CampaignIn, request: Request, response: Response, session: SessionDep):
+    # One active campaign per topology; the database's partial unique index settles the race
+    # between two requests that both pass this check (409 through api.errors).
+    active = svc.active_campaign(session, topology_id=body.topology_id)
+    if active is not None:
+        raise Conflict(
+            f"topology {body.topology_id} has campaign {active.id} {active.state}; "
+            "cancel it or wait for it to finish",
+            ("body", "topology_id"),
+        )
     campaign = start_campaign(
         session,
         topology_id=body.topology_id,

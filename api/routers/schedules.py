@@ -5,13 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Response, status
+from fastapi import APIRouter, Depends, Path, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import Limit, Offset, SessionDep, commit, require_read, require_write
 from api.schemas import MAX_ID
 from models import EVENT_KINDS
-from service.flows.plan import CampaignParameters
+from service.flows.plan import CampaignParameters, checked_probes, resolve
+from service.store import inventory
 from service.store import schedules as svc
 
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
@@ -89,8 +90,12 @@ class EventOut(BaseModel):
     dependencies=[Depends(require_write)],
     responses={401: {"description": "no valid token"}, 404: {"description": "unknown topology"}},
 )
-def put_schedule(topology_id: Id, body: ScheduleIn, session: SessionDep):
+def put_schedule(topology_id: Id, body: ScheduleIn, request: Request, session: SessionDep):
     """Set (or replace) the topology's recalibration schedule; beat queues a campaign when due."""
+    # Checked now, not when beat first runs it: a plan too large is a 422 here, never a failure
+    # on every beat tick.
+    topology = inventory.get_topology(session, topology_id=topology_id)
+    checked_probes(resolve(body.parameters, request.app.state.settings), len(topology.subflows))
     row = svc.set_schedule(
         session,
         topology_id=topology_id,

@@ -26,7 +26,7 @@ from ..db import session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
 from ..store import inventory
-from .plan import CampaignParameters, planned_probes, resolve
+from .plan import CampaignParameters, checked_probes, resolve
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +79,7 @@ def start_campaign(
         model_kind=plan.model_kind,
         probe_seconds_budget=plan.probe_seconds_budget,
         seed=secrets.randbelow(2**31),
-        probes_total=planned_probes(
-            len(topology.subflows), len(plan.ccs), len(plan.pms), len(plan.buffer_grid_mib),
-            plan.runs,
-        ),
+        probes_total=checked_probes(plan, len(topology.subflows)),
         reason=reason,
     )
     dispatch_campaign(session, campaign_id=campaign.id, settings=settings)

@@ -108,6 +108,28 @@ def default_grid(settings: Settings, links: Sequence[tuple[float, float | None]]
     return list(DEFAULT_BUFFER_GRID_MIB)
 
 
+# A plan's size is bounded as a whole (issue 14: each field within its bounds still made 1,283,200
+# probes). The paper's plan on 8 subflows is 6,966 probes, about 2.4 days of probing.
+MAX_PLANNED_PROBES = 20_000
+MAX_PLANNED_PROBE_SECONDS = 14 * 24 * 3600.0
+
+
+def checked_probes(plan: Plan, n_subflows: int) -> int:
+    """The plan's probe count on `n_subflows` subflows; a plan too large to run is Invalid."""
+    total = planned_probes(
+        n_subflows, len(plan.ccs), len(plan.pms), len(plan.buffer_grid_mib), plan.runs
+    )
+    seconds = total * plan.duration_s
+    if total > MAX_PLANNED_PROBES or seconds > MAX_PLANNED_PROBE_SECONDS:
+        raise Invalid(
+            f"the plan is {total} probes ({seconds / 86400:.1f} days of probing); at most "
+            f"{MAX_PLANNED_PROBES} probes and {MAX_PLANNED_PROBE_SECONDS / 86400:g} days: "
+            "fewer ccs, buffer_grid_mib points, runs or a shorter duration_s",
+            ("body",),
+        )
+    return total
+
+
 def planned_probes(n_subflows: int, ccs: int, pms: int, grid: int, runs: int) -> int:
     """Impact phase: per CC and run, one all-subflow run plus one per excluded subflow;
     buffer phase: every (PM, CC, bs, run)."""

@@ -4,6 +4,7 @@ than 10 %, an impact factor changed sign)."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from sqlalchemy.orm import Session
@@ -18,30 +19,50 @@ from ..store import recommendations, results, schedules
 from .dispatch import start_campaign
 from .plan import CampaignParameters
 
+log = logging.getLogger(__name__)
+
 OBS_MOVE_THRESHOLD = 0.10
 
 
 def queue_due_campaigns(
     session: Session, *, settings: Settings, now: datetime | None = None
 ) -> list[int]:
-    """A campaign for every enabled schedule that is due and whose topology is not busy."""
+    """A campaign for every enabled schedule that is due and whose topology is not busy.
+
+    Each schedule runs in a savepoint of its own: one that fails (a cron stored before it was
+    checked that never fires, a plan too large, a race on the one-active-campaign index) is
+    logged and skipped, and the others are still queued (issue 14: one bad cron stopped all).
+    """
     now = now or utcnow()
     queued = []
     for schedule in schedules.enabled_schedules(session):
-        due = schedules.next_run(schedule) <= now
-        if not due or campaign_store.active_campaign(session, topology_id=schedule.topology_id):
+        topology_id = schedule.topology_id
+        try:
+            with session.begin_nested():
+                campaign_id = _queue_if_due(session, schedule, settings, now)
+        except Exception:
+            log.exception("recalibration of topology %s skipped: its schedule failed", topology_id)
             continue
-        campaign = start_campaign(
-            session,
-            topology_id=schedule.topology_id,
-            params=CampaignParameters.model_validate(schedule.parameters or {}),
-            reason="scheduled",
-            settings=settings,
-        )
-        schedule.last_run_at, schedule.last_campaign_id = now, campaign.id
-        queued.append(campaign.id)
+        if campaign_id is not None:
+            queued.append(campaign_id)
     session.flush()
     return queued
+
+
+def _queue_if_due(session: Session, schedule, settings: Settings, now: datetime) -> int | None:
+    due = schedules.next_run(schedule) <= now
+    if not due or campaign_store.active_campaign(session, topology_id=schedule.topology_id):
+        return None
+    campaign = start_campaign(
+        session,
+        topology_id=schedule.topology_id,
+        params=CampaignParameters.model_validate(schedule.parameters or {}),
+        reason="scheduled",
+        settings=settings,
+    )
+    schedule.last_run_at, schedule.last_campaign_id = now, campaign.id
+    session.flush()
+    return campaign.id
 
 
 def record_events(session: Session, *, campaign: Campaign) -> list[RecalibrationEvent]:

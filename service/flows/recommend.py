@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from models import Campaign, Recommendation, Topology, utcnow
@@ -47,13 +48,21 @@ STALE_AFTER_S = 30 * 24 * 3600  # data older than this is flagged "stale_data"
 
 @dataclass
 class Outcome:
-    recommendation: Recommendation
+    # None only when `reuse` found the answer stored: then `recommendation_id` names it.
+    recommendation: Recommendation | None
     campaign_id: int | None  # provisional: the campaign that will calibrate the topology
     campaign_created: bool = False
+    recommendation_id: int | None = None
+    kind: str = ""
+
+    def __post_init__(self) -> None:
+        if self.recommendation is not None:
+            self.recommendation_id = self.recommendation.id
+            self.kind = self.recommendation.kind
 
     @property
     def provisional(self) -> bool:
-        return self.recommendation.kind == "provisional"
+        return self.kind == "provisional"
 
 
 @dataclass(frozen=True)
@@ -73,25 +82,38 @@ class TopologySnapshot:
 
 _snapshots: LRU[TopologySnapshot] = LRU(256)
 _answers: LRU[CalibratedAnswer] = LRU(1024)
+# Question (the answer's key and whether the data is stale) -> id of the row that answered it.
+_stored_ids: LRU[int] = LRU(4096)
 
 
 def snapshot_of(topology: Topology) -> TopologySnapshot:
-    def isps(site) -> tuple:
-        return tuple((i.name, i.label, i.down_kbps, i.up_kbps) for i in site.isps)
+    def site(row) -> tuple:
+        return row.name, tuple((i.name, i.label, i.down_kbps, i.up_kbps) for i in row.isps)
 
-    key = (
-        topology.id,
-        (topology.local_site.name, isps(topology.local_site)),
-        (topology.remote_site.name, isps(topology.remote_site)),
-        tuple((sf.name, sf.bandwidth_kbps, sf.rtt_ms) for sf in topology.subflows),
-    )
+    subflows = tuple((sf.name, sf.bandwidth_kbps, sf.rtt_ms) for sf in topology.subflows)
+    return _snapshot(topology.id, site(topology.local_site), site(topology.remote_site), subflows)
+
+
+def snapshot_by_id(session: Session, topology_id: int) -> TopologySnapshot:
+    """The stored topology's snapshot from plain rows (NotFound for an unknown id)."""
+    local, remote, subflows = inventory.topology_rows(session, topology_id=topology_id)
+    return _snapshot(topology_id, local, remote, subflows)
+
+
+def _snapshot(topology_id: int, local: tuple, remote: tuple, subflows: tuple) -> TopologySnapshot:
+    def spec_site(name: str, isps: tuple) -> algo.Site:
+        return algo.Site(name=name, isps=[
+            algo.ISP(name=n, label=lb, down_kbps=d, up_kbps=u) for n, lb, d, u in isps
+        ])
+
+    key = (topology_id, local, remote, subflows)
     return _snapshots.get_or_make(
         key,
         lambda: TopologySnapshot(
-            id=topology.id,
+            id=topology_id,
             key=key,
-            spec=inventory.topology_spec(topology),
-            subflows={sf.name: (sf.bandwidth_kbps, sf.rtt_ms) for sf in topology.subflows},
+            spec=algo.Topology(local=spec_site(*local), remote=spec_site(*remote)),
+            subflows={name: (bw, rtt) for name, bw, rtt in subflows},
         ),
     )
 
@@ -107,25 +129,35 @@ def recommend(
     bs_max_mib: float | None = None,
     queue_campaign: bool = True,
     settings: Settings | None = None,
+    reuse: bool = False,
 ) -> Outcome:
     """Answer for a stored topology (by id) or an inline one (stored on the way); always stored.
 
     Buffer bounds left out: a calibrated answer is solved on the buffers its campaign measured
     (a fitted curve is not extrapolated), a provisional one reports the paper's 0.5..30 MiB.
     `queue_campaign`: a provisional answer queues a campaign (with `settings`' defaults).
+    `reuse`: a calibrated question asked before returns the stored answer (no new row); the
+    Outcome may then carry only its id.
     """
     _check_request(delta, bs_min_mib, bs_max_mib, topology_id, topology, rtts_ms)
     if topology is not None:
-        row = inventory.ensure_topology(session, spec=topology, rtts_ms=rtts_ms)
+        snap = snapshot_of(inventory.ensure_topology(session, spec=topology, rtts_ms=rtts_ms))
     else:
-        row = inventory.get_topology(session, topology_id=topology_id)
-    snap = snapshot_of(row)
+        snap = snapshot_by_id(session, topology_id)
     flags: list[str] = []
-    campaign = recommendations.latest_calibrated_campaign(session, topology_id=snap.id)
-    if campaign is not None:
-        answer = _calibrated_answer(session, snap, campaign, delta, bs_min_mib, bs_max_mib)
+    version = recommendations.latest_calibrated_version(session, topology_id=snap.id)
+    if version is not None:
+        question = (str(session.get_bind().engine.url), *version, delta, bs_min_mib, bs_max_mib,
+                    snap.key)
+        answer = _answers.get_or_make(
+            question,
+            lambda: _solve_calibrated(
+                session, snap, campaign_store.get_campaign(session, campaign_id=version[0]),
+                delta, bs_min_mib, bs_max_mib,
+            ),
+        )
         if answer.error is None:
-            return _store_calibrated(session, snap, campaign, delta, answer)
+            return _store_calibrated(session, snap, version[0], delta, answer, question, reuse)
         flags.append(answer.error)
     lo = DEFAULT_BS_MIN_MIB if bs_min_mib is None else bs_min_mib
     hi = DEFAULT_BS_MAX_MIB if bs_max_mib is None else bs_max_mib
@@ -170,16 +202,6 @@ class CalibratedAnswer:
     newest_at: datetime | None = None
     bs_min_mib: float | None = None  # the bounds it was solved on (within the measured range)
     bs_max_mib: float | None = None
-
-
-def _calibrated_answer(session, snap, campaign, delta, bs_min, bs_max) -> CalibratedAnswer:
-    key = (
-        str(session.get_bind().engine.url), campaign.id, campaign.finished_at,
-        campaign.updated_at, delta, bs_min, bs_max, snap.key,
-    )
-    return _answers.get_or_make(
-        key, lambda: _solve_calibrated(session, snap, campaign, delta, bs_min, bs_max)
-    )
 
 
 def _solve_calibrated(session, snap, campaign, delta, bs_min, bs_max) -> CalibratedAnswer:
@@ -310,35 +332,64 @@ def _provenance(campaign: Campaign, fits, summary: measurements.MeasurementSumma
     }
 
 
-def _store_calibrated(session, snap, campaign, delta, answer: CalibratedAnswer) -> Outcome:
+def _store_calibrated(
+    session, snap, campaign_id, delta, answer: CalibratedAnswer, question, reuse: bool
+) -> Outcome:
+    """A new row for the answer, or with `reuse` the stored answer to the same question (issue
+    14: a repeated question cost an INSERT and a COMMIT every time)."""
     now = utcnow()
     age = (now - answer.newest_at).total_seconds() if answer.newest_at else None
     flags = list(answer.flags_before_stale)
-    if age is not None and age > STALE_AFTER_S:
+    stale = age is not None and age > STALE_AFTER_S
+    if stale:
         flags.append("stale_data")
     flags.extend(answer.flags_after_stale)
-    solution = answer.solution
+    inputs = _inputs(snap, delta, answer.bs_min_mib, answer.bs_max_mib)
+    key = (*question, stale)
+    if reuse:
+        stored = _stored_answer(session, key, campaign_id, inputs, flags)
+        if stored is not None:
+            return stored
     rec = recommendations.add_recommendation(
         session,
         topology_id=snap.id,
-        campaign_id=campaign.id,
+        campaign_id=campaign_id,
         kind="calibrated",
         delta=delta,
         bs_min_mib=answer.bs_min_mib,
         bs_max_mib=answer.bs_max_mib,
-        inputs=_inputs(snap, delta, answer.bs_min_mib, answer.bs_max_mib),
-        opm=solution.opm,
-        occ=solution.occ,
-        obs_mib=solution.obs_mib,
-        otp_mbps=solution.otp_mbps,
-        tp_max_mbps=solution.tp_max_mbps,
+        inputs=inputs,
+        opm=answer.solution.opm,
+        occ=answer.solution.occ,
+        obs_mib=answer.solution.obs_mib,
+        otp_mbps=answer.solution.otp_mbps,
+        tp_max_mbps=answer.solution.tp_max_mbps,
         outputs=answer.outputs.model_dump(mode="json"),
         traditional=answer.eq1.model_dump(mode="json"),
         provenance={**answer.provenance, "data_age_s": age},
         quality_flags=flags,
         created_at=now,
     )
-    return Outcome(recommendation=rec, campaign_id=campaign.id)
+    if reuse:  # remembered once committed: a rolled-back row must never be handed out
+        rec_id = rec.id
+        event.listen(session, "after_commit", lambda _s: _stored_ids.put(key, rec_id), once=True)
+    return Outcome(recommendation=rec, campaign_id=campaign_id)
+
+
+def _stored_answer(session, key, campaign_id, inputs, flags) -> Outcome | None:
+    """This process's committed answer to the question, else the one another process stored
+    (same campaign, inputs and flags)."""
+    cached = _stored_ids.get(key)
+    if cached is not None:
+        return Outcome(recommendation=None, campaign_id=campaign_id, recommendation_id=cached,
+                       kind="calibrated")
+    rec = recommendations.find_calibrated(
+        session, campaign_id=campaign_id, inputs=inputs, quality_flags=flags
+    )
+    if rec is None:
+        return None
+    _stored_ids.put(key, rec.id)
+    return Outcome(recommendation=rec, campaign_id=campaign_id)
 
 
 # --- Eq. 1 ---------------------------------------------------------------------------------------

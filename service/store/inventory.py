@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from models import ISP, Campaign, Recommendation, Site, Subflow, Topology
@@ -158,6 +158,47 @@ def get_topology(session: Session, *, topology_id: int) -> Topology:
     if topology is None:
         raise NotFound(f"topology {topology_id} not found")
     return topology
+
+
+# The hot path of POST /recommendations reads a topology as plain rows (two statements built
+# once) instead of ORM objects with their selectin loads: the ORM's five statements cost more CPU
+# than the rest of a repeated answer.
+_TOPOLOGY_ISPS = (
+    select(
+        Topology.local_site_id, Site.id.label("site_id"), Site.name.label("site_name"),
+        ISP.name, ISP.label, ISP.down_kbps, ISP.up_kbps,
+    )
+    .join(Site, Site.id.in_([Topology.local_site_id, Topology.remote_site_id]))
+    .join(ISP, ISP.site_id == Site.id)
+    .where(Topology.id == bindparam("topology_id"))
+    .order_by(Site.id, ISP.position)
+)
+_TOPOLOGY_SUBFLOWS = (
+    select(Subflow.name, Subflow.bandwidth_kbps, Subflow.rtt_ms)
+    .where(Subflow.topology_id == bindparam("topology_id"))
+    .order_by(Subflow.position)
+)
+
+
+def topology_rows(session: Session, *, topology_id: int) -> tuple[tuple, tuple, tuple]:
+    """The topology's content as plain tuples: (local site, remote site, subflows), a site being
+    (name, ((isp name, label, down, up), ...)) in position order and a subflow
+    (name, bandwidth, configured RTT). NotFound for an unknown id."""
+    sites: dict[int, tuple[str, list]] = {}
+    local_id = None
+    conn = session.connection()  # Core rows: the ORM's per-statement set-up is not needed here
+    for row in conn.execute(_TOPOLOGY_ISPS, {"topology_id": topology_id}):
+        local_id = row.local_site_id
+        site = sites.setdefault(row.site_id, (row.site_name, []))
+        site[1].append((row.name, row.label, row.down_kbps, row.up_kbps))
+    if local_id is None:
+        raise NotFound(f"topology {topology_id} not found")
+    (local,) = [(n, tuple(i)) for sid, (n, i) in sites.items() if sid == local_id]
+    (remote,) = [(n, tuple(i)) for sid, (n, i) in sites.items() if sid != local_id]
+    subflows = tuple(
+        tuple(r) for r in conn.execute(_TOPOLOGY_SUBFLOWS, {"topology_id": topology_id})
+    )
+    return local, remote, subflows
 
 
 def list_topologies(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from models import Campaign, FitRecord, Recommendation
@@ -25,6 +25,35 @@ def get_recommendation(session: Session, *, recommendation_id: int) -> Recommend
     if rec is None:
         raise NotFound(f"recommendation {recommendation_id} not found")
     return rec
+
+
+def get_recommendation_or_none(
+    session: Session, *, recommendation_id: int
+) -> Recommendation | None:
+    return session.get(Recommendation, recommendation_id)
+
+
+def find_calibrated(
+    session: Session, *, campaign_id: int, inputs: dict[str, Any], quality_flags: list[str]
+) -> Recommendation | None:
+    """A stored calibrated answer of the campaign to the same inputs with the same flags."""
+    rows = session.scalars(
+        select(Recommendation)
+        .where(
+            Recommendation.campaign_id == campaign_id,
+            Recommendation.kind == "calibrated",
+            Recommendation.topology_id == inputs["topology_id"],
+            Recommendation.delta == inputs["delta"],
+            Recommendation.bs_min_mib == inputs["bs_min_mib"],
+            Recommendation.bs_max_mib == inputs["bs_max_mib"],
+        )
+        .order_by(Recommendation.id.desc())
+        .limit(20)
+    )
+    for rec in rows:
+        if rec.inputs == inputs and list(rec.quality_flags or []) == list(quality_flags):
+            return rec
+    return None
 
 
 def list_recommendations(
@@ -55,6 +84,31 @@ def calibrated_recommendation_of(
         .order_by(Recommendation.id)
         .limit(1)
     )
+
+
+_LATEST_CALIBRATED = None
+
+
+def latest_calibrated_version(session: Session, *, topology_id: int) -> tuple | None:
+    """(id, finished_at, updated_at) of `latest_calibrated_campaign`, as one plain row (the hot
+    path: enough to key a cached answer)."""
+    global _LATEST_CALIBRATED
+    if _LATEST_CALIBRATED is None:
+        has_fits = (
+            select(FitRecord.id)
+            .where(FitRecord.campaign_id == Campaign.id,
+                   FitRecord.model_kind == Campaign.model_kind)
+            .exists()
+        )
+        _LATEST_CALIBRATED = (
+            select(Campaign.id, Campaign.finished_at, Campaign.updated_at)
+            .where(Campaign.topology_id == bindparam("topology_id"), Campaign.state == "done",
+                   has_fits)
+            .order_by(Campaign.finished_at.desc(), Campaign.id.desc())
+            .limit(1)
+        )
+    row = session.connection().execute(_LATEST_CALIBRATED, {"topology_id": topology_id}).first()
+    return tuple(row) if row is not None else None
 
 
 def latest_calibrated_campaign(session: Session, *, topology_id: int) -> Campaign | None:

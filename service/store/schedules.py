@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -22,6 +22,11 @@ def check_cron(cron: str) -> str:
     cron = " ".join(cron.split())
     if len(cron) > 120 or len(cron.split()) != 5 or not croniter.is_valid(cron):
         raise Invalid(f"not a 5-field cron expression: {cron!r}", ("body", "cron"))
+    # Syntax is not enough: '0 0 31 2 *' parses but never fires, and beat would fail on it.
+    try:
+        croniter(cron, utcnow()).get_next(datetime)
+    except (CroniterError, ValueError) as exc:
+        raise Invalid(f"cron expression {cron!r} never fires: {exc}", ("body", "cron")) from exc
     return cron
 
 

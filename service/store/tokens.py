@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from datetime import datetime
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from models import ApiToken
+from models import TOKEN_SCOPES, ApiToken, utcnow
 
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, Invalid, NotFound
 
 TOKEN_PREFIX = "mpcoa_"  # noqa: S105 - a prefix, not a secret
 
@@ -20,14 +21,21 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def create_token(session: Session, *, name: str) -> str:
-    """Store a new token named `name` and return it; only its hash is kept."""
+def create_token(
+    session: Session, *, name: str, scope: str = "write", expires_at: datetime | None = None
+) -> str:
+    """Store a new token named `name` and return it; only its hash is kept. `scope` 'read'
+    allows reads only; `expires_at` (optional) ends it."""
     if not name or len(name) > 64:
-        raise ValueError("name: 1 to 64 characters")
+        raise Invalid("1 to 64 characters", ("name",))
+    if scope not in TOKEN_SCOPES:
+        raise Invalid(f"one of {TOKEN_SCOPES}", ("scope",))
     if session.scalar(select(ApiToken).where(ApiToken.name == name)) is not None:
         raise Conflict(f"a token named {name!r} exists", ("name",))
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    session.add(ApiToken(name=name, token_hash=hash_token(token)))
+    session.add(
+        ApiToken(name=name, token_hash=hash_token(token), scope=scope, expires_at=expires_at)
+    )
     session.flush()
     return token
 
@@ -51,7 +59,14 @@ def verify_token(session: Session, *, token: str | None) -> ApiToken | None:
     row = session.scalar(_by_hash(), {"digest": digest})
     if row is None or row.revoked or not hmac.compare_digest(row.token_hash, digest):
         return None
+    if row.expires_at is not None and row.expires_at <= utcnow():
+        return None
     return row
+
+
+def allows(row: ApiToken, scope: str) -> bool:
+    """A 'write' token may read and write; a 'read' token only read."""
+    return scope == "read" or row.scope == "write"
 
 
 def list_tokens(session: Session) -> list[ApiToken]:

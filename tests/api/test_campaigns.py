@@ -21,10 +21,12 @@ T0 = datetime(2026, 11, 2, 12, tzinfo=UTC)
 
 
 def _topology(client, auth) -> int:
-    r = client.post("/recommendations", json={"topology": {"local": SRL, "remote": HU}},
+    """A stored topology with no campaign yet (a provisional answer would queue one)."""
+    ids = [client.post("/sites", json=site, headers=auth).json()["id"] for site in (SRL, HU)]
+    r = client.post("/topologies", json={"local_site_id": ids[0], "remote_site_id": ids[1]},
                     headers=auth)
-    assert r.status_code == 202, r.text
-    return r.json()["topology_id"]
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
 
 
 def test_campaign_create_progress_and_cancel(client, auth):

@@ -62,3 +62,57 @@ def test_alembic_command_line_works_from_the_repo(tmp_path):
                          capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     assert db.current_revision(url) is not None
+
+
+def _two_active_campaigns_at_0003(url: str) -> None:
+    from sqlalchemy import text
+
+    db.upgrade(url, "0003")
+    engine = db.make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for name in ("A", "B"):
+                conn.execute(text("INSERT INTO sites (name, description, created_at, updated_at)"
+                                  " VALUES (:n, '', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"),
+                             {"n": name})
+            conn.execute(text("INSERT INTO topologies (local_site_id, remote_site_id, created_at,"
+                              " updated_at) VALUES (1, 2, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"))
+            for state in ("queued", "running", "done"):
+                conn.execute(text(
+                    "INSERT INTO campaigns (topology_id, state, reason, ccs, pms, buffer_grid_mib,"
+                    " runs, duration_s, delta, model_kind, probes_total, probes_done,"
+                    " probe_seconds_used, notes, dropped_ccs, extra_rounds, budget_exhausted,"
+                    " created_at, updated_at) VALUES (1, :s, 'test', '[]', '[]', '[]', 1, 1,"
+                    " 0.07, 'paper', 0, 0, 0, '{}', '{}', 0, false, CURRENT_TIMESTAMP,"
+                    " CURRENT_TIMESTAMP)"), {"s": state})
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_0004_keeps_one_active_campaign_per_topology(backend, tmp_path):
+    """Two active campaigns a race left behind: the upgrade cancels the newer, then the index
+    refuses a second active one."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import IntegrityError
+
+    name = create_database("mpcoa_m4") if backend == "postgres" else None
+    url = pg_url(name) if name else f"sqlite:///{tmp_path / 'm4.sqlite3'}"
+    try:
+        _two_active_campaigns_at_0003(url)
+        db.upgrade(url)
+        engine = db.make_engine(url)
+        try:
+            with engine.connect() as conn:
+                rows = conn.execute(text("SELECT id, state, error FROM campaigns ORDER BY id"))
+                states = [(r.id, r.state, bool(r.error)) for r in rows]
+            assert states == [(1, "queued", False), (2, "cancelled", True), (3, "done", False)]
+            with pytest.raises(IntegrityError), engine.begin() as conn:
+                conn.execute(text("UPDATE campaigns SET state = 'running' WHERE id = 3"))
+        finally:
+            engine.dispose()
+        db.downgrade(url, "0003")
+        assert db.current_revision(url) == "0003"
+    finally:
+        if name:
+            drop_database(name)

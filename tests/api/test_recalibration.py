@@ -7,14 +7,15 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from models import Campaign, ImpactFactor, Recommendation
+from models import Campaign, ImpactFactor, Recommendation, utcnow
+from models.history import RecalibrationSchedule
 from service.flows.recalibration import queue_due_campaigns, record_events
 from service.flows.recommend import recommend
 from service.settings import Settings
 from service.store import schedules
 
 from .calibration import seed_srl_hu
-from .conftest import HU, SRL
+from .conftest import HAW, HU, SRL, UIT
 from .test_recommendations import _topology
 
 
@@ -98,3 +99,57 @@ def test_history_and_change_events_between_calibrations(client, auth, db_session
         Recommendation.campaign_id == first.id))
     assert history[1]["occ"] == first_rec.occ == "hybla"
     assert client.get("/topologies/999999/events").status_code == 404
+
+
+# --- issue 14, item 3: a cron that never fires ----------------------------------------------------
+def test_a_cron_that_never_fires_is_422_and_not_stored(client, auth):
+    topo = _topology(client, auth, SRL, HU)
+    url = f"/topologies/{topo['id']}/schedule"
+    for never in ("0 0 31 2 *", "0 0 30 2 *", "0 0 31 4 *"):
+        r = client.put(url, json={"cron": never}, headers=auth)
+        assert r.status_code == 422, (never, r.text)
+        assert r.json()["detail"][0]["loc"] == ["body", "cron"]
+        assert "never fires" in r.json()["detail"][0]["msg"]
+    assert client.get(url).status_code == 404
+
+
+def test_beat_skips_a_failing_schedule_and_queues_the_others(client, auth, db_session, caplog):
+    bad = _topology(client, auth, SRL, HU)
+    good = _topology(client, auth, UIT, HAW)
+    settings = Settings(run_campaigns=False)
+    for topo in (bad, good):
+        schedules.set_schedule(db_session, topology_id=topo["id"], cron="*/5 * * * *",
+                               parameters={"runs": 1})
+    db_session.flush()
+    # A row stored before the cron was checked (or edited in the database): never fires.
+    row = db_session.scalar(select(RecalibrationSchedule).where(
+        RecalibrationSchedule.topology_id == bad["id"]))
+    row.cron = "0 0 31 2 *"
+    db_session.commit()
+    due = utcnow() + timedelta(days=1)
+    queued = queue_due_campaigns(db_session, settings=settings, now=due)
+    db_session.commit()
+    assert len(queued) == 1
+    assert db_session.get(Campaign, queued[0]).topology_id == good["id"]
+    assert f"recalibration of topology {bad['id']} skipped" in caplog.text
+
+
+# --- issue 14, item 5: a plan's size -------------------------------------------------------------
+HUGE_PLAN = {"ccs": [f"cc{k}" for k in range(16)], "runs": 100, "duration_s": 3600,
+             "buffer_grid_mib": [0.5 * k for k in range(1, 401)]}
+
+
+def test_a_plan_too_large_is_422_for_campaigns_and_schedules(client, auth):
+    topo = _topology(client, auth, SRL, HU)
+    r = client.post("/campaigns", json={"topology_id": topo["id"], **HUGE_PLAN}, headers=auth)
+    assert r.status_code == 422, r.text
+    assert "probes" in r.json()["detail"][0]["msg"] and "at most" in r.json()["detail"][0]["msg"]
+    long_probes = {"runs": 9, "duration_s": 3600}  # the paper's plan at an hour per probe
+    r = client.put(f"/topologies/{topo['id']}/schedule",
+                   json={"cron": "0 3 * * *", "parameters": long_probes}, headers=auth)
+    assert r.status_code == 422, r.text
+    assert client.get(f"/topologies/{topo['id']}/schedule").status_code == 404
+    assert client.get("/campaigns", params={"topology_id": topo["id"]}).json()["total"] == 0
+    ok = {"topology_id": topo["id"], "ccs": ["cubic"], "runs": 1, "duration_s": 1,
+          "buffer_grid_mib": [1, 2, 4]}
+    assert client.post("/campaigns", json=ok, headers=auth).status_code == 202
