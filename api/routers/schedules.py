@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.deps import Limit, Offset, SessionDep, commit, require_read, require_write
 from api.schemas import MAX_ID
 from models import EVENT_KINDS
-from service.flows.plan import CampaignParameters, checked_probes, resolve
+from service.flows.dispatch import plan_for
+from service.flows.plan import CampaignParameters
 from service.store import inventory
 from service.store import schedules as svc
 
@@ -95,7 +96,7 @@ def put_schedule(topology_id: Id, body: ScheduleIn, request: Request, session: S
     # Checked now, not when beat first runs it: a plan too large is a 422 here, never a failure
     # on every beat tick.
     topology = inventory.get_topology(session, topology_id=topology_id)
-    checked_probes(resolve(body.parameters, request.app.state.settings), len(topology.subflows))
+    plan_for(topology, body.parameters, request.app.state.settings)
     row = svc.set_schedule(
         session,
         topology_id=topology_id,

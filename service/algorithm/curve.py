@@ -103,7 +103,10 @@ class Curve:
         # tp rises on [start, peak_bs]: for a convex curve only right of its vertex.
         start = max(lo, -self.b / (2 * self.c)) if self.c > 0 else lo
         guess = self._inverse(target, start, peak_bs)
-        below, above = (start, peak_bs) if guess is None else (start, max(guess, start))
+        # The closed form may land a hair past the peak (it accepts roots within 1e-9 of the
+        # interval): never past it, so the answer stays inside [lo, hi].
+        above = peak_bs if guess is None else min(max(guess, start), peak_bs)
+        below = start
         if self.tp(above) < target:
             below, above = above, peak_bs
         return tighten(self.tp, target, below, above)

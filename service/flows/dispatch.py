@@ -20,13 +20,13 @@ from functools import lru_cache
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
-from models import Campaign, utcnow
+from models import Campaign, Topology, utcnow
 
 from ..db import session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
 from ..store import inventory
-from .plan import CampaignParameters, checked_probes, resolve
+from .plan import CampaignParameters, Plan, checked_probes, resolve
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def start_campaign(
 ) -> Campaign:
     """The one way to create a campaign: plan it, store it queued, dispatch it after commit."""
     topology = inventory.get_topology(session, topology_id=topology_id)
-    plan = resolve(params, settings, [(sf.bandwidth_kbps, sf.rtt_ms) for sf in topology.subflows])
+    plan, probes_total = plan_for(topology, params, settings)
     campaign = campaign_store.add_campaign(
         session,
         topology_id=topology.id,
@@ -79,11 +79,20 @@ def start_campaign(
         model_kind=plan.model_kind,
         probe_seconds_budget=plan.probe_seconds_budget,
         seed=secrets.randbelow(2**31),
-        probes_total=checked_probes(plan, len(topology.subflows)),
+        probes_total=probes_total,
         reason=reason,
     )
     dispatch_campaign(session, campaign_id=campaign.id, settings=settings)
     return campaign
+
+
+def plan_for(
+    topology: Topology, params: CampaignParameters, settings: Settings
+) -> tuple[Plan, int]:
+    """The plan `params` make on this topology and its probe count; Invalid (422) when it is too
+    large to run. Schedules check their plan with it when they are stored, not when they fire."""
+    plan = resolve(params, settings, [(sf.bandwidth_kbps, sf.rtt_ms) for sf in topology.subflows])
+    return plan, checked_probes(plan, len(topology.subflows))
 
 
 def hand_over(campaign_id: int, site: str, settings: Settings) -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,39 +95,32 @@ def test_secrets_have_no_fallback_and_compose_refuses_without_them():
     assert all(example[name] == "" for name in SECRETS)
 
 
-def test_compose_config_fails_without_secrets(tmp_path):
+def _compose_command() -> list[str]:
+    """Docker Compose without an engine: `config` only reads and interpolates the file.
+    Debian's docker-compose (scripts/debian-packages.txt), or the docker CLI's plugin."""
     import shutil
+
+    if shutil.which("docker-compose"):
+        return [shutil.which("docker-compose")]
+    assert shutil.which("docker"), "neither docker-compose nor docker is installed (bootstrap)"
+    return ["docker", "compose"]
+
+
+def test_compose_config_fails_without_secrets(tmp_path):
     import subprocess
 
-    docker = shutil.which("docker")
-    probe = subprocess.run([docker or "docker", "compose", "version"], capture_output=True,
-                           check=False) if docker else None
-    if probe is None or probe.returncode != 0:
-        pytest.skip("no docker compose here (the file checks above still ran)")
-    (tmp_path / ".env").write_text("")
-    out = subprocess.run(
-        [docker, "compose", "-f", str(REPO / "docker-compose.yml"), "--env-file",
-         str(tmp_path / ".env"), "config"], capture_output=True, text=True, check=False,
-        env={"PATH": "/usr/bin:/bin:/usr/local/bin"})
-    assert out.returncode != 0 and "POSTGRES_PASSWORD" in out.stderr
+    # A copy beside its own .env: the services' `env_file: .env` is read from the file's folder.
+    (tmp_path / "docker-compose.yml").write_text((REPO / "docker-compose.yml").read_text())
 
+    def config(env_text: str):
+        (tmp_path / ".env").write_text(env_text)
+        return subprocess.run(
+            [*_compose_command(), "-f", str(tmp_path / "docker-compose.yml"), "--env-file",
+             str(tmp_path / ".env"), "config"], capture_output=True, text=True, check=False,
+            env={"PATH": "/usr/bin:/bin:/usr/local/bin"}, timeout=60)
 
-def test_production_settings_refuse_placeholder_secrets():
-    from pydantic import ValidationError
-
-    from service.settings import Settings
-
-    good = {"database_url": "postgresql+psycopg://mpcoa:Q8v2xLr7tB3k@postgres/mpcoa",
-            "broker_url": "redis://:W4mZ9pKs2hQa@redis:6379/0", "secret_key": "k" * 40,
-            "flower_basic_auth": "admin:Y7nF3bR8wQ", "environment": "production",
-            "_env_file": None}
-    assert Settings(**good).environment == "production"
-    for field, bad in (("database_url", "postgresql+psycopg://mpcoa:change-me@postgres/mpcoa"),
-                       ("database_url", "postgresql+psycopg://mpcoa@postgres/mpcoa"),
-                       ("broker_url", "redis://redis:6379/0"),
-                       ("secret_key", "changethis"), ("secret_key", "short"),
-                       ("flower_basic_auth", "admin:change-me")):
-        with pytest.raises(ValidationError, match="refusing to start in production"):
-            Settings(**{**good, field: bad})
-    # Locally the same values start (with a warning): the embedded default needs no secrets.
-    assert Settings(**{**good, "environment": "local", "secret_key": "changethis"})
+    out = config("")
+    assert out.returncode != 0 and "POSTGRES_PASSWORD" in out.stdout + out.stderr
+    secrets = "\n".join(f"{name}=not-a-placeholder-{k}" for k, name in enumerate(SECRETS))
+    out = config(secrets + "\n")
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from service.algorithm.topology import Topology
 from service.flows.calibration import impact_runs, next_step
 from service.settings import Settings
-from service.store import campaigns, measurements
+from service.store import campaigns, inventory, measurements
 from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
@@ -28,12 +29,10 @@ class KernelOffers:
         raise AssertionError("next_step never measures")
 
 
-def _topology(client, auth) -> int:
-    body = {"topology": {"local": {**SRL, "isps": SRL["isps"][:2]}, "remote": {
-        **HU, "isps": HU["isps"][:1]}}}
-    r = client.post("/recommendations", json=body, headers=auth)
-    assert r.status_code == 202, r.text
-    return r.json()["topology_id"]
+def _topology(session) -> int:
+    spec = Topology.model_validate({"local": {**SRL, "isps": SRL["isps"][:2]},
+                                    "remote": {**HU, "isps": HU["isps"][:1]}})
+    return inventory.ensure_topology(session, spec=spec).id
 
 
 def _record_run(session, cid, run, tp0, tpi):
@@ -45,9 +44,9 @@ def _record_run(session, cid, run, tp0, tpi):
         )
 
 
-def test_unsettled_signs_get_more_runs_then_are_flagged(client, auth, db_session):
+def test_unsettled_signs_get_more_runs_then_are_flagged(db_session):
     settings = Settings(run_campaigns=False, impact_max_runs=3, _env_file=None)
-    topology_id = _topology(client, auth)
+    topology_id = _topology(db_session)
     c = new_campaign(db_session, topology_id, ccs=["reno"], runs=1, duration_s=2,
                      buffer_grid_mib=[0.1, 0.2, 0.4])
     # Run 1: U-C clearly helps (Omega 0.5), K-C is near 0 (Omega -0.02).
@@ -68,9 +67,9 @@ def test_unsettled_signs_get_more_runs_then_are_flagged(client, auth, db_session
     assert c.probes_total == 3 * 3 + 2 * 3  # three impact runs of 3 probes, the sweep
 
 
-def test_no_extra_impact_run_past_the_budget(client, auth, db_session):
+def test_no_extra_impact_run_past_the_budget(db_session):
     settings = Settings(run_campaigns=False, impact_max_runs=5, _env_file=None)
-    topology_id = _topology(client, auth)
+    topology_id = _topology(db_session)
     # Budget: the one impact run (3 probes) and the sweep (2 PM x 3 buffers), 2 s each.
     c = new_campaign(db_session, topology_id, ccs=["reno"], runs=1, duration_s=2,
                      buffer_grid_mib=[0.1, 0.2, 0.4], probe_seconds_budget=18)

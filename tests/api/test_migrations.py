@@ -82,9 +82,9 @@ def _two_active_campaigns_at_0003(url: str) -> None:
                     "INSERT INTO campaigns (topology_id, state, reason, ccs, pms, buffer_grid_mib,"
                     " runs, duration_s, delta, model_kind, probes_total, probes_done,"
                     " probe_seconds_used, notes, dropped_ccs, extra_rounds, budget_exhausted,"
-                    " created_at, updated_at) VALUES (1, :s, 'test', '[]', '[]', '[]', 1, 1,"
-                    " 0.07, 'paper', 0, 0, 0, '{}', '{}', 0, false, CURRENT_TIMESTAMP,"
-                    " CURRENT_TIMESTAMP)"), {"s": state})
+                    " extra_impact_runs, seed, created_at, updated_at) VALUES (1, :s, 'test',"
+                    " '[]', '[]', '[]', 1, 1, 0.07, 'paper', 0, 0, 0, '{}', '{}', 0, false,"
+                    " '{}', 0, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"), {"s": state})
     finally:
         engine.dispose()
 
