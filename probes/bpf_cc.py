@@ -31,7 +31,11 @@ from probes.base import CC_PATTERN, CapabilityError, ProbeError
 SOURCE_DIR = Path(__file__).resolve().parent / "bpf_cc"
 HEADER = SOURCE_DIR / "mpcoa_tcp_ca.h"
 #: the congestion controls we can build, in the paper's order
-SUPPORTED: tuple[str, ...] = ("hybla", "scalable", "vegas")
+SUPPORTED: tuple[str, ...] = ("hybla", "scalable", "vegas", "lia", "olia", "balia", "wvegas")
+#: the coupled MPTCP controls among them (shared per-connection state in a BPF hash map)
+COUPLED: tuple[str, ...] = ("lia", "olia", "balia", "wvegas")
+#: clang flags (v3: the coupled controls claim subflow slots with BPF atomics)
+CFLAGS: tuple[str, ...] = ("-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall", "-Werror")
 MAP_PREFIX = "mpcoa_"
 BTF_VMLINUX = Path("/sys/kernel/btf/vmlinux")
 AVAILABLE_SYSCTL = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
@@ -240,14 +244,15 @@ def build(names: list[str] | tuple[str, ...] | None = None,
         if not src.exists():
             raise BpfCcError(f"congestion control {name!r}: source {src} missing")
         h = hashlib.sha256()
-        for part in (src.read_bytes(), HEADER.read_bytes(), header.parent.name.encode(),
-                     "\n".join(ver).encode()):
+        headers = [p.read_bytes() for p in sorted(SOURCE_DIR.glob("*.h"))]
+        for part in (src.read_bytes(), HEADER.read_bytes(), *headers, header.parent.name.encode(),
+                     "\n".join(ver).encode(), " ".join(CFLAGS).encode()):
             h.update(part)
             h.update(b"\0")
         obj = out / f"bpf_{name}-{h.hexdigest()[:16]}.o"
         if not obj.exists():
             tmp = out / f".{obj.name}.{os.getpid()}.tmp"
-            argv = [clang, "-O2", "-g", "-target", "bpf", "-Wall", "-Werror",
+            argv = [clang, *CFLAGS,
                     "-I", str(header.parent), "-I", str(SOURCE_DIR),
                     "-c", str(src), "-o", str(tmp)]
             cp = _run(argv, timeout=180)
