@@ -6,7 +6,8 @@
  *
  * Each subflow r runs Vegas with its share of the connection's backlog target: once per RTT,
  *
- *     diff_r    = (w_r / baseRTT_r - w_r / rtt_r) * baseRTT_r   (packets queued by r; paper eq. 1)
+ *     diff_r    = (w_r / baseRTT_r - w_r / rtt_r) * rtt_r   (packets queued by r; paper eq. 1
+ *                                                          with the kernel Vegas's scaling)
  *     omega_r   = x_r / sum_k x_k,  x_r = w_r / rtt_r           (weight: r's share of the rate)
  *     alpha_r   = omega_r * alpha_total, beta_r = omega_r * beta_total
  *     w_r += 1 if diff_r < alpha_r;  w_r -= 1 if diff_r > beta_r;  else unchanged,
@@ -156,8 +157,9 @@ void BPF_PROG(wvegas_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 	if (!rtt || !base || rtt < base)
 		goto wipe;
 	w = tcp_snd_cwnd(tp);
-	/* diff_r = w (rtt - base) / rtt, 16-bit fixed point */
-	diff = ((__u64)w * (rtt - base) << 16) / rtt;
+	/* diff_r = w (rtt - base) / base, 16-bit fixed point: the backlog normalised as the
+	 * kernel's (and our BPF) Vegas does, so that on one path wVegas decides exactly as Vegas */
+	diff = ((__u64)w * (rtt - base) << 16) / base;
 	om = wvegas_weight(sk);
 	if (diff > ((__u64)GAMMA << 16) * om >> 16 && tcp_in_slow_start(tp)) {
 		/* queueing already: leave slow start at the rate actually achieved */
