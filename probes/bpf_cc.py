@@ -7,9 +7,15 @@ built in gets ``scalable``, ``hybla`` and ``vegas`` from the BPF C ports in ``pr
 with ``bpftool struct_ops register``; they then appear in ``tcp_available_congestion_control``
 and can be chosen per socket (``TCP_CONGESTION``, ``iperf3 -C``).
 
+Coupled MPTCP controls (``lia``, ``olia``, ``balia``, ``wvegas``; ``COUPLED``) are written from
+RFC 6356 and the papers' equations (``probes/bpf_cc/mpcoa_mptcp_cc.h``): each subflow finds its
+MPTCP connection through BTF (``mptcp_subflow_context->conn``) and shares per-connection state in
+a BPF hash map ``mpcoa_c_<cc>`` keyed by it; entries go when subflows are released, the map with
+the programs when the control is unregistered. On a plain TCP socket they are Reno (wVegas:
+Vegas). ``probes/bpf_cc_coupling.py`` measures RFC 6356's goals on the testbed.
+
 Registrations are HOST-WIDE (every network namespace sees them). Our struct_ops maps are named
-``mpcoa_<cc>``; ``unload`` only ever removes maps with that name. OLIA/LIA (coupled MPTCP
-controls) are not here: they need per-connection coupling across subflows.
+``mpcoa_<cc>``; ``unload`` only ever removes maps with that name.
 
 Every command is an argument list (no shell); names are checked against ``CC_PATTERN``.
 """
@@ -53,7 +59,7 @@ class BpfCcError(ProbeError):
 
 
 def check_name(name: str) -> str:
-    """A congestion-control name we can build (``scalable``, ``hybla``, ``vegas``)."""
+    """A congestion-control name we can build (one of ``SUPPORTED``)."""
     if not isinstance(name, str) or not re.fullmatch(CC_PATTERN, name):
         raise BpfCcError(f"congestion control {name!r}: not a valid name ({CC_PATTERN})")
     if name not in SUPPORTED:

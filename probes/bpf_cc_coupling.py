@@ -158,7 +158,10 @@ class FlowResult:
         return (b[1] - a[1]) * 8 / (b[0] - a[0]) / 1e6
 
 
-def _spec(name: str, a_isps: list[tuple[str, float]], b_isps: list[tuple[str, float]]) -> TestbedSpec:
+Isps = list[tuple[str, float]]
+
+
+def _spec(name: str, a_isps: Isps, b_isps: Isps) -> TestbedSpec:
     def isps(items: list[tuple[str, float]]) -> list[dict[str, Any]]:
         return [{"name": f"isp{lab}", "label": lab, "down_kbps": kb, "up_kbps": kb}
                 for lab, kb in items]
@@ -315,7 +318,7 @@ def do_no_harm(bed: tbmod.Testbed, cc: str, base: str, duration: float = DURATIO
     """MPTCP (cc, two subflows through one bottleneck) against one TCP flow of ``base``."""
     mp, tcp = run_flows(bed, [Flow("U", "D", cc, True, port), Flow("U", "D", base, False,
                                                                     port + 1)], duration)
-    g_mp, g_tcp = mp.goodput_mbps(), tcp.goodput_mbps()
+    g_mp, g_tcp = mp.goodput_mbps(end=duration), tcp.goodput_mbps(end=duration)
     return {"cc": cc, "base": base, "mptcp_mbps": round(g_mp, 3), "tcp_mbps": round(g_tcp, 3),
             "ratio": round(g_mp / g_tcp, 3) if g_tcp > 0 else float("inf"),
             "subflows": len(mp.subflows), "cc_used": mp.cc_used, "ss_cc": sorted(mp.ss_cc),
@@ -327,11 +330,12 @@ def improve_throughput(bed: tbmod.Testbed, cc: str, base: str, duration: float =
     """Single-path TCP (base) on each path at once, then the MPTCP connection alone."""
     td, to = run_flows(bed, [Flow("U", "D", base, False, port), Flow("U", "O", base, False,
                                                                       port + 1)], tcp_duration)
-    best = max(td.goodput_mbps(), to.goodput_mbps())
+    best = max(td.goodput_mbps(end=tcp_duration), to.goodput_mbps(end=tcp_duration))
     (mp,) = run_flows(bed, [Flow("U", "D", cc, True, port + 2)], duration)
-    g = mp.goodput_mbps()
+    g = mp.goodput_mbps(end=duration)
     return {"cc": cc, "base": base, "mptcp_mbps": round(g, 3), "best_tcp_mbps": round(best, 3),
-            "tcp_d_mbps": round(td.goodput_mbps(), 3), "tcp_o_mbps": round(to.goodput_mbps(), 3),
+            "tcp_d_mbps": round(td.goodput_mbps(end=tcp_duration), 3),
+            "tcp_o_mbps": round(to.goodput_mbps(end=tcp_duration), 3),
             "ratio": round(g / best, 3) if best > 0 else float("inf"),
             "subflows": len(mp.subflows), "cc_used": mp.cc_used, "ss_cc": sorted(mp.ss_cc)}
 
@@ -346,6 +350,6 @@ def balance(bed: tbmod.Testbed, cc: str, duration: float = DURATION_S, port: int
     on_t = sum(s["bytes_acked"] for s in mp.subflows if s["remote"] == o_addr)
     total = sum(s["bytes_acked"] for s in mp.subflows)
     return {"cc": cc, "frac_congested": round(on_t / total, 3) if total else float("nan"),
-            "mptcp_mbps": round(mp.goodput_mbps(), 3),
-            "cross_mbps": round(sum(o.goodput_mbps() for o in others), 3),
+            "mptcp_mbps": round(mp.goodput_mbps(end=duration), 3),
+            "cross_mbps": round(sum(o.goodput_mbps(end=duration) for o in others), 3),
             "subflows": len(mp.subflows), "cc_used": mp.cc_used, "ss_cc": sorted(mp.ss_cc)}
