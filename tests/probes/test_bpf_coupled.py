@@ -6,7 +6,7 @@ table that docs/testbed.md quotes):
 
 - do no harm: MPTCP with two subflows through one 6 Mbit/s bottleneck against one TCP flow of
   the base CC: coupled <= 1.3x the TCP flow's goodput (wVegas <= 1.4x), uncoupled reno and
-  vegas >= 1.3x (measured 1.2-2.1 for reno, 1.6-3.5 for vegas: not quite RFC 6356's "twice");
+  vegas >= 1.3x (measured 1.1-2.1 for reno, 1.6-3.5 for vegas: not quite RFC 6356's "twice");
 - improve throughput: over two disjoint paths (6 and 3 Mbit/s) the coupled connection gets
   >= 0.9x the better path's single-path TCP goodput;
 - balance congestion: with two reno flows on one of two 4 Mbit/s paths, the share of the
