@@ -61,19 +61,27 @@ if sys.argv[1] == "sink":
     ls.listen(1)
     ls.settimeout(float(sys.argv[3]))
     print("ready", flush=True)
+    t_accept = time.monotonic()
     c, peer = ls.accept()
-    c.settimeout(float(sys.argv[3]))
+    c.settimeout(1.0)
+    stop_after = float(sys.argv[4])  # seconds after the first byte: never wait for a drain
     n, t0, nxt, series = 0, None, 0.0, []
     while True:
         try:
             b = c.recv(1 << 20)
         except TimeoutError:
+            b = None
+        except ConnectionResetError:  # the sender aborts its connection when done
             break
         now = time.monotonic()
-        if t0 is None:
+        if t0 is None and b:
             t0 = now
-        if not b:
+        if t0 is not None and now - t0 > stop_after or b == b"":
             break
+        if t0 is None and now - t_accept > float(sys.argv[3]):
+            break
+        if not b:
+            continue
         n += len(b)
         if now - t0 >= nxt:
             series.append((round(now - t0, 3), n))
@@ -104,6 +112,8 @@ while time.monotonic() < t0 + duration:
         s.send(buf)
     except TimeoutError:
         pass
+    except (BrokenPipeError, ConnectionResetError):
+        break
 subflows = []
 if mptcp:
     libc = ctypes.CDLL(None, use_errno=True)
@@ -121,6 +131,8 @@ if mptcp:
             "bytes_acked": struct.unpack_from("Q", info, 120)[0],
             "cwnd": struct.unpack_from("I", info, 8 + 18 * 4)[0],
             "rtt_us": struct.unpack_from("I", info, 8 + 15 * 4)[0]})
+# abortive close (RST / MP_FASTCLOSE): no drain of the send buffer, no orphan connection
+s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 s.close()
 print(json.dumps({"cc": used, "subflows": subflows}), flush=True)
 """
@@ -262,7 +274,8 @@ def _run_flows(bed: tbmod.Testbed, flows: list[Flow], duration: float) -> list[F
     try:
         sinks = []
         for f in flows:
-            p = _popen(bed.ns("B"), ["sink", str(f.port), f"{duration + 15:g}"])
+            p = _popen(bed.ns("B"), ["sink", str(f.port), f"{duration + 15:g}",
+                                     f"{duration + 1:g}"])
             procs.append(p)
             sinks.append(p)
         for p in sinks:
