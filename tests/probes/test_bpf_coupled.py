@@ -5,8 +5,9 @@ measured (``probes.bpf_cc_coupling`` has the scenarios; ``benchmarks/coupling.py
 table that docs/testbed.md quotes):
 
 - do no harm: MPTCP with two subflows through one 6 Mbit/s bottleneck against one TCP flow of
-  the base CC: coupled <= 1.3x the TCP flow's goodput (wVegas <= 1.4x), uncoupled reno and
-  vegas >= 1.3x (measured 1.1-2.1 for reno, 1.6-3.5 for vegas: not quite RFC 6356's "twice");
+  the base CC: coupled <= 1.3x the TCP flow's goodput (wVegas <= 1.4x), uncoupled reno
+  >= 1.15x and vegas >= 1.3x (measured 1.1-2.1 for reno, 1.6-3.5 for vegas: not reliably
+  RFC 6356's "twice");
 - improve throughput: over two disjoint paths (6 and 3 Mbit/s) the coupled connection gets
   >= 0.9x the better path's single-path TCP goodput;
 - balance congestion: with two reno flows on one of two 4 Mbit/s paths, the share of the
@@ -40,7 +41,9 @@ pytestmark = pytest.mark.netns
 COUPLED = ("lia", "olia", "balia", "wvegas")
 DURATION = 15.0
 HARM_BOUND = {"lia": 1.3, "olia": 1.3, "balia": 1.3, "wvegas": 1.4}
-UNCOUPLED_HARM_MIN = {"reno": 1.3, "vegas": 1.3}
+#: uncoupled MPTCP (one CC per subflow) takes more than the TCP flow, but "twice" is not what
+#: 15 s runs here show: reno 1.1-2.1 (mean ~1.5), vegas 1.6-3.5
+UNCOUPLED_HARM_MIN = {"reno": 1.15, "vegas": 1.3}
 IMPROVE_MIN = 0.9
 #: LIA balances least (the weakness OLIA was designed to fix): measured 0.70-0.94 x reno's share
 BALANCE_MAX = {"lia": 0.9, "olia": 0.85, "balia": 0.85, "wvegas": 0.85}
