@@ -74,8 +74,8 @@ def demo(
     serve: Annotated[bool, typer.Option(help="keep the API and dashboard up until Ctrl-C")] = True,
     paper_ccs: Annotated[
         bool,
-        typer.Option(help="add the paper's hybla, scalable, vegas as BPF congestion controls "
-                     "(about twice the probes)"),
+        typer.Option(help="add the paper's hybla, scalable, vegas and olia (coupled) as BPF "
+                     "congestion controls (about twice the probes)"),
     ] = False,
     data_dir: Annotated[Path | None, typer.Option(help="default: a new temporary folder")] = None,
 ) -> None:
@@ -99,8 +99,8 @@ def demo(
     loaded: dict[str, int] = {}
     if paper_ccs:
         try:
-            with console.status("compiling and registering hybla, scalable, vegas (BPF)"):
-                loaded = bpf_cc.load(["hybla", "scalable", "vegas"])
+            with console.status("compiling and registering hybla, scalable, vegas, olia (BPF)"):
+                loaded = bpf_cc.load(["hybla", "scalable", "vegas", "olia"])
         except Exception as exc:  # CapabilityError or a compiler error: say it, don't go on
             fail(f"--paper-ccs: {exc}")
     ccs = sorted(testbed.available_congestion_controls())

@@ -82,10 +82,12 @@ def status_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON"))
 
 
 # ---- congestion controls the kernel lacks, as BPF struct_ops (probes/bpf_cc) -----------------
-cc_app = typer.Typer(help="BPF congestion controls (scalable, hybla, vegas); host-wide.",
+cc_app = typer.Typer(help="BPF congestion controls (scalable, hybla, vegas; coupled MPTCP "
+                     "lia, olia, balia, wvegas); host-wide.",
                      no_args_is_help=True)
 app.add_typer(cc_app, name="cc")
-CC_NAMES_ARG = typer.Argument(None, help="scalable, hybla, vegas (default: all)")
+CC_NAMES_ARG = typer.Argument(None, help="scalable, hybla, vegas, lia, olia, balia, wvegas "
+                              "(default: all)")
 
 
 def _cc_call(fn, *args, **kw):

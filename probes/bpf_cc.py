@@ -7,9 +7,15 @@ built in gets ``scalable``, ``hybla`` and ``vegas`` from the BPF C ports in ``pr
 with ``bpftool struct_ops register``; they then appear in ``tcp_available_congestion_control``
 and can be chosen per socket (``TCP_CONGESTION``, ``iperf3 -C``).
 
+Coupled MPTCP controls (``lia``, ``olia``, ``balia``, ``wvegas``; ``COUPLED``) are written from
+RFC 6356 and the papers' equations (``probes/bpf_cc/mpcoa_mptcp_cc.h``): each subflow finds its
+MPTCP connection through BTF (``mptcp_subflow_context->conn``) and shares per-connection state in
+a BPF hash map ``mpcoa_c_<cc>`` keyed by it; entries go when subflows are released, the map with
+the programs when the control is unregistered. On a plain TCP socket they are Reno (wVegas:
+Vegas). ``probes/bpf_cc_coupling.py`` measures RFC 6356's goals on the testbed.
+
 Registrations are HOST-WIDE (every network namespace sees them). Our struct_ops maps are named
-``mpcoa_<cc>``; ``unload`` only ever removes maps with that name. OLIA/LIA (coupled MPTCP
-controls) are not here: they need per-connection coupling across subflows.
+``mpcoa_<cc>``; ``unload`` only ever removes maps with that name.
 
 Every command is an argument list (no shell); names are checked against ``CC_PATTERN``.
 """
@@ -31,7 +37,11 @@ from probes.base import CC_PATTERN, CapabilityError, ProbeError
 SOURCE_DIR = Path(__file__).resolve().parent / "bpf_cc"
 HEADER = SOURCE_DIR / "mpcoa_tcp_ca.h"
 #: the congestion controls we can build, in the paper's order
-SUPPORTED: tuple[str, ...] = ("hybla", "scalable", "vegas")
+SUPPORTED: tuple[str, ...] = ("hybla", "scalable", "vegas", "lia", "olia", "balia", "wvegas")
+#: the coupled MPTCP controls among them (shared per-connection state in a BPF hash map)
+COUPLED: tuple[str, ...] = ("lia", "olia", "balia", "wvegas")
+#: clang flags (v3: the coupled controls claim subflow slots with BPF atomics)
+CFLAGS: tuple[str, ...] = ("-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall", "-Werror")
 MAP_PREFIX = "mpcoa_"
 BTF_VMLINUX = Path("/sys/kernel/btf/vmlinux")
 AVAILABLE_SYSCTL = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
@@ -49,7 +59,7 @@ class BpfCcError(ProbeError):
 
 
 def check_name(name: str) -> str:
-    """A congestion-control name we can build (``scalable``, ``hybla``, ``vegas``)."""
+    """A congestion-control name we can build (one of ``SUPPORTED``)."""
     if not isinstance(name, str) or not re.fullmatch(CC_PATTERN, name):
         raise BpfCcError(f"congestion control {name!r}: not a valid name ({CC_PATTERN})")
     if name not in SUPPORTED:
@@ -240,14 +250,15 @@ def build(names: list[str] | tuple[str, ...] | None = None,
         if not src.exists():
             raise BpfCcError(f"congestion control {name!r}: source {src} missing")
         h = hashlib.sha256()
-        for part in (src.read_bytes(), HEADER.read_bytes(), header.parent.name.encode(),
-                     "\n".join(ver).encode()):
+        headers = [p.read_bytes() for p in sorted(SOURCE_DIR.glob("*.h"))]
+        for part in (src.read_bytes(), HEADER.read_bytes(), *headers, header.parent.name.encode(),
+                     "\n".join(ver).encode(), " ".join(CFLAGS).encode()):
             h.update(part)
             h.update(b"\0")
         obj = out / f"bpf_{name}-{h.hexdigest()[:16]}.o"
         if not obj.exists():
             tmp = out / f".{obj.name}.{os.getpid()}.tmp"
-            argv = [clang, "-O2", "-g", "-target", "bpf", "-Wall", "-Werror",
+            argv = [clang, *CFLAGS,
                     "-I", str(header.parent), "-I", str(SOURCE_DIR),
                     "-c", str(src), "-o", str(tmp)]
             cp = _run(argv, timeout=180)

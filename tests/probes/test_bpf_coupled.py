@@ -1,0 +1,236 @@
+"""Coupled MPTCP congestion controls (LIA, OLIA, BALIA, wVegas) as BPF struct_ops, live.
+
+Real clang, bpftool, kernel MPTCP and testbed (marker netns: root). RFC 6356's three goals,
+measured (``probes.bpf_cc_coupling`` has the scenarios; ``benchmarks/coupling.py`` prints the
+table that docs/testbed.md quotes):
+
+- do no harm: MPTCP with two subflows through one 6 Mbit/s bottleneck against one TCP flow of
+  the base CC: coupled <= 1.3x the TCP flow's goodput (wVegas <= 1.4x), uncoupled reno
+  >= 1.15x and vegas >= 1.3x (measured 1.1-2.1 for reno, 1.6-3.5 for vegas: not reliably
+  RFC 6356's "twice");
+- improve throughput: over two disjoint paths (6 and 3 Mbit/s) the coupled connection gets
+  >= 0.9x the better path's single-path TCP goodput;
+- balance congestion: with two reno flows on one of two 4 Mbit/s paths, the share of the
+  connection's bytes on that path is <= 0.85x uncoupled reno's (LIA: <= 0.9x).
+
+A measurement outside its bound is repeated once and the mean of the two is judged (a loaded
+2-core machine, 15 s runs). Registrations are host-wide: the module fixture unregisters exactly
+what it registered.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+
+import pytest
+
+from probes import bpf_cc
+from probes import bpf_cc_coupling as C
+from probes import testbed as tbmod
+from probes.base import MeasurementRequest
+from tests.probes.conftest import assert_nothing_left, unique_name
+from tests.probes.test_bpf_cc import loss_events, tcp_flow
+from tests.probes.test_testbed_live import CAPACITY_MBPS
+
+pytestmark = pytest.mark.netns
+
+COUPLED = ("lia", "olia", "balia", "wvegas")
+DURATION = 15.0
+HARM_BOUND = {"lia": 1.3, "olia": 1.3, "balia": 1.3, "wvegas": 1.4}
+#: uncoupled MPTCP (one CC per subflow) takes more than the TCP flow, but "twice" is not what
+#: 15 s runs here show: reno 1.1-2.1 (mean ~1.5), vegas 1.6-3.5
+UNCOUPLED_HARM_MIN = {"reno": 1.15, "vegas": 1.3}
+IMPROVE_MIN = 0.9
+#: LIA balances least (the weakness OLIA was designed to fix): measured 0.70-0.94 x reno's share
+BALANCE_MAX = {"lia": 0.9, "olia": 0.85, "balia": 0.85, "wvegas": 0.85}
+
+
+@pytest.fixture(scope="module")
+def coupled_ccs():
+    before = dict(C.LOADED)
+    try:
+        C.ensure_loaded([*COUPLED, "vegas"])
+        yield
+    finally:
+        mine = {k: v for k, v in C.LOADED.items() if before.get(k) != v}
+        bpf_cc.unload(list(mine), map_ids=mine)
+        for k in mine:
+            C.LOADED.pop(k, None)
+
+
+def _bed(spec_fn: Callable[[str], object]):
+    name = unique_name("c")
+    try:
+        yield tbmod.up(spec_fn(name))
+    finally:
+        st = tbmod.testbed_status(name)
+        tbmod.down(name)
+        assert_nothing_left(name, st.get("delayline_pid"))
+
+
+@pytest.fixture(scope="module")
+def shared_bed():
+    yield from _bed(C.shared_spec)
+
+
+@pytest.fixture(scope="module")
+def disjoint_bed():
+    yield from _bed(C.disjoint_spec)
+
+
+@pytest.fixture(scope="module")
+def balance_bed():
+    yield from _bed(C.balance_spec)
+
+
+def judged(measure: Callable[[], dict], key: str,
+           ok: Callable[[float], bool]) -> tuple[float, list]:
+    """Measure; once more if outside the bound; the value judged is the mean of the runs."""
+    runs = [measure()]
+    if not ok(runs[0][key]):
+        runs.append(measure())
+    return statistics.fmean(r[key] for r in runs), runs
+
+
+def _coupled_run_ok(r: dict, cc: str) -> None:
+    assert r["cc_used"] == cc, r
+    assert r["subflows"] == 2, r
+    assert r["ss_cc"] == [cc], r  # every subflow of the connection runs it
+
+
+# --------------------------------------------------------------------------- names, fallback
+
+
+def test_paper_names_are_buildable():
+    for cc in COUPLED:
+        assert bpf_cc.check_name(cc) == cc
+        assert bpf_cc.map_name(cc) == f"mpcoa_{cc}" and len(bpf_cc.map_name(cc)) <= 15
+    assert set(COUPLED) <= set(bpf_cc.COUPLED) <= set(bpf_cc.SUPPORTED)
+
+
+@pytest.mark.parametrize("cc", ["lia", "olia", "balia"])
+def test_plain_tcp_is_reno(testbed2x2, coupled_ccs, cc):
+    """Without the MPTCP ULP there is no connection to couple with: Reno's halving on loss,
+    and nothing is stored in the coupling map."""
+    C.ensure_loaded([cc])
+    for _attempt in range(2):
+        out = tcp_flow(testbed2x2, cc, 4.0, 5321)
+        assert out["cc"] == cc
+        ev = loss_events(out["samples"])
+        if len(ev) >= 3:
+            break
+    assert len(ev) >= 3, (len(ev), out["samples"][-1])
+    ratios = [round(ssth / w, 3) for w, ssth, _ in ev if w]
+    assert abs(statistics.median(ratios) - 0.5) <= 0.04, ratios
+    assert _map_entries(f"mpcoa_c_{cc}") == 0
+
+
+def _map_entries(name: str) -> int:
+    cp = subprocess.run(["bpftool", "-j", "map", "dump", "name", name],
+                        capture_output=True, text=True, timeout=30, check=False)
+    assert cp.returncode == 0, cp.stderr
+    return len(json.loads(cp.stdout or "[]"))
+
+
+def _map_ids(name: str) -> list[int]:
+    cp = subprocess.run(["bpftool", "-j", "map", "show"],
+                        capture_output=True, text=True, timeout=30, check=True)
+    return [m["id"] for m in json.loads(cp.stdout or "[]") if m.get("name") == name]
+
+
+def test_campaign_prober_measures_olia(testbed2x2, coupled_ccs):
+    """What a campaign does with "olia" (service/calibration.py): keep it when both sites'
+    kernels offer it, then measure with iperf3 under mptcpize; no longer dropped."""
+    from service.probing import TestbedProber
+
+    C.ensure_loaded(["olia"])
+    prober = TestbedProber(testbed2x2.name)
+    assert "olia" in prober.available_ccs()
+    r = prober.measure(MeasurementRequest(sender="A", receiver="B", cc="olia", duration_s=4))
+    assert r.mptcp_ok, r.fallback_reason
+    assert r.kernel["sender_cc_used"] == "olia"
+    assert r.subflow_count == 4 and all(v > 0 for v in r.subflow_bytes.values())
+    assert 0.6 * CAPACITY_MBPS <= r.goodput_mbps <= 1.05 * CAPACITY_MBPS, r.goodput_mbps
+
+
+# --------------------------------------------------------------------------- RFC 6356 goals
+
+
+@pytest.mark.parametrize("cc", COUPLED)
+def test_do_no_harm(shared_bed, coupled_ccs, cc):
+    base = C.BASE_CC[cc]
+    bound = HARM_BOUND[cc]
+    ratio, runs = judged(lambda: C.do_no_harm(shared_bed, cc, base, DURATION), "ratio",
+                         lambda v: v <= bound)
+    for r in runs:
+        _coupled_run_ok(r, cc)
+        assert r["tcp_cc_used"] == base
+        assert r["mptcp_mbps"] + r["tcp_mbps"] >= 0.7 * 6.0, r  # the bottleneck is used
+    assert ratio <= bound, runs
+
+
+@pytest.mark.parametrize("cc", ["reno", "vegas"])
+def test_uncoupled_takes_about_twice(shared_bed, coupled_ccs, cc):
+    low = UNCOUPLED_HARM_MIN[cc]
+    ratio, runs = judged(lambda: C.do_no_harm(shared_bed, cc, cc, DURATION), "ratio",
+                         lambda v: v >= low)
+    assert all(r["subflows"] == 2 and r["ss_cc"] == [cc] for r in runs), runs
+    assert ratio >= low, runs
+
+
+@pytest.mark.parametrize("cc", COUPLED)
+def test_improve_throughput(disjoint_bed, coupled_ccs, cc):
+    ratio, runs = judged(lambda: C.improve_throughput(disjoint_bed, cc, C.BASE_CC[cc], 12.0),
+                         "ratio", lambda v: v >= IMPROVE_MIN)
+    for r in runs:
+        _coupled_run_ok(r, cc)
+        assert r["tcp_d_mbps"] > r["tcp_o_mbps"] > 0, r  # D (6 Mbit/s) is the better path
+    assert ratio >= IMPROVE_MIN, runs
+
+
+@pytest.fixture(scope="module")
+def reno_balance(balance_bed, coupled_ccs):
+    """Uncoupled reno's share on the congested path: the mean of two runs."""
+    runs = [C.balance(balance_bed, "reno", DURATION) for _ in range(2)]
+    for r in runs:
+        assert r["subflows"] == 2 and r["ss_cc"] == ["reno"], r
+    return {"frac_congested": statistics.fmean(r["frac_congested"] for r in runs), "runs": runs}
+
+
+@pytest.mark.parametrize("cc", COUPLED)
+def test_balance_congestion(balance_bed, coupled_ccs, reno_balance, cc):
+    limit = BALANCE_MAX[cc] * reno_balance["frac_congested"]
+    frac, runs = judged(lambda: C.balance(balance_bed, cc, DURATION), "frac_congested",
+                        lambda v: v <= limit)
+    for r in runs:
+        _coupled_run_ok(r, cc)
+        assert 0 < r["frac_congested"] < 1, r  # both paths carried data
+    assert frac <= limit, (runs, reno_balance)
+
+
+# --------------------------------------------------------------------------- cleanup
+
+
+def test_release_and_unload_leave_no_maps(shared_bed, coupled_ccs):
+    """Entries go when the subflows are released; the maps go with the unregistered control."""
+    cc = "lia"
+    r = C.do_no_harm(shared_bed, cc, "reno", 3.0, port=5480)
+    _coupled_run_ok(r, cc)
+    deadline = time.monotonic() + 10
+    while _map_entries(f"mpcoa_c_{cc}") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _map_entries(f"mpcoa_c_{cc}") == 0
+    if cc not in C.LOADED:
+        pytest.fail(f"{cc} was registered by someone else; cannot test our unload")
+    ids = _map_ids(f"mpcoa_c_{cc}")
+    assert ids
+    assert bpf_cc.unload([cc], map_ids={cc: C.LOADED.pop(cc)}) == [cc]
+    deadline = time.monotonic() + 10
+    while set(ids) & set(_map_ids(f"mpcoa_c_{cc}")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not set(ids) & set(_map_ids(f"mpcoa_c_{cc}"))
+    assert cc not in bpf_cc.available()
