@@ -267,7 +267,12 @@ def main() -> int:
     rows = []
     for path in args.scenarios:
         log(f"scenario {path}")
-        row = scenario(path, args, log)
+        try:
+            row = scenario(path, args, log)
+        except Exception as exc:  # one scenario that cannot be measured does not stop the rest
+            print(json.dumps({"scenario": path.stem, "mode": "grid", "error": str(exc)}),
+                  flush=True)
+            continue
         rows.append(row)
         print(json.dumps(row), flush=True)
     print_table(rows)

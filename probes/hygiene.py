@@ -46,15 +46,23 @@ def abort_connections(ns: str | None, ports: Iterable[int]) -> int:
 
 
 def busy_sockets(ns: str | None) -> list[tuple[str, int]]:
-    """(description, queued bytes) of sockets with data in Recv-Q or Send-Q (not listeners)."""
-    out = []
+    """(description, queued bytes) of sockets that can still put traffic on the wire: data in
+    Send-Q, or in Recv-Q of an established connection (its reader is still there). Unread data
+    on a connection that is closing (an aborted probe's MPTCP socket lingering in FIN-WAIT-2
+    without subflows, seen on a 1 %-loss path) sends nothing and is not waited for."""
     t = run_ns(ns, ["ss", "-tanH"], check=False).stdout
     m = run_ns(ns, ["ss", "-ManH"], check=False).stdout
-    for kind, socks in (("tcp", parse_ss_subflows(t)), ("mptcp", parse_ss_msk(m))):
+    return still_sending(ns or "host", t, m)
+
+
+def still_sending(where: str, tcp_text: str, mptcp_text: str) -> list[tuple[str, int]]:
+    """`busy_sockets` on the text of `ss -tanH` and `ss -ManH`."""
+    out = []
+    for kind, socks in (("tcp", parse_ss_subflows(tcp_text)), ("mptcp", parse_ss_msk(mptcp_text))):
         for s in socks:
-            q = s["recv_q"] + s["send_q"]
+            q = s["send_q"] + (s["recv_q"] if s["state"] == "ESTAB" else 0)
             if q > 0 and s["state"] != "LISTEN":
-                out.append((f"{ns or 'host'} {kind} {s['local']}:{s['lport']}->"
+                out.append((f"{where} {kind} {s['local']}:{s['lport']}->"
                             f"{s['remote']}:{s['rport']} {s['state']} {q} B", q))
     return out
 

@@ -71,3 +71,14 @@ def test_poller_waits_between_failed_samples():
     assert not p.is_alive()
     assert 2 <= p.errors <= 8, p.errors  # ~6 at 0.1 s, not thousands
     assert "not installed" in p.last_error and p.samples == 0
+
+
+def test_only_sockets_that_can_still_send_keep_a_site_busy():
+    from probes.hygiene import still_sending
+
+    mptcp = ("FIN-WAIT-2 239872 0 10.2.0.1:27767 10.1.0.1:39337\n"  # an aborted probe's leftover
+             "ESTAB 0 4096 10.1.0.1:40000 10.2.0.1:5201\n")
+    tcp = "ESTAB 1500 0 10.2.0.1:5201 10.1.0.1:40001\nLISTEN 0 128 0.0.0.0:5201 0.0.0.0:*\n"
+    busy = still_sending("B", tcp, mptcp)
+    assert [q for _, q in busy] == [1500, 4096]
+    assert all("FIN-WAIT-2" not in d for d, _ in busy)
