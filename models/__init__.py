@@ -1,6 +1,7 @@
 """SQLAlchemy 2 tables of mpcoa. Imports nothing else of the project."""
 
 from .base import Base, JSONType, UTCDateTime, utcnow
+from .sites import SiteLock
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
 from .tables import (
     ACTIVE_CAMPAIGN_STATES,
@@ -43,6 +44,7 @@ __all__ = [
     "RecalibrationSchedule",
     "Recommendation",
     "Site",
+    "SiteLock",
     "Subflow",
     "Topology",
     "UTCDateTime",
