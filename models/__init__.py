@@ -1,8 +1,8 @@
 """SQLAlchemy 2 tables of mpcoa. Imports nothing else of the project."""
 
 from .base import Base, JSONType, UTCDateTime, utcnow
-from .sites import SiteLock
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
+from .sites import SiteLock
 from .tables import (
     ACTIVE_CAMPAIGN_STATES,
     CAMPAIGN_STATES,

@@ -45,7 +45,8 @@ def test_overlapping_pairs_exclude_disjoint_pairs_share(pg_engine):
             assert acquire_sites(s, sites=["lk-c", "lk-d"], holder="c3", lasts=LEASE)
             s.commit()
             got = holders(s)
-        assert {k: got[k] for k in names} == {"lk-a": "c1", "lk-b": "c1", "lk-c": "c3", "lk-d": "c3"}
+        expected = {"lk-a": "c1", "lk-b": "c1", "lk-c": "c3", "lk-d": "c3"}
+        assert {k: got[k] for k in names} == expected
         with Session(pg_engine) as s:
             assert release_sites(s, holder="c1") == 2
             assert acquire_sites(s, sites=["lk-b", "lk-a"], holder="c2", lasts=LEASE)
