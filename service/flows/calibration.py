@@ -221,8 +221,9 @@ def fail_campaign(session: Session, *, campaign_id: int, why: str) -> None:
 def claim(
     session: Session, *, campaign_id: int, step: ProbeStep, settings: Settings
 ) -> str | None:
-    """A lease id for running `step`, or None while another live lease holds the campaign. It
-    lasts `lease_ttl_s`; `lease_heartbeat` renews it while the probe runs."""
+    """A lease id for running `step`, or None while another live lease holds the campaign or
+    another campaign's probe holds one of its two sites. It lasts `lease_ttl_s`;
+    `lease_heartbeat` renews it while the probe runs."""
     lasts = timedelta(seconds=settings.lease_ttl_s)
     lease_id = campaign_store.claim_lease(
         session, campaign_id=campaign_id, step_key=list(step.key), lasts=lasts
