@@ -2,6 +2,7 @@
 
 from .base import Base, JSONType, UTCDateTime, utcnow
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
+from .sites import SiteLock
 from .tables import (
     ACTIVE_CAMPAIGN_STATES,
     CAMPAIGN_STATES,
@@ -45,6 +46,7 @@ __all__ = [
     "RecalibrationSchedule",
     "Recommendation",
     "Site",
+    "SiteLock",
     "Subflow",
     "Topology",
     "UTCDateTime",

@@ -30,7 +30,7 @@ from ..algorithm.impact_confidence import ConfidentImpact, subflows_needing_runs
 from ..db import session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
-from ..store import inventory, measurements, results
+from ..store import inventory, measurements, results, sitelocks
 from .derive import fit_from_runs, impact_from_runs
 from .plan import ProbeStep, buffer_steps, impact_steps, planned_probes
 from .probing import Prober, buffer_bytes
@@ -274,17 +274,32 @@ def fail_campaign(session: Session, *, campaign_id: int, why: str) -> None:
 def claim(
     session: Session, *, campaign_id: int, step: ProbeStep, settings: Settings
 ) -> str | None:
-    """A lease id for running `step`, or None while another live lease holds the campaign. It
-    lasts `lease_ttl_s`; `lease_heartbeat` renews it while the probe runs."""
-    return campaign_store.claim_lease(
-        session,
-        campaign_id=campaign_id,
-        step_key=list(step.key),
-        lasts=timedelta(seconds=settings.lease_ttl_s),
+    """A lease id for running `step`, or None while another live lease holds the campaign or
+    another campaign's probe holds one of its two sites. It lasts `lease_ttl_s`;
+    `lease_heartbeat` renews it while the probe runs."""
+    lasts = timedelta(seconds=settings.lease_ttl_s)
+    lease_id = campaign_store.claim_lease(
+        session, campaign_id=campaign_id, step_key=list(step.key), lasts=lasts
     )
+    if lease_id is None:
+        return None
+    # issue 11 item 5: a probe also holds both sites' links, across campaigns; busy sites give
+    # the campaign lease back so the executor retries later
+    sites = _site_names(session, campaign_id=campaign_id)
+    if not sitelocks.acquire_sites(session, sites=sites, holder=lease_id, lasts=lasts):
+        campaign_store.release_lease(session, campaign_id=campaign_id, lease_id=lease_id)
+        return None
+    return lease_id
+
+
+def _site_names(session: Session, *, campaign_id: int) -> list[str]:
+    campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
+    topology = inventory.get_topology(session, topology_id=campaign.topology_id)
+    return [topology.local_site.name, topology.remote_site.name]
 
 
 def release(session: Session, *, campaign_id: int, lease_id: str) -> bool:
+    sitelocks.release_sites(session, holder=lease_id)
     return campaign_store.release_lease(session, campaign_id=campaign_id, lease_id=lease_id)
 
 
@@ -306,6 +321,7 @@ def lease_heartbeat(
                         s, campaign_id=campaign_id, lease_id=lease_id, lasts=lasts
                     ):
                         return  # someone else holds the campaign now
+                    sitelocks.renew_sites(s, holder=lease_id, lasts=lasts)
             except Exception as exc:  # a database blip: the next beat tries again
                 log.warning("campaign %s: lease renewal failed (%s)", campaign_id, exc)
 
