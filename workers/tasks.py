@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 # A database or broker restart mid-campaign: the task is retried until the service is back.
 TRANSIENT = (OperationalError,)
+SITE_BUSY_RETRY_S = 2.0  # a campaign waiting for a site another campaign is probing
 
 
 def _sites(campaign_id: int) -> tuple[str, str]:
@@ -82,7 +83,16 @@ def advance_campaign(self, campaign_id: int) -> str:
             calibration.fail_campaign(s, campaign_id=campaign_id, why=str(exc))
         return "failed"
     if lease is None:
-        return "busy"  # another run_probe holds the campaign; it advances when it is done
+        with session_scope() as s:
+            held = campaign_store.lease_is_live(s, campaign_id=campaign_id)
+        if held:  # another run_probe holds the campaign; it advances it when it is done
+            return "busy"
+        # One of its sites is busy with another campaign's probe: ask again shortly.
+        local, _ = _sites(campaign_id)
+        advance_campaign.apply_async(
+            (campaign_id,), queue=site_queue(local), countdown=SITE_BUSY_RETRY_S
+        )
+        return "sites busy"
     local, _ = _sites(campaign_id)
     run_probe.apply_async((campaign_id, step.to_dict(), lease), queue=site_queue(local))
     return f"sent {step.describe()}"

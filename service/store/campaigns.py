@@ -232,6 +232,11 @@ def claim_lease(
     return campaign.lease_id
 
 
+def lease_is_live(session: Session, *, campaign_id: int, now: datetime | None = None) -> bool:
+    campaign = get_campaign(session, campaign_id=campaign_id)
+    return campaign.lease_id is not None and campaign.lease_until > (now or utcnow())
+
+
 def release_lease(session: Session, *, campaign_id: int, lease_id: str) -> bool:
     """Drop the lease if it is still `lease_id`'s; False if someone else holds the campaign."""
     campaign = _locked(session, campaign_id)
