@@ -20,6 +20,7 @@ BELOW_SMALLEST_BDP = 1 / 8  # grid start: BDP_min / 8
 ABOVE_TOTAL_BDP = 4.0  # grid end: 4 * sum BDP_i
 MIN_BUFFER_MIB = 1 / 64  # 16 KiB: below this a socket buffer holds only a handful of segments
 SIGNIFICANT_DIGITS = 3
+MAX_BUFFER_MIB = 64.0  # a grid is never extended past this (far beyond any kernel default)
 
 
 def bdp_mib(bandwidth_kbps: float, rtt_s: float) -> float:
@@ -74,3 +75,31 @@ def run_order(grid: Sequence[float], run: int, seed: int) -> list[float]:
         raise ValueError(f"run, seed: non-negative integers, got {run!r}, {seed!r}")
     rng = np.random.default_rng([seed, run])
     return [grid[i] for i in rng.permutation(len(grid))]
+
+
+def plateau_extension(
+    grid: Sequence[float],
+    arm_means: dict[tuple[str, str], dict[float, float]],
+    delta: float,
+    max_mib: float = MAX_BUFFER_MIB,
+) -> float | None:
+    """The next buffer to add above the grid when the best arm has not reached its plateau, or
+    None.
+
+    The grid stopped below the plateau (issue 10) when the arm with the highest mean at the
+    largest buffer gained more than `delta` (relative) over its mean at the buffer below it: T*
+    would be read off a slope and every OBS would be too small. The next point continues the
+    grid's geometric step (at least 2x), capped at `max_mib`.
+    """
+    ordered = sorted(set(grid))
+    if len(ordered) < 2:
+        return None
+    top, below = ordered[-1], ordered[-2]
+    complete = [m for m in arm_means.values() if top in m and below in m]
+    if not complete or top >= max_mib:
+        return None
+    best = max(complete, key=lambda m: m[top])
+    if best[below] <= 0 or best[top] <= (1 + delta) * best[below]:
+        return None
+    step = max(2.0, top / below)
+    return _round_sig(min(max_mib, top * step), SIGNIFICANT_DIGITS)

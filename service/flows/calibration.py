@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from statistics import fmean
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -27,6 +28,7 @@ from models import Campaign, utcnow
 from probes.base import MeasurementRequest, MeasurementResult
 
 from ..algorithm.impact_confidence import ConfidentImpact, subflows_needing_runs
+from ..algorithm.sweep import plateau_extension
 from ..db import session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
@@ -36,6 +38,7 @@ from .plan import ProbeStep, buffer_steps, impact_steps, planned_probes
 from .probing import Prober, buffer_bytes
 
 MAX_EXTRA_ROUNDS_WITHOUT_BUDGET = 2
+MAX_GRID_EXTENSIONS = 3
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +93,9 @@ def next_step(
         ):
             if step.key not in done:
                 return _within_budget(session, campaign, step, settings)
+
+        if _extend_grid(session, campaign):
+            return next_step(session, campaign_id=campaign_id, prober=prober, settings=settings)
 
     fits = _fit(session, campaign)
     if fits is None:
@@ -222,6 +228,35 @@ def _store_impact(session: Session, campaign: Campaign, results_: list[Confident
     if not kept:
         _fail(session, campaign, "impact phase: no congestion control has usable runs")
         return False
+    session.flush()
+    return True
+
+
+def _extend_grid(session: Session, campaign: Campaign) -> bool:
+    """One more buffer above the grid, for every arm and run, while the best arm is still
+    climbing at the largest buffer (the plateau T* is read off would be a slope), up to
+    `MAX_GRID_EXTENSIONS` points and within the budget; noted (`grid_extended`), and flagged
+    when the grid had to stop below the plateau."""
+    added = list((campaign.notes or {}).get("grid_extended", []))
+    samples: dict[tuple[str, str], dict[float, list[float]]] = {}
+    for m in measurements.ok_measurements(session, campaign_id=campaign.id, phase="buffer"):
+        if m.mean_goodput_mbps is not None:
+            per_bs = samples.setdefault((m.pm, m.cc), {})
+            per_bs.setdefault(float(m.bs_mib), []).append(m.mean_goodput_mbps)
+    arm_means = {arm: {bs: fmean(v) for bs, v in per.items()} for arm, per in samples.items()}
+    more = plateau_extension(campaign.buffer_grid_mib, arm_means, campaign.delta)
+    if more is None:
+        return False
+    probes = len(campaign.pms) * len(campaign.active_ccs) * campaign.runs
+    left = _budget_left(campaign)
+    if len(added) >= MAX_GRID_EXTENSIONS or (
+        left is not None and left < probes * campaign.duration_s
+    ):
+        campaign_store.add_note(campaign, "grid_below_plateau", max(campaign.buffer_grid_mib))
+        return False
+    campaign.buffer_grid_mib = sorted([*campaign.buffer_grid_mib, more])
+    campaign.probes_total += probes
+    campaign_store.add_note(campaign, "grid_extended", [*added, more])
     session.flush()
     return True
 

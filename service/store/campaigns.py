@@ -179,6 +179,10 @@ def flags(campaign: Campaign) -> list[str]:
         out.append("unfitted_arms:" + ",".join(notes["unfitted_arms"]))
     if campaign.budget_exhausted:
         out.append("budget_exhausted")
+    if notes.get("grid_extended"):
+        out.append("grid_extended:" + ",".join(f"{b:g}" for b in notes["grid_extended"]))
+    if notes.get("grid_below_plateau"):
+        out.append(f"grid_below_plateau:{notes['grid_below_plateau']:g}")
     return out
 
 

@@ -69,3 +69,29 @@ def test_run_order_is_a_seeded_permutation():
 def test_bad_grid_input(args, message):
     with pytest.raises(ValueError, match=message):
         bdp_buffer_grid(*args)
+
+
+# --- the grid grows while the best arm is still climbing (issue 10: "the grid stopped below the
+# plateau"); measured on benchmarks/scenarios/asymmetric.yaml, FullMesh/bbr gained 31 % from
+# 0.215 to 0.515 MiB (6.64 -> 8.69 Mbit/s), so T* was read off a slope.
+def test_a_climbing_best_arm_extends_the_grid_by_its_step():
+    from service.algorithm.sweep import plateau_extension
+
+    grid = [0.0897, 0.215, 0.515]
+    means = {("FullMesh", "bbr"): {0.0897: 5.14, 0.215: 6.64, 0.515: 8.69},
+             ("PCDC", "reno"): {0.0897: 6.64, 0.215: 7.42, 0.515: 8.37}}
+    # step 0.515 / 0.215 = 2.4
+    assert plateau_extension(grid, means, delta=0.07) == pytest.approx(1.23, rel=1e-3)
+
+
+def test_a_flat_best_arm_or_a_cap_stops_the_extension():
+    from service.algorithm.sweep import plateau_extension
+
+    grid = [0.1, 0.2, 0.4]
+    # the best arm at the top gained 5 % < delta; a climbing arm below it does not count
+    means = {("a", "x"): {0.2: 9.5, 0.4: 9.9}, ("b", "y"): {0.2: 3.0, 0.4: 6.0}}
+    assert plateau_extension(grid, means, delta=0.07) is None
+    climbing = {("a", "x"): {0.2: 5.0, 0.4: 9.0}}
+    assert plateau_extension(grid, climbing, delta=0.07, max_mib=0.4) is None
+    assert plateau_extension(grid, climbing, delta=0.07, max_mib=0.5) == 0.5  # capped
+    assert plateau_extension(grid, {}, delta=0.07) is None  # nothing measured at the top

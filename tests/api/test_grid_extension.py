@@ -1,0 +1,96 @@
+"""The buffer sweep goes on above its grid while the best arm still climbs at the largest
+buffer (issue 10: a grid that stops below the plateau reads T* off a slope and gives every OBS
+too small), within `MAX_GRID_EXTENSIONS` points and the budget, and says so on the answer."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from service.algorithm.topology import Topology
+from service.flows.calibration import MAX_GRID_EXTENSIONS, next_step
+from service.settings import Settings
+from service.store import campaigns, inventory, measurements
+from tests.conftest import new_campaign
+
+from .conftest import HU, SRL
+
+pytestmark = pytest.mark.postgres
+T0 = datetime(2026, 11, 3, tzinfo=UTC)
+
+
+class KernelOffers:
+    def available_ccs(self) -> set[str]:
+        return {"reno"}
+
+    def measure(self, request):
+        raise AssertionError("next_step never measures")
+
+
+def _campaign(session, **params):
+    spec = Topology.model_validate({"local": {**SRL, "isps": SRL["isps"][:1]},
+                                    "remote": {**HU, "isps": HU["isps"][:1]}})
+    topology_id = inventory.ensure_topology(session, spec=spec).id
+    return new_campaign(session, topology_id, ccs=["reno"], runs=1, duration_s=2,
+                        buffer_grid_mib=[0.1, 0.2, 0.4], **params)
+
+
+def _drive(session, campaign, goodput, settings) -> list[float]:
+    """Answer every probe the campaign asks for with `goodput(phase, bs)`; the buffers swept."""
+    swept = []
+    while (advance := next_step(session, campaign_id=campaign.id, prober=KernelOffers(),
+                                settings=settings)).step is not None:
+        step = advance.step
+        tp = goodput(step.phase, step.bs_mib)
+        measurements.record_measurement(
+            session, campaign_id=campaign.id, phase=step.phase, pm=step.pm, cc=step.cc,
+            bs_mib=step.bs_mib, run=step.run, excluded_subflow=step.excluded_subflow,
+            subflows=["U-C"], duration_s=2, goodput_mbps=[tp, tp], tool="test",
+            started_at=T0, finished_at=T0 + timedelta(seconds=2),
+        )
+        if step.phase == "buffer" and step.bs_mib not in swept:
+            swept.append(step.bs_mib)
+    assert advance.finish, campaign.error
+    return swept
+
+
+def test_the_grid_grows_until_the_plateau(db_session):
+    settings = Settings(run_campaigns=False, impact_max_runs=1, _env_file=None)
+    c = _campaign(db_session)
+
+    def goodput(phase, bs):  # a ramp to 9 Mbit/s at 0.8 MiB: flat above
+        return 9.0 if phase == "impact" else 9.0 * min(1.0, bs / 0.8)
+
+    swept = _drive(db_session, c, goodput, settings)
+    # 0.4 -> 0.8 gains 100 %: one more point (x2); 0.8 -> 1.6 gains nothing: the sweep stops.
+    assert sorted(swept) == [0.1, 0.2, 0.4, 0.8, 1.6]
+    assert c.buffer_grid_mib == [0.1, 0.2, 0.4, 0.8, 1.6]
+    assert c.probes_total == 2 + 2 * 5  # TP_0 and TP_1, 2 PMs x 5 buffers
+    assert "grid_extended:0.8,1.6" in campaigns.flags(c)
+    assert not any(f.startswith("grid_below_plateau") for f in campaigns.flags(c))
+
+
+def test_a_grid_that_cannot_reach_the_plateau_is_flagged(db_session):
+    settings = Settings(run_campaigns=False, impact_max_runs=1, _env_file=None)
+    c = _campaign(db_session)
+
+    def goodput(phase, bs):  # grows without bound in the range we may probe
+        return 9.0 if phase == "impact" else 10.0 * bs
+
+    _drive(db_session, c, goodput, settings)
+    assert len(c.buffer_grid_mib) == 3 + MAX_GRID_EXTENSIONS
+    assert f"grid_below_plateau:{max(c.buffer_grid_mib):g}" in campaigns.flags(c)
+
+
+def test_no_extension_past_the_budget(db_session):
+    settings = Settings(run_campaigns=False, impact_max_runs=1, _env_file=None)
+    # TP_0, TP_1 and the 2 x 3 sweep, 2 s each: nothing left for another buffer
+    c = _campaign(db_session, probe_seconds_budget=16)
+
+    def goodput(phase, bs):
+        return 9.0 if phase == "impact" else 10.0 * bs
+
+    _drive(db_session, c, goodput, settings)
+    assert c.buffer_grid_mib == [0.1, 0.2, 0.4]
+    assert "grid_below_plateau:0.4" in campaigns.flags(c)
