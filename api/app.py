@@ -54,14 +54,15 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        # Embedded: campaigns a previous run of this process left queued or running go on.
-        if in_process is not None:
-            in_process.resume_all()
-        # No broker, so no beat: this process runs due schedules (if it holds the lease).
+        # No broker, so no beat: this process runs due schedules if it holds the database's
+        # scheduler lease, and on taking it resumes the campaigns a previous run (or a dead
+        # holder) left queued or running. Without the scheduler: resumed here.
         scheduler = None
         if in_process is not None and settings.embedded_scheduler:
-            scheduler = EmbeddedScheduler(settings)
+            scheduler = EmbeddedScheduler(settings, on_lead=in_process.resume_all)
             scheduler.start()
+        elif in_process is not None:
+            in_process.resume_all()
         try:
             yield
         finally:

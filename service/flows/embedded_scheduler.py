@@ -11,6 +11,11 @@ so a holder that lost its lease while paused cannot queue them too (the row stay
 commit). Campaigns it queues go to this process's in-process executor like any other
 (`dispatch.start_campaign` hands them over after commit). A clean stop gives the lease back; a
 process that dies leaves it to expire after `scheduler_lease_ttl_s`, and another takes over.
+
+Becoming the holder also resumes the campaigns left active (`on_lead`, the in-process executor's
+`resume_all`): at start-up of a lone process as before, and after a takeover the campaigns the dead
+holder had queued in its memory. A process that starts beside a live holder resumes nothing: it
+would drop the leases of campaigns the holder is running and probe them twice.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -72,9 +78,15 @@ def tick(
 class EmbeddedScheduler:
     """The background thread that ticks every `beat_interval_s` until `stop`."""
 
-    def __init__(self, settings: Settings, engine: Engine | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine | None = None,
+        on_lead: Callable[[], object] | None = None,
+    ) -> None:
         self.settings = settings
         self.engine = engine or get_engine(settings)
+        self.on_lead = on_lead
         self.holder = holder_id()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -115,6 +127,11 @@ class EmbeddedScheduler:
             self._leader = result.leader
             log.info("embedded scheduler %s: %s the scheduler lease", self.holder,
                      "holds" if result.leader else "lost")
+            if result.leader and self.on_lead is not None:
+                try:
+                    self.on_lead()
+                except Exception:
+                    log.exception("embedded scheduler %s: resuming campaigns failed", self.holder)
         if result.queued or result.recovered or result.sent:
             log.info("embedded scheduler: queued %s, recovered %s, sent %s",
                      result.queued, result.recovered, result.sent)
