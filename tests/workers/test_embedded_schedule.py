@@ -1,8 +1,9 @@
 """Schedules fire in the embedded default (issue 12 item 3): `mpcoa serve` alone (SQLite, no
 broker) runs due schedules itself, one process per database by the scheduler lease.
 
-Real `mpcoa serve` processes on a SQLite file in a tmp dir; a per-minute cron comes due during
-the test (so each waits up to a minute for it), a beat of 1 s and a lease of 4 s.
+Real `mpcoa serve` processes on a SQLite file in a tmp dir (and `mpcoa serve --workers 2` on
+PostgreSQL); a per-minute cron comes due during the test (so each waits up to a minute for it),
+a beat of 1 s and a lease of 4 s.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ import pytest
 
 from service.algorithm.topology import Topology
 from service.db import make_engine, session_scope
+from service.flows import embedded_scheduler
 from service.store import campaigns as campaign_store
 from service.store.inventory import ensure_topology
-from tests.conftest import new_campaign
+from service.store.leases import lease_holder
+from tests.conftest import migrated_database, new_campaign
 
 from .conftest import BIN, topology_body, wait_for
 
@@ -241,3 +244,74 @@ def test_two_serves_one_scheduler_and_takeover_after_sigkill(serve):
         assert c.get(f"/topologies/{topology_id}/schedule").json()["last_campaign_id"] == (
             both[1]["id"])
     print(f"takeover after SIGKILL: {took:.1f} s")
+
+
+def _parent_pid(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("PPid:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no PPid for {pid}")
+
+
+@pytest.mark.postgres
+def test_serve_workers_on_postgresql_run_one_scheduler(tmp_path):
+    """`mpcoa serve --workers 2` on PostgreSQL: each worker process has a scheduler thread, one
+    of them holds the lease, and the due time queues exactly one campaign."""
+    with migrated_database("mpcoa_sched") as url:
+        env = _env(tmp_path)
+        env["MPCOA_DATABASE_URL"] = url
+        token = subprocess.run([str(BIN / "mpcoa"), "token", "create", "sched"], env=env,
+                               capture_output=True, text=True, timeout=120,
+                               check=True).stdout.strip()
+        port = _free_port()
+        log_path = tmp_path / "serve-workers.log"
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(
+                [str(BIN / "mpcoa"), "serve", "--port", str(port), "--workers", "2"], env=env,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        engine = make_engine(url)
+        try:
+            base = f"http://127.0.0.1:{port}"
+
+            def healthy() -> bool:
+                assert proc.poll() is None, log_path.read_text()
+                try:
+                    return httpx.get(f"{base}/health", timeout=2).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            wait_for(healthy, 60, "mpcoa serve --workers 2", interval=0.2)
+
+            def holder() -> str | None:
+                with session_scope(engine) as s:
+                    return lease_holder(s, name=embedded_scheduler.LEASE_NAME)
+
+            tag = os.urandom(3).hex()
+            local = {"name": f"L{tag}", "isps": [{"name": "Uni", "label": "U",
+                                                  "down_kbps": 10000, "up_kbps": 10000}]}
+            remote = {"name": f"R{tag}", "isps": [{"name": "Uni", "label": "U",
+                                                   "down_kbps": 10000, "up_kbps": 10000}]}
+            with httpx.Client(base_url=base, timeout=10,
+                              headers={"Authorization": f"Bearer {token}"}) as c:
+                topology_id = _topology(c, local, remote)
+                r = c.put(f"/topologies/{topology_id}/schedule",
+                          json={"cron": EVERY_MINUTE, "parameters": {"runs": 1, "ccs": ["reno"]}})
+                assert r.status_code == 200, r.text
+                first = wait_for(holder, 10, "the lease")
+                assert _parent_pid(_pid_of(first)) == proc.pid  # one of the two workers
+                wait_for(lambda: _scheduled(c, topology_id), 75, "the due time")
+                samples = set()
+                for _ in range(8):  # both workers go on ticking: nothing more, no other holder
+                    samples.add(holder())
+                    time.sleep(0.5)
+                assert samples == {first}
+                assert len(_scheduled(c, topology_id)) == 1
+        finally:
+            engine.dispose()
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=10)
