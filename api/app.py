@@ -18,6 +18,7 @@ from api.routers import campaigns, inventory, recommendations, schedules
 from api.schemas import Health, Problem
 from service.db import get_engine, make_sessionmaker
 from service.flows import runner
+from service.flows.embedded_scheduler import EmbeddedScheduler
 from service.settings import Settings, get_settings
 
 DESCRIPTION = """
@@ -50,12 +51,23 @@ def create_app(
     in_process = None
     if settings.run_campaigns and settings.executor == "inprocess":
         in_process = runner.install(settings)  # the executor registers with dispatch
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        # Embedded: campaigns a previous run of this process left queued or running go on.
-        if in_process is not None:
+        # No broker, so no beat: this process runs due schedules if it holds the database's
+        # scheduler lease, and on taking it resumes the campaigns a previous run (or a dead
+        # holder) left queued or running. Without the scheduler: resumed here.
+        scheduler = None
+        if in_process is not None and settings.embedded_scheduler:
+            scheduler = EmbeddedScheduler(settings, on_lead=in_process.resume_all)
+            scheduler.start()
+        elif in_process is not None:
             in_process.resume_all()
-        yield
+        try:
+            yield
+        finally:
+            if scheduler is not None:
+                scheduler.stop()
 
     app = FastAPI(
         lifespan=lifespan,

@@ -2,7 +2,7 @@
 
 from .base import Base, JSONType, UTCDateTime, utcnow
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
-from .sites import SiteLock
+from .sites import SchedulerLease, SiteLock
 from .tables import (
     ACTIVE_CAMPAIGN_STATES,
     CAMPAIGN_STATES,
@@ -45,6 +45,7 @@ __all__ = [
     "RecalibrationEvent",
     "RecalibrationSchedule",
     "Recommendation",
+    "SchedulerLease",
     "Site",
     "SiteLock",
     "Subflow",

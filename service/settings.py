@@ -91,6 +91,11 @@ class Settings(BaseSettings):
     # Celery: Redis redelivers a task whose worker died after this long (longer than any probe).
     broker_visibility_timeout_s: float = Field(default=600.0, ge=5)
     beat_interval_s: float = Field(default=60.0, ge=1)
+    # With no broker the API process runs due schedules itself every beat_interval_s (issue 12);
+    # of several API processes on one database only the holder of the scheduler lease does. A
+    # holder that dies is replaced once its lease ran out (unset: 3 x beat_interval_s).
+    embedded_scheduler: bool = True
+    scheduler_lease_s: float | None = Field(default=None, ge=2, le=86400)
     # The probe lease: its holder renews it every lease_heartbeat_s while it measures; a killed
     # worker's lease runs out after lease_ttl_s and the next resume hands the campaign on.
     lease_ttl_s: float = Field(default=30.0, ge=2, le=3600)
@@ -152,6 +157,12 @@ class Settings(BaseSettings):
     @property
     def is_embedded(self) -> bool:
         return self.database_url is None
+
+    @property
+    def scheduler_lease_ttl_s(self) -> float:
+        """The embedded scheduler's lease: at least two beats long, or one slow tick loses it."""
+        ttl = self.scheduler_lease_s or 3.0 * self.beat_interval_s
+        return max(ttl, 2.0 * self.beat_interval_s)
 
     @property
     def executor(self) -> str:

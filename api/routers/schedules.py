@@ -92,7 +92,8 @@ class EventOut(BaseModel):
     responses={401: {"description": "no valid token"}, 404: {"description": "unknown topology"}},
 )
 def put_schedule(topology_id: Id, body: ScheduleIn, request: Request, session: SessionDep):
-    """Set (or replace) the topology's recalibration schedule; beat queues a campaign when due."""
+    """Set (or replace) the topology's recalibration schedule; beat (with no broker: the API
+    process itself) queues a campaign when due."""
     # Checked now, not when beat first runs it: a plan too large is a 422 here, never a failure
     # on every beat tick.
     topology = inventory.get_topology(session, topology_id=topology_id)

@@ -133,12 +133,22 @@ def dispatch_campaign(session: Session, *, campaign_id: int, settings: Settings)
     bind = session.get_bind()
     session.flush()
 
-    def after_commit(_session: Session) -> None:
+    sent = False
+
+    def after_commit(committed: Session) -> None:
+        # SQLAlchemy also calls this when a SAVEPOINT is released (`begin_nested`, as
+        # `recalibration.queue_due_campaigns` uses per schedule): the row is not committed yet
+        # then, so wait for the outermost commit (issue 12: an executor was handed a campaign
+        # it could not see, and on SQLite the hand-over's own write waited on our lock).
+        nonlocal sent
+        if sent or committed.get_nested_transaction() is not None:
+            return
+        sent = True
         if hand_over(campaign_id, site, settings):
             _record_hand_over(bind, campaign_id)
 
     if settings.run_campaigns:
-        event.listen(session, "after_commit", after_commit, once=True)
+        event.listen(session, "after_commit", after_commit)
     return campaign.executor
 
 

@@ -1,0 +1,317 @@
+"""Schedules fire in the embedded default (issue 12 item 3): `mpcoa serve` alone (SQLite, no
+broker) runs due schedules itself, one process per database by the scheduler lease.
+
+Real `mpcoa serve` processes on a SQLite file in a tmp dir (and `mpcoa serve --workers 2` on
+PostgreSQL); a per-minute cron comes due during the test (so each waits up to a minute for it),
+a beat of 1 s and a lease of 4 s.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service.algorithm.topology import Topology
+from service.db import make_engine, session_scope
+from service.flows import embedded_scheduler
+from service.store import campaigns as campaign_store
+from service.store.inventory import ensure_topology
+from service.store.leases import lease_holder
+from tests.conftest import migrated_database, new_campaign
+
+from .conftest import BIN, topology_body, wait_for
+
+EVERY_MINUTE = "* * * * *"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MPCOA_")}
+    env.update({"HOME": str(tmp), "MPCOA_DATA_DIR": str(tmp / "data"),
+                "MPCOA_BEAT_INTERVAL_S": "1", "MPCOA_SCHEDULER_LEASE_S": "4",
+                "MPCOA_PROBE_RETRY_BACKOFF_S": "0.2"})
+    return env
+
+
+class Serve:
+    """`mpcoa serve` processes in their own process groups, stopped even when a test fails."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp, self.env = tmp, _env(tmp)
+        self.procs: list[subprocess.Popen] = []
+        self.token = subprocess.run(
+            [str(BIN / "mpcoa"), "token", "create", "sched"], env=self.env, capture_output=True,
+            text=True, timeout=120, check=True).stdout.strip()  # also migrates the database
+
+    @property
+    def db(self) -> Path:
+        return self.tmp / "data" / "mpcoa.sqlite3"
+
+    def start(self) -> tuple[subprocess.Popen, str]:
+        port = _free_port()
+        log = open(self.tmp / f"serve-{len(self.procs)}.log", "w")  # noqa: SIM115
+        proc = subprocess.Popen([str(BIN / "mpcoa"), "serve", "--port", str(port)],
+                                env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        self.procs.append(proc)
+        base = f"http://127.0.0.1:{port}"
+
+        def healthy() -> bool:
+            assert proc.poll() is None, self.logs()
+            try:
+                return httpx.get(f"{base}/health", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_for(healthy, 60, "mpcoa serve to answer", interval=0.2)
+        return proc, base
+
+    def client(self, base: str) -> httpx.Client:
+        return httpx.Client(base_url=base, timeout=10,
+                            headers={"Authorization": f"Bearer {self.token}"})
+
+    def holder(self) -> tuple[str | None, str | None]:
+        """(holder, expires_at) of the scheduler lease row, read from the file directly."""
+        db = sqlite3.connect(self.db, timeout=10)
+        try:
+            row = db.execute("select holder, expires_at from scheduler_lease").fetchone()
+        finally:
+            db.close()
+        return row if row is not None else (None, None)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=10)
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text()[-3000:] for p in sorted(self.tmp.glob("serve-*.log")))
+
+
+@pytest.fixture
+def serve(tmp_path):
+    s = Serve(tmp_path)
+    try:
+        yield s
+    finally:
+        s.stop_all()
+
+
+def _pid_of(holder: str | None) -> int | None:
+    return int(holder.split(":")[1]) if holder else None
+
+
+def _topology(c: httpx.Client, local: dict, remote: dict) -> int:
+    ids = []
+    for site in (local, remote):
+        r = c.post("/sites", json=site)
+        assert r.status_code == 201, r.text
+        ids.append(r.json()["id"])
+    r = c.post("/topologies", json={"local_site_id": ids[0], "remote_site_id": ids[1]})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def _scheduled(c: httpx.Client, topology_id: int) -> list[dict]:
+    r = c.get("/campaigns", params={"topology_id": topology_id, "limit": 100})
+    assert r.status_code == 200, r.text
+    return sorted((x for x in r.json()["items"] if x["reason"] == "scheduled"),
+                  key=lambda x: x["id"])
+
+
+def _minute(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).replace(second=0, microsecond=0)
+
+
+@pytest.mark.netns
+def test_a_schedule_fires_in_mpcoa_serve_and_its_campaign_runs(serve, sites, testbed):
+    """One `mpcoa serve`, a small real testbed: the due schedule's campaign runs to its answer
+    in the in-process executor, like a campaign POSTed by a user."""
+    proc, base = serve.start()
+    body = topology_body(*sites)
+    plan = {"ccs": ["reno"], "buffer_grid_mib": [0.03125, 0.125, 0.5], "runs": 1,
+            "duration_s": 2}
+    with serve.client(base) as c:
+        topology_id = _topology(c, body["local"], body["remote"])
+        r = c.put(f"/topologies/{topology_id}/schedule",
+                  json={"cron": EVERY_MINUTE, "parameters": plan})
+        assert r.status_code == 200, r.text
+        assert r.json()["last_campaign_id"] is None
+        assert _pid_of(wait_for(lambda: serve.holder()[0], 10, "the lease")) == proc.pid
+        (first, *_) = wait_for(lambda: _scheduled(c, topology_id), 75,
+                               "the schedule to fire: " + serve.logs())
+        assert first["executor"] == "inprocess"
+        assert c.get(f"/topologies/{topology_id}/schedule").json()["last_campaign_id"] == (
+            first["id"])
+        done = wait_for(
+            lambda: (x := c.get(f"/campaigns/{first['id']}").json())["state"]
+            in ("done", "failed") and x, 240, "the scheduled campaign to finish")
+        assert done["state"] == "done", (done, serve.logs())
+        assert done["probes_done"] == done["probes_total"] > 0
+        answer = c.get("/recommendations", params={"topology_id": topology_id}).json()
+        calibrated = [x for x in answer["items"] if x.get("campaign_id") == first["id"]]
+        assert calibrated and calibrated[0]["occ"] == "reno"
+    # A clean stop gives the lease back: another process need not wait for it to expire.
+    os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=30)  # uvicorn re-raises the SIGTERM after its graceful shutdown
+    assert "Application shutdown complete" in serve.logs()
+    assert serve.holder() == (None, None)
+
+
+def test_two_serves_one_scheduler_and_takeover_after_sigkill(serve):
+    """Two `mpcoa serve` on one SQLite file: exactly one holds the lease and exactly one
+    campaign is queued per due time; SIGKILL the holder and the other takes over."""
+    tag = os.urandom(3).hex()
+    # No testbed has these sites: each scheduled campaign fails at once, so every due time can
+    # queue a new one (a live one would hold the next due times back).
+    local = {"name": f"L{tag}", "isps": [{"name": "Uni", "label": "U", "down_kbps": 10000,
+                                          "up_kbps": 10000}]}
+    remote = {"name": f"R{tag}", "isps": [{"name": "Uni", "label": "U", "down_kbps": 10000,
+                                           "up_kbps": 10000}]}
+    # A campaign left queued by an earlier run: the first holder of the lease resumes it.
+    engine = make_engine(f"sqlite:///{serve.db}")
+    with session_scope(engine) as s:
+        spec = Topology.model_validate({"local": local, "remote": remote})
+        topology_id = ensure_topology(s, spec=spec).id
+        left = new_campaign(s, topology_id, reason="left queued", runs=1, ccs=["reno"]).id
+        # handed to the executor of a process that died (so no sweeper resends it)
+        campaign_store.mark_dispatched(s, campaign_id=left)
+    engine.dispose()
+    a, base_a = serve.start()
+    b, base_b = serve.start()
+    procs = {a.pid: a, b.pid: b}
+    with serve.client(base_b) as c:
+        wait_for(lambda: c.get(f"/campaigns/{left}").json()["state"] == "failed", 30,
+                 "the campaign left queued to be resumed (and fail: no testbed)")
+        r = c.put(f"/topologies/{topology_id}/schedule",
+                  json={"cron": EVERY_MINUTE, "parameters": {"runs": 1, "ccs": ["reno"]}})
+        assert r.status_code == 200, r.text
+        holder = wait_for(lambda: serve.holder()[0], 10, "the lease")
+        assert _pid_of(holder) in procs
+        # Both tick every second; the lease stays with one of them all along.
+        seen = set()
+        for _ in range(10):
+            seen.add(serve.holder()[0])
+            time.sleep(0.5)
+        assert seen == {holder}
+        first = wait_for(lambda: _scheduled(c, topology_id), 75, "the first due time")
+        wait_for(lambda: c.get(f"/campaigns/{first[0]['id']}").json()["state"] == "failed",
+                 30, "the first scheduled campaign to fail (no testbed)")
+        time.sleep(3)  # more ticks of both processes after the due time: nothing more queued
+        assert len(_scheduled(c, topology_id)) == 1
+        assert serve.holder()[0] == holder
+
+        # SIGKILL the holder: no clean stop, its lease must run out (4 s) and the other takes it.
+        killed = procs.pop(_pid_of(holder))
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=30)
+        t0 = time.monotonic()
+        survivor = next(iter(procs))
+        new_holder = wait_for(lambda: (h := serve.holder()[0]) != holder and h, 15,
+                              "the survivor to take the lease")
+        took = time.monotonic() - t0
+        assert _pid_of(new_holder) == survivor
+        assert took < 4 + 1 + 2  # the lease, a beat, slack
+
+    base_survivor = base_a if survivor == a.pid else base_b
+    with serve.client(base_survivor) as c:
+        wait_for(lambda: len(_scheduled(c, topology_id)) >= 2, 75,
+                 "the next due time, queued by the survivor")
+        time.sleep(3)  # more ticks after it: still one campaign for that due time
+        both = _scheduled(c, topology_id)
+        assert len(both) == 2
+        minutes = [_minute(x["created_at"]) for x in both]
+        assert minutes[0] < minutes[1]  # one campaign per due time
+        assert c.get(f"/topologies/{topology_id}/schedule").json()["last_campaign_id"] == (
+            both[1]["id"])
+    print(f"takeover after SIGKILL: {took:.1f} s")
+
+
+def _parent_pid(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("PPid:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no PPid for {pid}")
+
+
+@pytest.mark.postgres
+def test_serve_workers_on_postgresql_run_one_scheduler(tmp_path):
+    """`mpcoa serve --workers 2` on PostgreSQL: each worker process has a scheduler thread, one
+    of them holds the lease, and the due time queues exactly one campaign."""
+    with migrated_database("mpcoa_sched") as url:
+        env = _env(tmp_path)
+        env["MPCOA_DATABASE_URL"] = url
+        token = subprocess.run([str(BIN / "mpcoa"), "token", "create", "sched"], env=env,
+                               capture_output=True, text=True, timeout=120,
+                               check=True).stdout.strip()
+        port = _free_port()
+        log_path = tmp_path / "serve-workers.log"
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(
+                [str(BIN / "mpcoa"), "serve", "--port", str(port), "--workers", "2"], env=env,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        engine = make_engine(url)
+        try:
+            base = f"http://127.0.0.1:{port}"
+
+            def healthy() -> bool:
+                assert proc.poll() is None, log_path.read_text()
+                try:
+                    return httpx.get(f"{base}/health", timeout=2).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            wait_for(healthy, 60, "mpcoa serve --workers 2", interval=0.2)
+
+            def holder() -> str | None:
+                with session_scope(engine) as s:
+                    return lease_holder(s, name=embedded_scheduler.LEASE_NAME)
+
+            tag = os.urandom(3).hex()
+            local = {"name": f"L{tag}", "isps": [{"name": "Uni", "label": "U",
+                                                  "down_kbps": 10000, "up_kbps": 10000}]}
+            remote = {"name": f"R{tag}", "isps": [{"name": "Uni", "label": "U",
+                                                   "down_kbps": 10000, "up_kbps": 10000}]}
+            with httpx.Client(base_url=base, timeout=10,
+                              headers={"Authorization": f"Bearer {token}"}) as c:
+                topology_id = _topology(c, local, remote)
+                r = c.put(f"/topologies/{topology_id}/schedule",
+                          json={"cron": EVERY_MINUTE, "parameters": {"runs": 1, "ccs": ["reno"]}})
+                assert r.status_code == 200, r.text
+                first = wait_for(holder, 10, "the lease")
+                assert _parent_pid(_pid_of(first)) == proc.pid  # one of the two workers
+                wait_for(lambda: _scheduled(c, topology_id), 75, "the due time")
+                samples = set()
+                for _ in range(8):  # both workers go on ticking: nothing more, no other holder
+                    samples.add(holder())
+                    time.sleep(0.5)
+                assert samples == {first}
+                assert len(_scheduled(c, topology_id)) == 1
+        finally:
+            engine.dispose()
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=10)
