@@ -10,7 +10,9 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from .base import Base, JSONType, UTCDateTime, utcnow
 
-EVENT_KINDS = ("opm_changed", "occ_changed", "obs_moved", "omega_sign_changed")
+EVENT_KINDS = (
+    "opm_changed", "occ_changed", "obs_moved", "omega_sign_changed", "warm_confirmed", "warm_drifted"
+)
 
 
 class RecalibrationSchedule(Base):

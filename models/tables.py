@@ -28,7 +28,7 @@ from .base import Base, JSONType, UTCDateTime, utcnow
 CAMPAIGN_STATES = ("queued", "running", "done", "failed", "cancelled")
 ACTIVE_CAMPAIGN_STATES = ("queued", "running")
 FINAL_CAMPAIGN_STATES = ("done", "failed", "cancelled")
-MEASUREMENT_PHASES = ("impact", "buffer")
+MEASUREMENT_PHASES = ("impact", "buffer", "warm")  # warm: a recalibration's checks
 MEASUREMENT_STATUSES = ("ok", "failed")
 RECOMMENDATION_KINDS = ("calibrated", "provisional")
 TOKEN_SCOPES = ("read", "write")

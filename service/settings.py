@@ -95,6 +95,9 @@ class Settings(BaseSettings):
     # of several API processes on one database only the holder of the scheduler lease does. A
     # holder that dies is replaced once its lease ran out (unset: 3 x beat_interval_s).
     embedded_scheduler: bool = True
+    # A scheduled recalibration first checks the last calibrated answer with a few probes and
+    # only sweeps again when they drifted (issue 12 item 2); false: every schedule sweeps.
+    warm_recalibration: bool = True
     scheduler_lease_s: float | None = Field(default=None, ge=2, le=86400)
     # The probe lease: its holder renews it every lease_heartbeat_s while it measures; a killed
     # worker's lease runs out after lease_ttl_s and the next resume hands the campaign on.

@@ -33,6 +33,7 @@ from ..db import session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
 from ..store import inventory, measurements, results, sitelocks
+from . import warm
 from .derive import fit_from_runs, impact_from_runs
 from .plan import ProbeStep, buffer_steps, impact_steps, planned_probes
 from .probing import Prober, buffer_bytes
@@ -69,6 +70,11 @@ def next_step(
     subflows = topology_subflows(session, campaign)
     done = measurements.done_keys(session, campaign_id=campaign.id)
 
+    if (promises := warm.pending_checks(session, campaign=campaign)) is not None:
+        advance = _warm(session, campaign, promises, done, settings)
+        if advance is not None:
+            return advance
+
     for step in impact_steps(campaign.active_ccs, impact_runs(campaign), subflows):
         if step.key not in done:
             return _within_budget(session, campaign, step, settings)
@@ -103,6 +109,27 @@ def next_step(
     if not all(f.gate_passed for f in fits) and _another_round(campaign):
         return next_step(session, campaign_id=campaign_id, prober=prober, settings=settings)
     return FINISH
+
+
+def _warm(session: Session, campaign: Campaign, promises, done, settings) -> Advance | None:
+    """A warm recalibration's checks of the last answer (`flows.warm`): their probes, then the
+    verdict: confirmed finishes the campaign on the last calibration; drifted returns None and
+    the full campaign goes on (its probes added to the progress total)."""
+    steps = [step for check in promises for step in check.steps()]
+    full = planned_probes(
+        len(topology_subflows(session, campaign)), len(campaign.active_ccs), len(campaign.pms),
+        len(campaign.buffer_grid_mib), campaign.runs,
+    )
+    campaign.probes_total = len(steps)
+    left = _budget_left(campaign)
+    for step in steps:
+        if step.key not in done and (left is None or left >= campaign.duration_s):
+            return Advance(step=step)
+    if warm.judge(session, campaign=campaign, checks_=promises):
+        return FINISH
+    campaign.probes_total = len(steps) + full
+    session.flush()
+    return None
 
 
 def impact_runs(campaign: Campaign) -> dict[str, int]:

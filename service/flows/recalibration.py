@@ -16,6 +16,7 @@ from ..algorithm.impact import is_harmful
 from ..settings import Settings
 from ..store import campaigns as campaign_store
 from ..store import recommendations, results, schedules
+from . import warm
 from .dispatch import start_campaign
 from .plan import CampaignParameters
 
@@ -60,6 +61,8 @@ def _queue_if_due(session: Session, schedule, settings: Settings, now: datetime)
         reason="scheduled",
         settings=settings,
     )
+    if settings.warm_recalibration:
+        warm.start_warm(session, campaign=campaign)
     schedule.last_run_at, schedule.last_campaign_id = now, campaign.id
     session.flush()
     return campaign.id

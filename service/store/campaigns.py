@@ -181,6 +181,8 @@ def flags(campaign: Campaign) -> list[str]:
         out.append("budget_exhausted")
     if notes.get("grid_extended"):
         out.append("grid_extended:" + ",".join(f"{b:g}" for b in notes["grid_extended"]))
+    if (notes.get("warm") or {}).get("verdict"):  # warm_confirmed / warm_drifted
+        out.append(notes["warm"]["verdict"])
     if notes.get("grid_below_plateau"):
         out.append(f"grid_below_plateau:{notes['grid_below_plateau']:g}")
     return out
