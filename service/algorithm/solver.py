@@ -5,7 +5,9 @@ the smallest buffer at which its curve reaches (1 - delta) * T*, solved on the c
 through the curve's inverse; OBS is the smallest obs. Ties (obs within 0.01 MiB) prefer FullMesh
 over a PCDC arm that runs the very same subflows, then the higher tp(OBS).
 
-With the measured samples (`measured=`), an answer also says what the measurements support: each
+With the measured samples (`measured=`), an arm whose fit misses its own best measured mean (by
+more than noise and delta) answers from its measured means (`measured_curve.py`, flagged
+`fit_missed_measurements:`), and an answer also says what the measurements support: each
 arm's smallest *measured* buffer whose mean reaches the target, and no promise above what was
 measured: an arm whose fitted peak exceeds its largest measured mean beyond noise enters T* with
 that measured mean, and an OTP above the chosen arm's measured ceiling is capped to it and
@@ -22,6 +24,7 @@ from typing import Protocol
 from .curve import FULLMESH, PCDC, normalize_cc, normalize_pm
 from .curve_store import AnyCurve
 from .measured import MeasuredCeiling, measured_ceiling, smallest_measured_buffer
+from .measured_curve import MeasuredCurve, misses_best
 
 DEFAULT_DELTA = 0.07
 DEFAULT_BS_MIN_MIB = 0.5
@@ -30,6 +33,7 @@ TIE_MIB = 0.01
 OTP_CAPPED = "otp_capped_to_measured"
 TP_MAX_CAPPED = "tp_max_capped_to_measured"
 OBS_NOT_MEASURED = "target_not_reached_by_measurements"
+FIT_MISSED = "fit_missed_measurements"
 
 
 class MeasuredSample(Protocol):
@@ -153,6 +157,7 @@ def solve(
     _check_curves(curves)
     points = _measured_by_arm(measured)
     ceilings = {arm: measured_ceiling(pts) for arm, pts in points.items()}
+    curves, missed = _replace_missed_fits(curves, points, ceilings, delta)
     fitted = {curve.arm: curve.peak(bs_min, bs_max) for curve in curves}
     peaks = {arm: _peak_used(fitted[arm], ceilings.get(arm)) for arm in fitted}
     best_curve = max(curves, key=lambda cv: (peaks[cv.arm][1], -peaks[cv.arm][0]))
@@ -180,6 +185,8 @@ def solve(
     tied = [arm for arm in reaching if arm.obs_mib <= smallest + TIE_MIB + 1e-12]
     chosen = choose_among_tied(tied)
     otp, flags = _otp_and_flags(chosen, ceilings.get((chosen.pm, chosen.cc)), points, arms)
+    if missed:
+        flags.append(f"{FIT_MISSED}:" + ",".join(f"{pm}/{cc}" for pm, cc in missed))
     return Solution(
         opm=chosen.pm,
         occ=chosen.cc,
@@ -199,6 +206,22 @@ def solve(
         otp_capped_to_measured=OTP_CAPPED in flags,
         flags=flags,
     )
+
+
+def _replace_missed_fits(curves: list, points: dict, ceilings: dict, delta: float):
+    """Every arm whose fit misses its best measured mean answers from its measured means."""
+    out, missed = [], []
+    for curve in curves:
+        ceiling = ceilings.get(curve.arm)
+        if ceiling is not None and len(points[curve.arm]) >= 1 and misses_best(
+            curve, ceiling, delta
+        ):
+            curve = MeasuredCurve.from_points(
+                curve.pm, curve.cc, points[curve.arm], curve.same_as_fullmesh
+            )
+            missed.append(curve.arm)
+        out.append(curve)
+    return out, missed
 
 
 def _arm_result(
