@@ -44,6 +44,11 @@ def calibrate(
     duration: Annotated[float | None, typer.Option(min=0.5, max=3600, help="T, seconds")] = None,
     delta: Annotated[float, typer.Option(min=0, max=0.99)] = 0.07,
     budget: Annotated[float | None, typer.Option(min=1, help="probe-seconds budget")] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(help="grid (every buffer, the paper's sweep) or adaptive (probes chosen "
+                     "from what was measured); default: MPCOA_CAMPAIGN_MODE, grid"),
+    ] = None,
 ) -> None:
     """Run a calibration campaign for a topology with a progress bar; print the recommendation."""
     settings = get_settings()
@@ -54,7 +59,7 @@ def calibrate(
     try:
         params = CampaignParameters(
             ccs=ccs, buffer_grid_mib=buffers, runs=runs, duration_s=duration, delta=delta,
-            probe_seconds_budget=budget,
+            probe_seconds_budget=budget, mode=mode,
         )
         with session_scope() as s:
             campaign = dispatch.start_campaign(

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from .base import Base, JSONType, UTCDateTime, utcnow
 
 CAMPAIGN_STATES = ("queued", "running", "done", "failed", "cancelled")
+CAMPAIGN_MODES = ("grid", "adaptive")
 ACTIVE_CAMPAIGN_STATES = ("queued", "running")
 FINAL_CAMPAIGN_STATES = ("done", "failed", "cancelled")
 MEASUREMENT_PHASES = ("impact", "buffer", "warm")  # warm: a recalibration's checks
@@ -135,6 +136,7 @@ class Campaign(Base):
     __tablename__ = "campaigns"
     __table_args__ = (
         CheckConstraint(_in("state", CAMPAIGN_STATES), name="state"),
+        CheckConstraint(_in("mode", CAMPAIGN_MODES), name="mode"),
         CheckConstraint("runs >= 1 AND duration_s > 0", name="positive_plan"),
         # One active campaign per topology, held by the database: a check-then-insert in the
         # service loses races between two API processes (issue 14).
@@ -161,6 +163,9 @@ class Campaign(Base):
     duration_s: Mapped[float] = mapped_column(Float)
     delta: Mapped[float] = mapped_column(Float)
     model_kind: Mapped[str] = mapped_column(String(16), default="paper")
+    # grid: every (PM, CC, buffer, run) of the plan; adaptive: probes chosen from what was
+    # measured until the decision is settled (service/algorithm/adaptive.py)
+    mode: Mapped[str] = mapped_column(String(16), default="grid", server_default="grid")
     probe_seconds_budget: Mapped[float | None] = mapped_column(Float, nullable=True)
     # progress
     probes_total: Mapped[int] = mapped_column(Integer, default=0)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,9 +25,11 @@ from statistics import fmean
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from models import Campaign, utcnow
+from models import NO_EXCLUSION, Campaign, utcnow
 from probes.base import MeasurementRequest, MeasurementResult
+from probes.vocabulary import PCDC
 
+from ..algorithm import adaptive
 from ..algorithm.impact_confidence import ConfidentImpact, subflows_needing_runs
 from ..algorithm.sweep import plateau_extension
 from ..db import session_scope
@@ -92,6 +95,9 @@ def next_step(
         impacts = results.impact_results(session, campaign_id=campaign.id)
     subsets = {r.cc: r.subset for r in impacts}
 
+    if campaign.mode == "adaptive":
+        return _adaptive(session, campaign, subsets, subflows, settings)
+
     if not campaign.budget_exhausted:
         for step in buffer_steps(
             campaign.pms, campaign.active_ccs, campaign.buffer_grid_mib, campaign.runs,
@@ -109,6 +115,74 @@ def next_step(
     if not all(f.gate_passed for f in fits) and _another_round(campaign):
         return next_step(session, campaign_id=campaign_id, prober=prober, settings=settings)
     return FINISH
+
+
+def _adaptive(
+    session: Session, campaign: Campaign, subsets: dict, subflows: list[str], settings: Settings
+) -> Advance:
+    """Adaptive mode (issue 12): the next probe from `algorithm.adaptive.decide` over what was
+    measured, the grid extended upwards while the best arm still climbs at its top; when the
+    decision is settled or the budget (or the grid plan's probe count) is spent: fit and finish.
+    The answer is read off the measured buffers (`recommend._measured_curves`)."""
+    arms = [(pm, cc) for pm in campaign.pms for cc in campaign.active_ccs]
+    samples, tried = _buffer_samples(session, campaign)
+    cap = len(arms) * len(campaign.buffer_grid_mib) * campaign.runs  # never more than the grid
+    decision = None
+    while not campaign.budget_exhausted and sum(tried.values()) < cap:
+        if _adaptive_climb(campaign, arms, samples):  # the grid grew: the new top first
+            continue
+        decision = adaptive.decide(arms, campaign.buffer_grid_mib, samples, campaign.delta)
+        if decision.settled:
+            break
+        probe = decision.probes[0]
+        done = campaign.probes_done
+        campaign.probes_total = max(campaign.probes_total, done + len(decision.probes) + 1)
+        allowed = None
+        if probe.pm == PCDC and set(subsets[probe.cc]) != set(subflows):
+            allowed = tuple(subsets[probe.cc])
+        run = tried.get((probe.pm, probe.cc, probe.bs_mib), 0) + 1
+        step = ProbeStep("buffer", probe.pm, probe.cc, probe.bs_mib, run, NO_EXCLUSION, allowed)
+        return _within_budget(session, campaign, step, settings)
+    stop = "settled" if decision is not None and decision.settled else "budget"
+    campaign_store.add_note(campaign, "adaptive", {
+        "stop": stop, **({} if decision is None else {
+            k: getattr(decision, k) for k in (
+                "opm", "occ", "obs_mib", "otp_mbps", "otp_half_width_mbps", "t_star_mbps",
+                "target_mbps", "survivors", "eliminated")}),
+        "confidence": adaptive.DEFAULT_CONFIDENCE,
+    })
+    campaign.probes_total = campaign.probes_done
+    if _fit(session, campaign) is None:
+        return FINAL
+    return FINISH
+
+
+def _adaptive_climb(campaign: Campaign, arms, samples) -> bool:
+    """The grid extended (True) when the leader at the top still climbs there by more than
+    delta (`sweep.plateau_extension`), up to `MAX_GRID_EXTENSIONS` points."""
+    means = adaptive.top_pair_means(arms, campaign.buffer_grid_mib, samples)
+    added = list((campaign.notes or {}).get("grid_extended", []))
+    if means is None or len(added) >= MAX_GRID_EXTENSIONS:
+        return False
+    more = plateau_extension(campaign.buffer_grid_mib, means, campaign.delta)
+    if more is None:
+        return False
+    campaign.buffer_grid_mib = sorted([*campaign.buffer_grid_mib, more])
+    campaign_store.add_note(campaign, "grid_extended", [*added, more])
+    return True
+
+
+def _buffer_samples(session: Session, campaign: Campaign):
+    """Per (PM, CC) the ok goodputs per buffer, and per (PM, CC, buffer) the runs stored (ok or
+    failed: a failed run's key is taken, the next run gets the next number)."""
+    samples: dict[tuple[str, str], dict[float, list[float]]] = {}
+    tried: dict[tuple[str, str, float], int] = {}
+    for m in measurements.list_buffer_runs(session, campaign_id=campaign.id):
+        bs = float(m.bs_mib)
+        tried[(m.pm, m.cc, bs)] = max(tried.get((m.pm, m.cc, bs), 0), m.run)
+        if m.status == "ok" and m.mean_goodput_mbps is not None:
+            samples.setdefault((m.pm, m.cc), {}).setdefault(bs, []).append(m.mean_goodput_mbps)
+    return samples, tried
 
 
 def _warm(session: Session, campaign: Campaign, promises, done, settings) -> Advance | None:
@@ -187,10 +261,18 @@ def _choose_ccs(session: Session, campaign: Campaign, prober: Prober) -> bool:
     }
     # Extra rounds for the quality gate add buffer runs only: the impact phase keeps its runs.
     campaign.impact_runs = campaign.runs
+    n_subflows = len(topology_subflows(session, campaign))
     campaign.probes_total = planned_probes(
-        len(topology_subflows(session, campaign)), len(campaign.active_ccs), len(campaign.pms),
+        n_subflows, len(campaign.active_ccs), len(campaign.pms),
         len(campaign.buffer_grid_mib), campaign.runs,
     )
+    if campaign.mode == "adaptive":  # an estimate: the top, then a bisection, per arm
+        arms = len(campaign.active_ccs) * len(campaign.pms)
+        steps = 1 + math.ceil(math.log2(len(campaign.buffer_grid_mib)))
+        campaign.probes_total = (
+            len(campaign.active_ccs) * campaign.runs * (1 + n_subflows)
+            + arms * adaptive.MIN_RUNS * steps
+        )
     if not campaign.active_ccs:
         _fail(
             session,

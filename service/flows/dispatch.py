@@ -77,6 +77,7 @@ def start_campaign(
         duration_s=plan.duration_s,
         delta=plan.delta,
         model_kind=plan.model_kind,
+        mode=plan.mode,
         probe_seconds_budget=plan.probe_seconds_budget,
         seed=secrets.randbelow(2**31),
         probes_total=probes_total,

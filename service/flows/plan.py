@@ -47,6 +47,12 @@ class CampaignParameters(BaseModel):
         "saturating curve by AIC (default)",
     )
     probe_seconds_budget: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False)
+    mode: Literal["grid", "adaptive"] | None = Field(
+        default=None,
+        description="grid: every (PM, CC, buffer, run) of the plan (the paper's sweep); adaptive: "
+        "probes chosen from what was measured until OPM, OCC and OBS are settled or the budget "
+        "is spent (default: the settings' campaign_mode, grid)",
+    )
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,7 @@ class Plan:
     delta: float
     model_kind: str
     probe_seconds_budget: float | None
+    mode: str = "grid"
 
 
 def resolve(
@@ -95,6 +102,7 @@ def resolve(
         delta=params.delta,
         model_kind=model_kind,
         probe_seconds_budget=budget,
+        mode=params.mode or settings.campaign_mode,
     )
 
 

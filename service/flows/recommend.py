@@ -23,6 +23,7 @@ from models import Campaign, Recommendation, Topology, utcnow
 from probes.vocabulary import FULLMESH, PCDC
 
 from ..algorithm import topology as algo
+from ..algorithm.measured_curve import MeasuredCurve
 from ..algorithm.regression import Sample
 from ..algorithm.solver import (
     DEFAULT_BS_MAX_MIB,
@@ -218,6 +219,8 @@ def _solve_calibrated(session, snap, campaign, delta, bs_min, bs_max) -> Calibra
         for m in measurements.ok_measurements(session, campaign_id=campaign.id, phase="buffer")
         if m.mean_goodput_mbps is not None and lo <= m.bs_mib <= hi
     ]
+    if campaign.mode == "adaptive":  # decided on measured buffers: the answer is read off them
+        curves = _measured_curves(session, campaign, curves, measured)
     try:
         solution = solve(curves, delta, lo, hi, measured=measured)
     except ValueError as exc:
@@ -248,6 +251,23 @@ def _solve_calibrated(session, snap, campaign, delta, bs_min, bs_max) -> Calibra
         bs_min_mib=lo,
         bs_max_mib=hi,
     )
+
+
+def _measured_curves(session, campaign, fitted, measured) -> list:
+    """An adaptive campaign's arms as their measured means (`MeasuredCurve`): the same rule as
+    its decision, the smallest measured buffer whose mean reaches (1 - delta) T*."""
+    same = {c.arm: c.same_as_fullmesh for c in fitted}
+    impacts = {r.cc: r for r in results.impact_results(session, campaign_id=campaign.id)}
+    by_arm: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for m in measured:
+        by_arm.setdefault((m.pm, m.cc), []).append((m.bs_mib, m.tp_mbps))
+    return [
+        MeasuredCurve.from_points(
+            pm, cc, points,
+            same.get((pm, cc), pm == "PCDC" and cc in impacts and impacts[cc].same_as_fullmesh),
+        )
+        for (pm, cc), points in by_arm.items()
+    ]
 
 
 def _subflows_used(snap, solution, impacts, flags) -> tuple[list[str], list[str]]:

@@ -48,6 +48,7 @@ def add_campaign(
     probes_total: int,
     reason: str,
     seed: int = 0,
+    mode: str = "grid",
 ) -> Campaign:
     """A new campaign in state 'queued' (validated and planned by `flows.plan`)."""
     now = utcnow()
@@ -62,6 +63,7 @@ def add_campaign(
         duration_s=duration_s,
         delta=delta,
         model_kind=model_kind,
+        mode=mode,
         probe_seconds_budget=probe_seconds_budget,
         probes_total=probes_total,
         seed=seed,
@@ -181,6 +183,8 @@ def flags(campaign: Campaign) -> list[str]:
         out.append("budget_exhausted")
     if notes.get("grid_extended"):
         out.append("grid_extended:" + ",".join(f"{b:g}" for b in notes["grid_extended"]))
+    if notes.get("adaptive"):  # adaptive:settled / adaptive:budget
+        out.append(f"adaptive:{notes['adaptive']['stop']}")
     if (notes.get("warm") or {}).get("verdict"):  # warm_confirmed / warm_drifted
         out.append(notes["warm"]["verdict"])
     if notes.get("grid_below_plateau"):

@@ -162,6 +162,15 @@ def ok_measurements(
     return list(session.scalars(query.order_by(Measurement.id)))
 
 
+def list_buffer_runs(session: Session, *, campaign_id: int) -> list[Measurement]:
+    """Every stored buffer-phase run of a campaign (ok or failed), oldest first."""
+    return list(session.scalars(
+        select(Measurement)
+        .where(Measurement.campaign_id == campaign_id, Measurement.phase == "buffer")
+        .order_by(Measurement.id)
+    ))
+
+
 def failed_measurements(session: Session, *, campaign_id: int) -> list[Measurement]:
     return list(
         session.scalars(

@@ -50,3 +50,39 @@ def test_calibrate_command_runs_a_campaign_in_process(sites, testbed, tmp_path):
     bad = subprocess.run([str(BIN / "mpcoa"), "calibrate", "999"], env=env, capture_output=True,
                          text=True, timeout=60, check=False)
     assert bad.returncode == 2 and "topology 999 not found" in bad.stderr
+
+
+def test_an_adaptive_campaign_settles_on_the_real_testbed(sites, testbed, tmp_path):
+    """Issue 12: `mpcoa calibrate --mode adaptive` on the emulated testbed; the answer is read
+    off measured buffers, with fewer buffer probes than the grid's."""
+    url = f"sqlite:///{tmp_path / 'mpcoa.sqlite3'}"
+    upgrade(url)
+    engine = make_engine(url)
+    with session_scope(engine) as s:
+        topology_id = ensure_topology(s, spec=Topology.model_validate(topology_body(*sites))).id
+    engine.dispose()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MPCOA_")}
+    env.update({"MPCOA_DATABASE_URL": url, "MPCOA_DATA_DIR": str(tmp_path)})
+    grid = ["0.0156", "0.0313", "0.0625", "0.125", "0.25", "0.5"]
+    args = ["calibrate", str(topology_id), "--cc", "reno", "--runs", "2", "--duration", "2",
+            "--mode", "adaptive", *[a for b in grid for a in ("--buffer", b)]]
+    out = subprocess.run([str(BIN / "mpcoa"), *args], env=env, capture_output=True, text=True,
+                         timeout=400, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "adaptive:settled" in out.stdout or "adaptive:budget" in out.stdout, out.stdout
+    db = sqlite3.connect(tmp_path / "mpcoa.sqlite3")
+    mode, state, done, total = db.execute(
+        "select mode, state, probes_done, probes_total from campaigns").fetchone()
+    assert (mode, state) == ("adaptive", "done") and done == total  # progress ends at 100 %
+    (buffer_probes,) = db.execute(
+        "select count(*) from measurements where phase = 'buffer'").fetchone()
+    assert buffer_probes < 2 * len(grid) * 2  # the grid: 2 PMs x 6 buffers x 2 runs
+    obs, = db.execute("select obs_mib from recommendations where kind = 'calibrated'").fetchone()
+    measured = {float(b) for (b,) in db.execute(
+        "select distinct bs_mib from measurements where phase = 'buffer'")}
+    assert obs in measured  # OBS is a buffer that was measured reaching the target
+    db.close()
+    bad = subprocess.run([str(BIN / "mpcoa"), "calibrate", str(topology_id), "--mode", "fast"],
+                         env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode != 0 and "mode" in (bad.stderr + bad.stdout) and "Traceback" not in (
+        bad.stderr)

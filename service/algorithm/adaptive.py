@@ -1,0 +1,254 @@
+"""Adaptive calibration (issue 12): the next probes from what has been measured, until the
+decision (OPM, OCC, OBS on the grid) is settled.
+
+The paper's grid probes every (PM, CC, buffer) the same number of times; a recommendation only
+needs T* (the best arm's plateau) and, per competitive arm, the smallest buffer that reaches
+(1 - delta) T*. So, with `samples[arm][bs]` the goodputs measured so far:
+
+1. **T***: every arm at the grid's two largest buffers, `min_runs` times. While the best arm
+   still climbs there (more than delta over the buffer below: `top_pair_means` and
+   `sweep.plateau_extension`), the caller extends the grid upwards and this starts over at the
+   new top; when the best arm *fell* from the lower to the upper one by more than delta (a curve
+   that rises and falls, seen on asymmetric.yaml at 5.47 MiB), the band moves one buffer down.
+2. **Successive elimination**: an arm whose upper confidence bound at its best buffer stays
+   below the target computed from the best arm's lower bound cannot be within delta of the best:
+   it is dropped. Arms whose interval straddles that line get repeats (up to `max_runs`).
+3. **Bisection** per surviving arm over the sorted grid for the smallest buffer whose mean
+   reaches the target; a buffer whose interval straddles the target is repeated (up to
+   `max_runs`, then its mean decides). Bisection assumes goodput does not fall as the buffer
+   grows below the arm's best buffer, which is what a window limit does.
+4. **Decision**: the arm with the smallest such buffer (ties: the higher mean there). Every
+   survivor ends with at least 3 measured buffers, so the regression can fit it.
+
+Intervals are Student-t with the pooled spread of all samples (goodput noise is a property of the
+network, not of the arm; with 2 runs per point a per-point t would excuse anything).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from statistics import fmean
+
+from scipy import stats
+
+Arm = tuple[str, str]  # (PM, CC)
+Samples = Mapping[Arm, Mapping[float, Sequence[float]]]
+
+DEFAULT_CONFIDENCE = 0.9
+MIN_RUNS = 2
+MAX_RUNS = 4
+MIN_BUFFERS = 3  # what a fit needs
+
+
+@dataclass(frozen=True)
+class Probe:
+    pm: str
+    cc: str
+    bs_mib: float
+
+
+@dataclass
+class Decision:
+    """Either `probes` to run next, or a settled answer (`settled`)."""
+
+    probes: list[Probe] = field(default_factory=list)
+    settled: bool = False
+    opm: str | None = None
+    occ: str | None = None
+    obs_mib: float | None = None
+    otp_mbps: float | None = None
+    otp_half_width_mbps: float | None = None
+    t_star_mbps: float | None = None
+    target_mbps: float | None = None
+    survivors: list[str] = field(default_factory=list)
+    eliminated: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Noise:
+    sd: float
+    dof: int
+
+    def half_width(self, n: int, confidence: float) -> float:
+        if n == 0:
+            return math.inf
+        if self.dof == 0:
+            return 0.0 if n >= MIN_RUNS else math.inf
+        return float(stats.t.ppf(0.5 + confidence / 2, self.dof)) * self.sd / math.sqrt(n)
+
+
+def pooled_noise(samples: Samples) -> _Noise:
+    ss, dof = 0.0, 0
+    for per_bs in samples.values():
+        for values in per_bs.values():
+            if len(values) > 1:
+                m = fmean(values)
+                ss += sum((v - m) ** 2 for v in values)
+                dof += len(values) - 1
+    return _Noise(math.sqrt(ss / dof) if dof else 0.0, dof)
+
+
+def decide(
+    arms: Sequence[Arm],
+    grid: Sequence[float],
+    samples: Samples,
+    delta: float,
+    confidence: float = DEFAULT_CONFIDENCE,
+    min_runs: int = MIN_RUNS,
+    max_runs: int = MAX_RUNS,
+) -> Decision:
+    """The next batch of probes, or the settled decision."""
+    grid = sorted(set(grid))
+    noise = pooled_noise(samples)
+
+    def values(arm: Arm, bs: float) -> Sequence[float]:
+        return samples.get(arm, {}).get(bs, ())
+
+    def hw(arm: Arm, bs: float) -> float:
+        return noise.half_width(len(values(arm, bs)), confidence)
+
+    # 1. every arm at the two largest buffers (the top band); when the best of them fell by
+    # more than delta from the lower to the upper one, the top is past the arms' best (a curve
+    # that rises and falls): the band moves one buffer down, as long as that keeps happening.
+    k = len(grid) - 1
+    while True:
+        band = grid[max(0, k - 1): k + 1]
+        missing = [Probe(*arm, bs) for bs in reversed(band) for arm in arms
+                   if len(values(arm, bs)) < min_runs]
+        if missing:
+            return Decision(probes=missing)
+        if k < 2:
+            break
+        leader = max(arms, key=lambda a: max(fmean(values(a, bs)) for bs in band))
+        lower, upper = (fmean(values(leader, bs)) for bs in band)
+        if lower <= (1 + delta) * upper:
+            break
+        k -= 1
+
+    # T*: the largest mean measured anywhere (a curve may rise and fall inside the grid)
+    def best_point(arm: Arm) -> tuple[float, float]:
+        measured = [(bs, fmean(v)) for bs, v in samples.get(arm, {}).items() if v]
+        return max(measured, key=lambda p: (p[1], -p[0]))
+
+    bests = {arm: best_point(arm) for arm in arms}
+    leader = max(arms, key=lambda a: bests[a][1])
+    t_star = bests[leader][1]
+    lead_low = t_star - hw(leader, bests[leader][0])
+    line = (1 - delta) * lead_low
+
+    # 2. successive elimination
+    survivors, eliminated, repeats = [], [], []
+    for arm in arms:
+        bs, mean = bests[arm]
+        upper = mean + hw(arm, bs)
+        if upper < line:
+            eliminated.append(arm)
+        elif arm != leader and mean < (1 - delta) * t_star and len(values(arm, bs)) < max_runs:
+            repeats.append(Probe(*arm, bs))  # straddles: measure again before bisecting it
+        else:
+            survivors.append(arm)
+    if repeats:
+        return Decision(probes=repeats)
+    target = (1 - delta) * t_star
+
+    # 3. bisection per survivor for its smallest buffer reaching the target
+    obs: dict[Arm, int] = {}
+    probes: list[Probe] = []
+    for arm in survivors:
+        found = _bisect(arm, grid, values, hw, target, min_runs, max_runs)
+        if isinstance(found, Probe):
+            probes.append(found)
+        elif found is None:
+            eliminated.append(arm)  # its best mean fell short after all repeats
+        else:
+            obs[arm] = found
+    if probes:
+        return Decision(probes=probes)
+    survivors = [a for a in survivors if a in obs]
+    # every survivor fit-able: at least MIN_BUFFERS measured buffers
+    for arm in survivors:
+        measured = sorted(bs for bs, v in samples.get(arm, {}).items() if v)
+        if len(measured) < MIN_BUFFERS:
+            extra = _filler(grid, measured)
+            if extra is not None:
+                probes += [Probe(*arm, extra)] * max(0, min_runs - len(values(arm, extra)))
+    if probes:
+        return Decision(probes=probes)
+
+    # 4. the decision: smallest OBS, then the higher mean there
+    chosen = min(survivors, key=lambda a: (obs[a], -fmean(values(a, grid[obs[a]]))))
+    bs = grid[obs[chosen]]
+    return Decision(
+        settled=True, opm=chosen[0], occ=chosen[1], obs_mib=bs,
+        otp_mbps=fmean(values(chosen, bs)), otp_half_width_mbps=hw(chosen, bs),
+        t_star_mbps=t_star, target_mbps=target,
+        survivors=[f"{a[0]}/{a[1]}" for a in survivors],
+        eliminated=[f"{a[0]}/{a[1]}" for a in eliminated],
+    )
+
+
+def top_pair_means(
+    arms: Sequence[Arm], grid: Sequence[float], samples: Samples
+) -> dict[Arm, dict[float, float]] | None:
+    """The top's leader's means at the top and one buffer lower, once both are measured (the
+    input of `sweep.plateau_extension`: the caller extends the grid while it climbs), else
+    None."""
+    grid = sorted(set(grid))
+    if len(grid) < 2:
+        return None
+    top, below = grid[-1], grid[-2]
+    if any(not samples.get(a, {}).get(top) for a in arms):
+        return None
+    leader = max(arms, key=lambda a: fmean(samples[a][top]))
+    if not samples[leader].get(below):
+        return None
+    return {leader: {top: fmean(samples[leader][top]), below: fmean(samples[leader][below])}}
+
+
+def _bisect(arm, grid, values, hw, target, min_runs, max_runs) -> int | Probe | None:
+    """The grid index of the arm's smallest buffer reaching the target, a probe still needed to
+    find it, or None when even its best buffer does not reach it."""
+
+    def verdict(i: int) -> bool | Probe:
+        bs = grid[i]
+        v = values(arm, bs)
+        if len(v) < min_runs:
+            return Probe(*arm, bs)
+        mean, h = fmean(v), hw(arm, bs)
+        if mean - h >= target or (mean >= target and len(v) >= max_runs):
+            return True
+        if mean + h < target or len(v) >= max_runs:
+            return False
+        return Probe(*arm, bs)  # the interval straddles the target: repeat
+
+    measured = [i for i in range(len(grid)) if values(arm, grid[i])]
+    reaching = [i for i in measured if len(values(arm, grid[i])) >= min_runs
+                and verdict(i) is True]
+    if not reaching:
+        # its best measured buffer must settle first (repeats), else the arm falls short
+        best = max(measured, key=lambda i: fmean(values(arm, grid[i])))
+        v = verdict(best)
+        return v if isinstance(v, Probe) else None
+    hi = min(reaching)
+    lo = max((i for i in measured if i < hi and verdict(i) is False), default=-1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        v = verdict(mid)
+        if isinstance(v, Probe):
+            return v
+        if v:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _filler(grid: Sequence[float], measured: Sequence[float]) -> float | None:
+    """A grid buffer not measured yet, as far from the measured ones as possible (log scale)."""
+    free = [b for b in grid if b not in measured]
+    if not free:
+        return None
+    return max(free, key=lambda b: min(abs(math.log(b / m)) for m in measured))
+
