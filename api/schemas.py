@@ -303,6 +303,7 @@ class CampaignOut(BaseModel):
     duration_s: float
     delta: float
     model_kind: str
+    mode: str = "grid"  # grid or adaptive (issue 12)
     probe_seconds_budget: float | None
     probes_total: int
     probes_done: int

@@ -11,7 +11,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 from .base import Base, JSONType, UTCDateTime, utcnow
 
 EVENT_KINDS = (
-    "opm_changed", "occ_changed", "obs_moved", "omega_sign_changed", "warm_confirmed", "warm_drifted"
+    "opm_changed", "occ_changed", "obs_moved", "omega_sign_changed",
+    "warm_confirmed", "warm_drifted",  # warm recalibration's verdicts (flows/warm.py)
 )
 
 

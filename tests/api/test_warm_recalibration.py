@@ -55,7 +55,7 @@ def _answer_warm_probes(db_session, campaign, settings, goodput) -> list:
                                 settings=settings)).step is not None:
         step = advance.step
         if step.phase != "warm":
-            return steps + [step]
+            return [*steps, step]
         measurements.record_measurement(
             db_session, campaign_id=campaign.id, phase=step.phase, pm=step.pm, cc=step.cc,
             bs_mib=step.bs_mib, run=step.run, excluded_subflow=step.excluded_subflow,
@@ -96,7 +96,7 @@ def test_a_steady_network_confirms_the_last_answer_with_a_few_probes(client, aut
 
 @pytest.mark.postgres
 def test_drift_widens_to_the_full_campaign(client, auth, db_session):
-    first, rec, warm, settings = _calibrated_then_due(client, auth, db_session)
+    _first, rec, warm, settings = _calibrated_then_due(client, auth, db_session)
 
     def halved(step):  # the chosen arm lost half its goodput; T*'s arm is as promised
         if step.bs_mib == rec.obs_mib and step.cc == rec.occ:

@@ -63,7 +63,8 @@ def test_an_adaptive_campaign_settles_on_the_real_testbed(sites, testbed, tmp_pa
     engine.dispose()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPCOA_")}
     env.update({"MPCOA_DATABASE_URL": url, "MPCOA_DATA_DIR": str(tmp_path)})
-    grid = ["0.0156", "0.0313", "0.0625", "0.125", "0.25", "0.5"]
+    grid = ["0.0156", "0.0221", "0.0313", "0.0442", "0.0625", "0.0884", "0.125", "0.177",
+            "0.25", "0.354", "0.5", "0.707"]
     args = ["calibrate", str(topology_id), "--cc", "reno", "--runs", "2", "--duration", "2",
             "--mode", "adaptive", *[a for b in grid for a in ("--buffer", b)]]
     out = subprocess.run([str(BIN / "mpcoa"), *args], env=env, capture_output=True, text=True,
@@ -76,7 +77,8 @@ def test_an_adaptive_campaign_settles_on_the_real_testbed(sites, testbed, tmp_pa
     assert (mode, state) == ("adaptive", "done") and done == total  # progress ends at 100 %
     (buffer_probes,) = db.execute(
         "select count(*) from measurements where phase = 'buffer'").fetchone()
-    assert buffer_probes < 2 * len(grid) * 2  # the grid: 2 PMs x 6 buffers x 2 runs
+    print(f"adaptive: {buffer_probes} buffer probes, the grid {2 * len(grid) * 2}")
+    assert buffer_probes < 2 * len(grid) * 2  # the grid: 2 PMs x 12 buffers x 2 runs
     obs, = db.execute("select obs_mib from recommendations where kind = 'calibrated'").fetchone()
     measured = {float(b) for (b,) in db.execute(
         "select distinct bs_mib from measurements where phase = 'buffer'")}
