@@ -11,9 +11,16 @@ Per scenario (a testbed file; files outside probes/scenarios/ work too):
    the same flows the API and the workers run), with `--campaign-runs` x `--campaign-duration`.
 3. **Verification**: fresh probes of the recommended (PM, CC, OBS, subflows) configuration.
 
-Prints a table and one JSON line per scenario (`scenario`, `mode`, `oracle_best`, `recommended`,
-`recommended_measured_mbps`, `ratio`, `oracle_min_bs_within_delta_mib`, `probe_seconds_oracle`,
-`probe_seconds_campaign`, ...) for other tools. Runs on a 2-core machine; the oracle dominates
+`--mode grid|adaptive|both` (issue 12): the campaign's mode; with `both`, both campaigns run on
+the same oracle and the adaptive row adds `agrees` (OPM and OCC equal to the grid's, OBS within
+max(0.1 MiB, 10 %), measured goodput >= (1 - delta) x the oracle's best) and
+`probe_seconds_ratio` (adaptive / grid). Every row also has `linux_default_mbps`: FullMesh, cubic
+and autotuned buffers, what users keep when they change nothing.
+
+Prints a table and one JSON line per scenario and mode (`scenario`, `mode`, `oracle_best`,
+`recommended`, `recommended_measured_mbps`, `ratio`, `oracle_min_bs_within_delta_mib`,
+`probe_seconds_oracle`, `probe_seconds_campaign`, ...) for other tools. Runs on a 2-core machine;
+the oracle dominates
 the time (about `probe_seconds_oracle` x 1.2 of wall time).
 """
 
@@ -137,7 +144,7 @@ def run_oracle(bed, spec, sender, receiver, ccs, grid, runs, duration, log) -> O
     return Oracle(arms, seconds)
 
 
-def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta) -> dict:
+def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode="grid") -> dict:
     """The product's own campaign, in-process on a fresh SQLite file; its recommendation."""
     from service.algorithm.topology import Topology
     from service.db import session_scope, upgrade
@@ -162,7 +169,7 @@ def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta) -> di
     with session_scope() as s:
         row = inventory.ensure_topology(s, spec=topo, rtts_ms=rtts)
         params = CampaignParameters(ccs=ccs, buffer_grid_mib=grid, runs=runs,
-                                    duration_s=duration, delta=delta)
+                                    duration_s=duration, delta=delta, mode=mode)
         cid = dispatch.start_campaign(s, topology_id=row.id, params=params, reason="benchmark",
                                       settings=settings).id
     state = run(cid, settings=settings)
@@ -189,28 +196,66 @@ def scenario(path: Path, args, log) -> dict:
     started = time.monotonic()
     try:
         ccs = sorted(set(testbed.available_congestion_controls()) & set(args.ccs))
+        names = spec.subflow_names(sender, receiver)
         oracle = run_oracle(bed, spec, sender, receiver, ccs, grid, args.oracle_runs,
                             args.oracle_duration, log)
-        rec = run_campaign(spec, sender, receiver, ccs, grid[:: args.campaign_grid_step],
-                           args.campaign_runs, args.campaign_duration, args.delta)
-        names = spec.subflow_names(sender, receiver)
-        verify = [
-            probe(bed, sender, receiver, rec["pm"], rec["cc"], rec["subflows"], names,
-                  rec["obs_mib"], args.oracle_duration)
+        # What users keep when they do nothing: FullMesh, the kernel's default CC, autotuning.
+        default = statistics.fmean(
+            probe(bed, sender, receiver, "FullMesh", "cubic", names, names, 0.0,
+                  args.oracle_duration)
             for _ in range(args.oracle_runs)
-        ]
+        )
+        rows = []
+        for mode in (["grid", "adaptive"] if args.mode == "both" else [args.mode]):
+            t0 = time.monotonic()
+            rec = run_campaign(spec, sender, receiver, ccs, grid[:: args.campaign_grid_step],
+                               args.campaign_runs, args.campaign_duration, args.delta, mode)
+            log(f"  {mode} campaign: {rec['pm']}/{rec['cc']} {rec['obs_mib']:.3g} MiB "
+                f"({rec['probe_seconds']:.0f} probe-s)")
+            verify = [
+                probe(bed, sender, receiver, rec["pm"], rec["cc"], rec["subflows"], names,
+                      rec["obs_mib"], args.oracle_duration)
+                for _ in range(args.oracle_runs)
+            ]
+            row = report(path, oracle, rec, verify, args, time.monotonic() - t0, mode)
+            row["linux_default_mbps"] = round(default, 3)
+            rows.append(row)
     finally:
         testbed.down(spec.name)
-    return report(path, oracle, rec, verify, args, time.monotonic() - started)
+    _compare_modes(rows, args.delta)
+    for row in rows:
+        row["wall_s_scenario"] = round(time.monotonic() - started, 1)
+    return rows
 
 
-def report(path, oracle, rec, verify, args, wall_s) -> dict:
+def _compare_modes(rows: list[dict], delta: float) -> None:
+    """Adaptive rows: `agrees` with the grid campaign's answer (OPM and OCC equal, OBS within
+    max(0.1 MiB, 10 %), measured goodput >= (1 - delta) x the oracle's best) and
+    `probe_seconds_ratio` (adaptive / grid). Without a grid row the oracle's best stands in."""
+    grid = next((r for r in rows if r["mode"] == "grid"), None)
+    for row in rows:
+        if row["mode"] != "adaptive":
+            continue
+        ref = grid["recommended"] if grid else {
+            "pm": row["oracle_best"]["pm"], "cc": row["oracle_best"]["cc"],
+            "obs_mib": row["oracle_min_bs_within_delta_mib"]}
+        rec = row["recommended"]
+        obs_ok = abs(rec["obs_mib"] - ref["obs_mib"]) <= max(0.1, 0.1 * ref["obs_mib"])
+        row["agrees"] = bool(rec["pm"] == ref["pm"] and rec["cc"] == ref["cc"] and obs_ok
+                             and row["within_delta"])
+        row["agrees_with"] = "grid" if grid else "oracle"
+        if grid:
+            row["probe_seconds_ratio"] = round(
+                row["probe_seconds_campaign"] / grid["probe_seconds_campaign"], 4)
+
+
+def report(path, oracle, rec, verify, args, wall_s, mode="grid") -> dict:
     arm, bs, best = oracle.best()
     min_arm, min_bs = oracle.min_bs_within(args.delta)
     measured = statistics.fmean(verify)
     return {
         "scenario": path.stem,
-        "mode": "grid",
+        "mode": mode,
         "delta": args.delta,
         "oracle_best": {"pm": arm.pm, "cc": arm.cc, "bs_mib": bs, "mbps": round(best, 3),
                         "subflows": arm.subflows},
@@ -231,16 +276,18 @@ def report(path, oracle, rec, verify, args, wall_s) -> dict:
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"{'scenario':<14} {'oracle best':<34} {'recommended':<34} {'measured':>9} "
-          f"{'ratio':>6} {'OBS/oracle min':>16} {'probe-s o/c':>14}")
+    print(f"{'scenario':<14} {'mode':<8} {'oracle best':<34} {'recommended':<34} "
+          f"{'measured':>9} {'ratio':>6} {'OBS/oracle min':>16} {'probe-s o/c':>14} "
+          f"{'linux':>6} {'agrees':>6}")
     for r in rows:
         o, c = r["oracle_best"], r["recommended"]
         best = f"{o['pm']}/{o['cc']} {o['bs_mib']:g} MiB {o['mbps']:.2f}"
         rec = f"{c['pm']}/{c['cc']} {c['obs_mib']:.3g} MiB {c['otp_mbps']:.2f}"
-        print(f"{r['scenario']:<14} {best:<34} {rec:<34} "
+        print(f"{r['scenario']:<14} {r['mode']:<8} {best:<34} {rec:<34} "
               f"{r['recommended_measured_mbps']:>9.2f} {r['ratio']:>6.3f} "
               f"{c['obs_mib']:>7.3g}/{r['oracle_min_bs_within_delta_mib']:<8.3g} "
-              f"{r['probe_seconds_oracle']:>6.0f}/{r['probe_seconds_campaign']:<6.0f}")
+              f"{r['probe_seconds_oracle']:>6.0f}/{r['probe_seconds_campaign']:<6.0f} "
+              f"{r['linux_default_mbps']:>6.2f} {r.get('agrees', '')!s:>6}")
 
 
 def main() -> int:
@@ -257,6 +304,8 @@ def main() -> int:
     ap.add_argument("--campaign-duration", type=float, default=5.0)
     ap.add_argument("--campaign-grid-step", type=int, default=1,
                     help="the campaign measures every k-th oracle buffer")
+    ap.add_argument("--mode", choices=["grid", "adaptive", "both"], default="grid",
+                    help="the campaign's mode; both: grid and adaptive on the same oracle")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     data = Path(tempfile.mkdtemp(prefix="mpcoa-accuracy-"))
@@ -271,13 +320,14 @@ def main() -> int:
     for path in args.scenarios:
         log(f"scenario {path}")
         try:
-            row = scenario(path, args, log)
+            found = scenario(path, args, log)
         except Exception as exc:  # one scenario that cannot be measured does not stop the rest
-            print(json.dumps({"scenario": path.stem, "mode": "grid", "error": str(exc)}),
+            print(json.dumps({"scenario": path.stem, "mode": args.mode, "error": str(exc)}),
                   flush=True)
             continue
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+        rows.extend(found)
+        for row in found:
+            print(json.dumps(row), flush=True)
     print_table(rows)
     return 0
 
