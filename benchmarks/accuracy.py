@@ -20,8 +20,7 @@ and autotuned buffers, what users keep when they change nothing.
 Prints a table and one JSON line per scenario and mode (`scenario`, `mode`, `oracle_best`,
 `recommended`, `recommended_measured_mbps`, `ratio`, `oracle_min_bs_within_delta_mib`,
 `probe_seconds_oracle`, `probe_seconds_campaign`, ...) for other tools. Runs on a 2-core machine;
-the oracle dominates
-the time (about `probe_seconds_oracle` x 1.2 of wall time).
+the oracle dominates the time (about `probe_seconds_oracle` x 1.2 of wall time).
 """
 
 from __future__ import annotations
