@@ -216,7 +216,8 @@ def test_auto_recovers_the_93_percent_point_of_a_ramp_and_plateau(plateau, knee,
             "PCDC",
             "reno",
             float(b),
-            float(plateau * min(1, b / knee) + rng.normal(0, 0.02 * plateau)),
+            # a goodput is never negative (hypothesis found plateau 5, knee 12: 0.2 - noise)
+            max(0.0, float(plateau * min(1, b / knee) + rng.normal(0, 0.02 * plateau))),
         )
         for _ in range(2)
         for b in GRID
