@@ -136,13 +136,20 @@ def active_side(*, campaign_id: int, lease_id: str, key: str, request: Measureme
     if request.sender != site.name:
         raise ProbeError(f"active side of {request.sender!r} run at site {site.name!r}")
     send_passive()
-    ready = _wait_state(campaign_id, lease_id, key, ("ready", "done"),
-                        settings.passive_ready_timeout_s)
-    return ts.active_measure(
-        request, sender_addrs=site.isps, receiver_addrs=ready["receiver_addrs"],
-        port=ready["port"], binary=settings.iperf3_binary,
-        wait_report=lambda: _wait_state(campaign_id, lease_id, key, ("done",),
-                                        settings.two_sided_margin_s)["report"])
+    try:
+        ready = _wait_state(campaign_id, lease_id, key, ("ready", "done"),
+                            settings.passive_ready_timeout_s)
+        return ts.active_measure(
+            request, sender_addrs=site.isps, receiver_addrs=ready["receiver_addrs"],
+            port=ready["port"], binary=settings.iperf3_binary,
+            wait_report=lambda: _wait_state(campaign_id, lease_id, key, ("done",),
+                                            settings.two_sided_margin_s)["report"])
+    except Exception as exc:
+        # this attempt is over: its session must not look alive (a late passive task of it
+        # then finds it failed and starts nothing)
+        fail_session(campaign_id=campaign_id, lease_id=lease_id, key=key,
+                     error=f"sender gave up: {exc}")
+        raise
 
 
 @dataclass

@@ -263,7 +263,7 @@ def test_sigkill_b_during_passive_side(api, site_ids, names, workers, db, networ
             return s.scalars(select(ProbeSession.id).where(
                 ProbeSession.campaign_id == cid, ProbeSession.state == "ready")).first()
 
-    wait_for(ready_session, 120, "a passive side to be ready")
+    killed = wait_for(ready_session, 120, "a passive side to be ready")
     workers.kill(names["B"])
     wait_for(lambda: no_server_left(network, names["B"]), 10, "B's server to be gone")
     workers.start(names["B"])
@@ -273,7 +273,12 @@ def test_sigkill_b_during_passive_side(api, site_ids, names, workers, db, networ
     keys = step_keys(rows)
     assert len(keys) == PROBES and set(keys.values()) == {1}
     with session_scope(engine) as s:
-        states = Counter(s.scalars(select(ProbeSession.state).where(
-            ProbeSession.campaign_id == cid)))
-    assert states["failed"] >= 1 and states["done"] >= PROBES
+        dead = s.get(ProbeSession, killed)
+        assert dead.state == "failed" and dead.server_pid is None, (dead.state, dead.error)
+        step, attempt = dead.step_key.rsplit("#", 1)
+        retried = s.scalars(select(ProbeSession).where(
+            ProbeSession.campaign_id == cid, ProbeSession.state == "done",
+            ProbeSession.step_key.startswith(f"{step}#"))).all()
+        # the probe of the killed passive side was retried, under a later attempt, and done
+        assert len(retried) == 1 and int(retried[0].step_key.rsplit("#", 1)[1]) > int(attempt)
     assert no_server_left(network, names["B"])
