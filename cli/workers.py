@@ -119,8 +119,15 @@ def _print_outcome(cid: int, state: str) -> None:
 def worker(
     site: Annotated[list[str], typer.Option("--site", help="serve this site's queue (repeat)")],
     control: Annotated[bool, typer.Option(help="also consume the control queue")] = True,
+    isp: Annotated[
+        list[str] | None,
+        typer.Option("--isp", help="LABEL=ADDR or LABEL=@IF: this host is the site (repeat)"),
+    ] = None,
 ) -> None:
-    """A Celery worker for the given sites' queues (site.<name>); needs MPCOA_BROKER_URL."""
+    """A Celery worker for the given sites' queues (site.<name>); needs MPCOA_BROKER_URL.
+
+    With --isp the worker runs at that (one) real site: it runs its own end of every probe
+    (two-sided probes); without, it runs both ends on the emulated testbed."""
     import re
 
     from probes.vocabulary import NAME_PATTERN
@@ -131,6 +138,16 @@ def worker(
     for name in site:
         if not re.fullmatch(NAME_PATTERN, name):
             fail(f"--site: {name!r} is not a short identifier")
+    if isp:
+        if len(site) != 1:
+            fail("--isp: a real site's worker serves exactly one --site")
+        from probes.localsite import resolve_local_site
+        from workers.site import set_local_site
+
+        try:
+            set_local_site(resolve_local_site(site[0], list(isp)))
+        except ValueError as exc:
+            fail(f"--isp: {exc}")
     from workers.app import CONTROL_QUEUE, app, site_queue
 
     queues = [site_queue(n) for n in site] + ([CONTROL_QUEUE] if control else [])

@@ -2,7 +2,7 @@
 
 from .base import Base, JSONType, UTCDateTime, utcnow
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
-from .sites import SchedulerLease, SiteLock
+from .sites import SESSION_STATES, ProbeSession, SchedulerLease, SiteLock
 from .tables import (
     ACTIVE_CAMPAIGN_STATES,
     CAMPAIGN_STATES,
@@ -34,6 +34,7 @@ __all__ = [
     "MEASUREMENT_STATUSES",
     "NO_EXCLUSION",
     "RECOMMENDATION_KINDS",
+    "SESSION_STATES",
     "TOKEN_SCOPES",
     "ApiToken",
     "Base",
@@ -42,6 +43,7 @@ __all__ = [
     "ImpactFactor",
     "JSONType",
     "Measurement",
+    "ProbeSession",
     "RecalibrationEvent",
     "RecalibrationSchedule",
     "Recommendation",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import String
+from sqlalchemy import ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .base import Base, UTCDateTime
+from .base import Base, JSONType, UTCDateTime, utcnow
 
 
 class SiteLock(Base):
@@ -31,3 +32,30 @@ class SchedulerLease(Base):
     name: Mapped[str] = mapped_column(String(32), primary_key=True)
     holder: Mapped[str | None] = mapped_column(String(64), nullable=True)
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class ProbeSession(Base):
+    """The meeting point of a two-sided probe (issue 11 item 1): the receiver site's passive
+    task writes its port and addresses here and, at the end, what its server saw; the sender
+    site's active task waits for `ready` and then for `done`. One row per (campaign, lease,
+    step): a redelivered task finds its predecessor's row (and the pid of its server)."""
+
+    __tablename__ = "probe_sessions"
+    __table_args__ = (UniqueConstraint("campaign_id", "lease_id", "step_key"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(
+        ForeignKey("campaigns.id", ondelete="CASCADE"), index=True)
+    lease_id: Mapped[str] = mapped_column(String(64))
+    step_key: Mapped[str] = mapped_column(String(200))
+    state: Mapped[str] = mapped_column(String(16), default="starting")  # SESSION_STATES
+    port: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    receiver_addrs: Mapped[dict[str, str]] = mapped_column(JSONType, default=dict)
+    receiver_report: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    server_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    deadline: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+SESSION_STATES = ("starting", "ready", "done", "failed")

@@ -21,7 +21,7 @@ from probes.base import (
 )
 from probes.context import HostPair, kernel_info, mptcp_settings
 from probes.hygiene import abort_connections, wait_quiet
-from probes.netns import kill_pid, run_ns
+from probes.netns import in_ns, kill_pid, run_ns
 from probes.observer import Observation, SsPoller, observe
 from probes.subflowctl import SubflowControl, SubflowPlan
 
@@ -83,42 +83,93 @@ def wait_listening(ns: str | None, port: int, proc: subprocess.Popen[str], tool:
     raise ProbeError(f"{tool} server not listening on port {port} after {timeout} s")
 
 
-def run_probe(pair: HostPair, plan: SubflowPlan, cmd: ToolRun) -> RunOutput:
-    """Run one probe; the probe's connections are aborted on both ends whatever happens."""
-    out = RunOutput(quiet=check_quiet(pair))
-    out.settings = {"sender": mptcp_settings(pair.sender_ns),
-                    "receiver": mptcp_settings(pair.receiver_ns)}
+@dataclass
+class Server:
+    """The serve half: the receiver's server of one probe, listening; `finish` collects its
+    output (killing it if it does not end by itself); `kill` ends it whatever happens."""
+
+    proc: subprocess.Popen[str]
+    ns: str | None
+    tool: str
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def finish(self, wait_s: float) -> tuple[str, str]:
+        try:
+            stdout, stderr = self.proc.communicate(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            kill_pid(self.proc.pid)
+            stdout, stderr = self.proc.communicate()
+        return stdout or "", stderr or ""
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            kill_pid(self.proc.pid)
+            self.proc.wait()
+
+
+def serve(receiver_ns: str | None, cmd: ToolRun, argv: list[str] | None = None) -> Server:
+    """Start the server of `cmd` in `receiver_ns` (None: this host) and wait until it listens.
+    `argv`: the full command (already wrapped for the namespace), default cmd.server_argv there.
+    The server runs in its own session so a killed worker's server can be found and ended by
+    its process group."""
+
+    proc = subprocess.Popen(  # noqa: S603 - argv from validated values
+        argv if argv is not None else in_ns(receiver_ns, cmd.server_argv),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if cmd.server_merge_stderr else subprocess.PIPE, text=True,
+        start_new_session=True)
+    server = Server(proc, receiver_ns, cmd.tool)
+    try:
+        wait_listening(receiver_ns, cmd.listen_port, proc, cmd.tool)
+    except BaseException:
+        server.kill()
+        raise
+    return server
+
+
+def drive(pair: HostPair, plan: SubflowPlan, cmd: ToolRun, out: RunOutput,
+          *, watch_receiver: bool = True) -> None:
+    """The drive half: run the client on the sender under subflow control while ``ss`` watches
+    the data port; fills `out` (client output, UPM events, observation). The caller aborts the
+    probe's connections afterwards. `watch_receiver` False: the receiver is another host."""
     control = SubflowControl(pair, plan, cmd.data_port) if plan.controlled else None
     poller = SsPoller(pair.sender_ns, cmd.data_port, receiver_ns=pair.receiver_ns,
-                      watch_receiver=True)
-    out.started = utcnow()
-    server = subprocess.Popen(  # noqa: S603 - argv from validated values
-        pair.receiver(cmd.server_argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT if cmd.server_merge_stderr else subprocess.PIPE, text=True)
+                      watch_receiver=watch_receiver)
     try:
-        wait_listening(pair.receiver_ns, cmd.listen_port, server, cmd.tool)
         with control if control is not None else contextlib.nullcontext():
             if control is not None:
-                out.settings["sender"]["path_manager_used"] = "userspace"
+                out.settings.setdefault("sender", {})["path_manager_used"] = "userspace"
             _run_client(pair, cmd, poller, out)
-        if out.client_returncode != 0 and not out.client_stdout.strip():
-            raise ProbeError(f"{cmd.tool} client exited with status {out.client_returncode}: "
-                             f"{(out.client_stderr or '').strip()[-300:]}")
-        try:
-            out.server_stdout, out.server_stderr = server.communicate(timeout=cmd.server_wait_s)
-        except subprocess.TimeoutExpired:
-            kill_pid(server.pid)
-            out.server_stdout, out.server_stderr = server.communicate()
     finally:
-        if server.poll() is None:
-            kill_pid(server.pid)
-            server.wait()
-        out.ended = utcnow()
-        for ns in {pair.sender_ns, pair.receiver_ns}:
-            out.aborted_sockets += abort_connections(ns, cmd.ports)
         if control is not None:
             out.upm_events = control.events
     out.observation = observe(poller, pair)
+    if out.client_returncode != 0 and not out.client_stdout.strip():
+        raise ProbeError(f"{cmd.tool} client exited with status {out.client_returncode}: "
+                         f"{(out.client_stderr or '').strip()[-300:]}")
+
+
+def run_probe(pair: HostPair, plan: SubflowPlan, cmd: ToolRun) -> RunOutput:
+    """Run one probe on one machine (serve + drive composed); the probe's connections are
+    aborted on both ends whatever happens."""
+    out = RunOutput(quiet=check_quiet(pair))
+    out.settings = {"sender": mptcp_settings(pair.sender_ns),
+                    "receiver": mptcp_settings(pair.receiver_ns)}
+    out.started = utcnow()
+    server: Server | None = None
+    try:
+        server = serve(pair.receiver_ns, cmd, pair.receiver(cmd.server_argv))
+        drive(pair, plan, cmd, out)
+        out.server_stdout, out.server_stderr = server.finish(cmd.server_wait_s)
+    finally:
+        if server is not None:
+            server.kill()
+        out.ended = utcnow()
+        for ns in {pair.sender_ns, pair.receiver_ns}:
+            out.aborted_sockets += abort_connections(ns, cmd.ports)
     return out
 
 

@@ -2,7 +2,9 @@
 
 advance_campaign(id)  -> does what needs no probe, claims the next step and sends run_probe,
                          or finishes the campaign (flows.finish) when nothing is left to measure
-run_probe(id, step)   -> measures (outside any DB transaction), stores, releases, advances
+run_probe(id, step)   -> measures (outside any DB transaction), stores, releases, advances;
+                         at a real site it runs the active half and sends serve_probe
+serve_probe(...)      -> a real receiver site's passive half of a two-sided probe
 resume_campaigns()    -> hands on campaigns whose lease ran out (killed worker) and sends the
                          hand-overs still owed (broker down): the outbox sweeper
 recalibrate_due()     -> queues the campaigns whose cron schedule is due (beat)
@@ -18,7 +20,7 @@ from sqlalchemy.exc import OperationalError
 
 from probes.base import ProbeError
 from service.db import get_engine, session_scope
-from service.flows import calibration, dispatch, recalibration
+from service.flows import calibration, dispatch, recalibration, twosided
 from service.flows.finish import finish_campaign
 from service.flows.plan import ProbeStep
 from service.flows.probing import default_prober_factory
@@ -27,6 +29,7 @@ from service.store import campaigns as campaign_store
 from service.store import inventory
 
 from .app import CONTROL_QUEUE, app, site_queue
+from .site import local_site
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,9 @@ def _sites(campaign_id: int) -> tuple[str, str]:
 
 
 def _prober(campaign_id: int):
+    site = local_site()
+    if site is not None:  # a real site's worker: its own kernel, probes run two-sided
+        return twosided.SiteProber(site)
     return default_prober_factory(get_settings())(*_sites(campaign_id))
 
 
@@ -129,7 +135,11 @@ def _measure(task, campaign_id: int, step: ProbeStep, request, lease: str, setti
     """Measure and store; a failing probe is retried with backoff (holding the lease through
     the countdown), then stored as failed."""
     try:
-        result = _prober(campaign_id).measure(request)
+        site = local_site()
+        if site is None:  # the emulated testbed: this worker runs both ends
+            result = _prober(campaign_id).measure(request)
+        else:  # a real site: the receiver site's worker runs the other end
+            result = _two_sided(task, campaign_id, step, request, lease, site, settings)
     except Exception as exc:  # any crash of a probe is a failed probe, never a stuck campaign
         if not isinstance(exc, ProbeError):
             log.exception("campaign %s: probe crashed", campaign_id)
@@ -157,6 +167,46 @@ def _measure(task, campaign_id: int, step: ProbeStep, request, lease: str, setti
         calibration.store_result(s, campaign_id=campaign_id, step=step, result=result)
 
 
+def _two_sided(task, campaign_id: int, step: ProbeStep, request, lease: str, site, settings):
+    key = twosided.session_key(step, task.request.retries)
+    _, remote = _sites(campaign_id)
+
+    def send_passive() -> None:
+        serve_probe.apply_async((campaign_id, step.to_dict(), lease, key),
+                                queue=site_queue(remote))
+
+    return twosided.active_side(campaign_id=campaign_id, lease_id=lease, key=key,
+                                request=request, site=site, settings=settings,
+                                send_passive=send_passive)
+
+
+@app.task(
+    name="mpcoa.serve_probe",
+    autoretry_for=TRANSIENT,
+    retry_backoff=True,
+    retry_backoff_max=60,
+    max_retries=None,
+)
+def serve_probe(campaign_id: int, step_data: dict, lease: str, key: str) -> str:
+    """The receiver site's passive half of one two-sided probe attempt (`flows.twosided`)."""
+    step = ProbeStep.from_dict(step_data)
+    with session_scope() as s:
+        request = calibration.pending_request(s, campaign_id=campaign_id, step=step)
+    if request is None:
+        return "nothing to serve"
+    site = local_site()
+    if site is None:
+        from probes.localsite import LocalSite
+
+        site = LocalSite(request.receiver, {})  # fails the session with a clear error below
+    try:
+        return twosided.passive_side(campaign_id=campaign_id, lease_id=lease, key=key,
+                                     request=request, site=site, settings=get_settings())
+    except ProbeError as exc:
+        return twosided.fail_session(campaign_id=campaign_id, lease_id=lease, key=key,
+                                     error=str(exc))
+
+
 @app.task(
     name="mpcoa.resume_campaigns", autoretry_for=TRANSIENT, retry_backoff=True, max_retries=None
 )
@@ -182,4 +232,7 @@ def recalibrate_due() -> list[int]:
         return recalibration.queue_due_campaigns(s, settings=get_settings())
 
 
-__all__ = ["CONTROL_QUEUE", "advance_campaign", "recalibrate_due", "resume_campaigns", "run_probe"]
+__all__ = [
+    "CONTROL_QUEUE", "advance_campaign", "recalibrate_due", "resume_campaigns", "run_probe",
+    "serve_probe",
+]

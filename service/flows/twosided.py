@@ -1,0 +1,166 @@
+"""Two-sided probes across real sites (issue 11 item 1): the meeting of the receiver site's
+passive half and the sender site's active half through the `probe_sessions` table.
+
+A session is one attempt of one probe step under one lease: `(campaign, lease, "<step>#<n>")`.
+The sender's task opens it by sending the passive task (one per attempt, so a retried probe
+gets a fresh server); the passive side starts its server, writes `ready` (port, addresses),
+waits for the client to finish — never past the session's deadline nor the probe's lease —
+and writes `done` with the receiver's report (or `failed`). The active side waits for `ready`,
+runs, waits for `done` and assembles the result. A redelivered passive task of a session finds
+the pid of its killed predecessor's server and ends it before anything else.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from models import utcnow
+from probes import twosided as ts
+from probes.base import MeasurementRequest, MeasurementResult, ProbeError
+from probes.localsite import LocalSite
+from probes.testbed import available_congestion_controls
+
+from ..db import session_scope
+from ..settings import Settings
+from ..store import campaigns as campaign_store
+from ..store import probesessions as sessions
+from .plan import ProbeStep
+
+log = logging.getLogger(__name__)
+POLL_S = 0.2
+
+
+def session_key(step: ProbeStep, attempt: int) -> str:
+    return "|".join(str(k) for k in step.key) + f"#{attempt}"
+
+
+def _lease_live(campaign_id: int, lease_id: str) -> bool:
+    with session_scope() as s:
+        c = campaign_store.get_campaign(s, campaign_id=campaign_id)
+        return c.lease_id == lease_id and campaign_store.lease_is_live(s, campaign_id=campaign_id)
+
+
+def passive_side(*, campaign_id: int, lease_id: str, key: str, request: MeasurementRequest,
+                 site: LocalSite, settings: Settings) -> str:
+    """The receiver's half of one session; returns its final state."""
+    if request.receiver != site.name or not site.isps:
+        raise ProbeError(f"passive side of {request.receiver!r} sent to a worker that is not "
+                         f"that site's (started with --site NAME --isp LABEL=ADDR)")
+    deadline_s = request.duration_s + settings.two_sided_margin_s
+    with session_scope() as s:
+        row = sessions.open_session(s, campaign_id=campaign_id, lease_id=lease_id, step_key=key,
+                                    deadline=utcnow() + timedelta(seconds=deadline_s))
+        if row.state in ("done", "failed"):
+            return row.state  # a redelivery of a finished session: nothing to do
+        if row.server_pid and ts.kill_leftover(row.server_pid):
+            log.warning("session %s: ended the server (pid %s) a killed worker left",
+                        key, row.server_pid)
+        if row.state == "ready":  # the predecessor died mid-probe: the active side gives up
+            sessions.mark_failed(s, row=row, error="the passive side's worker died mid-probe")
+            return "failed"
+        deadline = row.deadline
+    if not _lease_live(campaign_id, lease_id):
+        return _fail(campaign_id, lease_id, key, "the probe's lease is gone")
+    try:
+        run = ts.passive_start(request, local_addrs=site.isps, binary=settings.iperf3_binary)
+    except Exception as exc:
+        return _fail(campaign_id, lease_id, key, f"passive start: {exc}")
+    try:
+        with session_scope() as s:
+            row = sessions.get_session(s, campaign_id=campaign_id, lease_id=lease_id,
+                                       step_key=key, lock=True)
+            sessions.mark_ready(s, row=row, port=run.port, receiver_addrs=site.isps,
+                                pid=run.server.pid, report={})
+        # wait for the server's one client, never past the deadline nor the lease
+        while run.server.proc.poll() is None:
+            if utcnow() >= deadline or not _lease_live(campaign_id, lease_id):
+                run.server.kill()
+                break
+            time.sleep(0.5)
+        report = ts.passive_finish(run, wait_s=1.0)
+    except Exception as exc:
+        run.server.kill()
+        return _fail(campaign_id, lease_id, key, f"passive side: {exc}")
+    with session_scope() as s:
+        row = sessions.get_session(s, campaign_id=campaign_id, lease_id=lease_id, step_key=key,
+                                   lock=True)
+        sessions.mark_done(s, row=row, report=report)
+    return "done"
+
+
+def fail_session(*, campaign_id: int, lease_id: str, key: str, error: str) -> str:
+    """Mark the session failed (created if missing, so the active side stops waiting)."""
+    with session_scope() as s:
+        row = sessions.open_session(s, campaign_id=campaign_id, lease_id=lease_id, step_key=key,
+                                    deadline=utcnow())
+        if row.state != "done":
+            sessions.mark_failed(s, row=row, error=error)
+    return "failed"
+
+
+def _fail(campaign_id: int, lease_id: str, key: str, error: str) -> str:
+    with session_scope() as s:
+        row = sessions.get_session(s, campaign_id=campaign_id, lease_id=lease_id, step_key=key,
+                                   lock=True)
+        if row is not None:
+            sessions.mark_failed(s, row=row, error=error)
+    return "failed"
+
+
+def _wait_state(campaign_id: int, lease_id: str, key: str, states: tuple[str, ...],
+                timeout_s: float) -> Any:
+    end = time.monotonic() + timeout_s
+    while True:
+        with session_scope() as s:
+            row = sessions.get_session(s, campaign_id=campaign_id, lease_id=lease_id,
+                                       step_key=key)
+            if row is not None and row.state == "failed":
+                raise ProbeError(f"receiver site: {row.error}")
+            if row is not None and row.state in states:
+                return {"port": row.port, "receiver_addrs": dict(row.receiver_addrs),
+                        "report": dict(row.receiver_report)}
+        if time.monotonic() >= end:
+            raise ProbeError(f"receiver site: no {'/'.join(states)} after {timeout_s:g} s")
+        time.sleep(POLL_S)
+
+
+def active_side(*, campaign_id: int, lease_id: str, key: str, request: MeasurementRequest,
+                site: LocalSite, settings: Settings,
+                send_passive: Callable[[], None]) -> MeasurementResult:
+    """The sender's half: send the passive task, wait for `ready`, run, wait for `done`."""
+    if request.sender != site.name:
+        raise ProbeError(f"active side of {request.sender!r} run at site {site.name!r}")
+    send_passive()
+    try:
+        ready = _wait_state(campaign_id, lease_id, key, ("ready", "done"),
+                            settings.passive_ready_timeout_s)
+        return ts.active_measure(
+            request, sender_addrs=site.isps, receiver_addrs=ready["receiver_addrs"],
+            port=ready["port"], binary=settings.iperf3_binary,
+            wait_report=lambda: _wait_state(campaign_id, lease_id, key, ("done",),
+                                            settings.two_sided_margin_s)["report"])
+    except Exception as exc:
+        # this attempt is over: its session must not look alive (a late passive task of it
+        # then finds it failed and starts nothing)
+        fail_session(campaign_id=campaign_id, lease_id=lease_id, key=key,
+                     error=f"sender gave up: {exc}")
+        raise
+
+
+@dataclass
+class SiteProber:
+    """The `Prober` of a worker at a real site: the CCs its own kernel offers (a campaign's
+    probes are run by `active_side`, not by `measure`)."""
+
+    site: LocalSite
+
+    def available_ccs(self) -> set[str]:
+        return set(available_congestion_controls(None))
+
+    def measure(self, request: MeasurementRequest) -> MeasurementResult:
+        raise ProbeError("a real site's probe runs two-sided (flows.twosided.active_side)")

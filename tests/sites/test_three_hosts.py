@@ -1,0 +1,284 @@
+"""The proof of issue 11 (item 6): three sites, each its own "host" (network namespace) with its
+own `mpcoa worker --site NAME --isp ...` reaching PostgreSQL and Redis through its management
+link only. Campaigns A->B and C->B requested together both complete from their own two-sided
+probes and never overlap on B; a SIGKILLed B worker mid passive side loses and duplicates
+nothing and leaves no server running."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from api.app import create_app
+from models import Campaign, Measurement, ProbeSession, Recommendation
+from service.db import get_engine, session_scope
+from service.settings import Settings
+from service.store import tokens
+from tests.conftest import PG_USER, migrated_database
+
+from . import threehosts as th
+
+pytestmark = [pytest.mark.netns, pytest.mark.postgres, pytest.mark.broker]
+
+BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[2]
+LABELS = {"A": ["F", "D"], "B": ["U"], "C": ["F", "D"]}
+PLAN = {"ccs": ["cubic"], "buffer_grid_mib": [0.0625, 0.25, 1.0], "runs": 1, "duration_s": 1.5}
+PROBES = 1 * 3 + 2 * 1 * 3  # impact: 1 + 2 subflows; buffers: 2 PMs x 1 CC x 3 buffers
+BUDGET = PROBES * PLAN["duration_s"]
+
+
+@pytest.fixture(scope="module")
+def names() -> dict[str, str]:
+    tag = secrets.token_hex(2)
+    return {k: f"{k}{tag}" for k in LABELS}
+
+
+@pytest.fixture(scope="module")
+def network(names):
+    tag = secrets.token_hex(2)
+    net = None
+    try:
+        net = th.build(tag, {names[k]: v for k, v in LABELS.items()})
+        yield net
+    finally:
+        if net is None:
+            net = th.Network(tag, f"m3{tag}c")
+            net.hosts = {names[k]: th.Host(names[k], f"m3{tag}{i}", {}, "")
+                         for i, k in enumerate(LABELS)}
+        th.destroy(net)
+        left = [ns for ns in th.sh("ip", "netns", "list").stdout.split() if f"m3{tag}" in ns]
+        assert not left
+
+
+@pytest.fixture(scope="module")
+def db() -> str:
+    with migrated_database("mpcoa_3h") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def redis_db() -> int:
+    index = secrets.randbelow(14) + 2
+    client = redis.Redis(host="127.0.0.1", port=6379, db=index)
+    client.ping()
+    try:
+        yield index
+    finally:
+        client.flushdb()
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def forwarder(network):
+    fwd = th.Forwarder([h.mgmt_root for h in network.hosts.values()], [5432, 6379]).start()
+    try:
+        yield fwd
+    finally:
+        fwd.stop()
+
+
+class SiteWorkers:
+    def __init__(self, tmp: Path, network, db_url: str, redis_db: int) -> None:
+        self.tmp, self.network, self.db_url, self.redis_db = tmp, network, db_url, redis_db
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.all: list[subprocess.Popen] = []
+
+    def start(self, site: str) -> subprocess.Popen:
+        host = self.network.hosts[site]
+        dbname = self.db_url.rsplit("/", 1)[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MPCOA_")}
+        env.update({
+            "PYTHONPATH": str(REPO),
+            "MPCOA_DATABASE_URL": f"postgresql+psycopg://{PG_USER}@{host.mgmt_root}/{dbname}",
+            "MPCOA_BROKER_URL": f"redis://{host.mgmt_root}:6379/{self.redis_db}",
+            "MPCOA_DATA_DIR": str(self.tmp),
+            "MPCOA_BROKER_VISIBILITY_TIMEOUT_S": "8",
+            "MPCOA_PROBE_RETRY_BACKOFF_S": "0.2",
+            "MPCOA_LEASE_TTL_S": "8", "MPCOA_LEASE_HEARTBEAT_S": "2",
+            "MPCOA_PASSIVE_READY_TIMEOUT_S": "12", "MPCOA_TWO_SIDED_MARGIN_S": "10",
+        })
+        argv = ["ip", "netns", "exec", host.ns, str(BIN / "mpcoa"), "worker", "--site", site]
+        for label, addr in host.isps.items():
+            argv += ["--isp", f"{label}={addr}"]
+        log = open(self.tmp / f"worker-{site}-{len(self.all)}.log", "w")  # noqa: SIM115
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        self.procs[site] = proc
+        self.all.append(proc)
+        return proc
+
+    def kill(self, site: str) -> None:
+        proc = self.procs[site]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    def stop_all(self) -> None:
+        for proc in self.all:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=10)
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text()[-4000:] for p in sorted(self.tmp.glob("worker-*.log")))
+
+
+@pytest.fixture(scope="module")
+def workers(network, forwarder, db, redis_db, names, tmp_path_factory):
+    w = SiteWorkers(tmp_path_factory.mktemp("sites"), network, db, redis_db)
+    try:
+        for site in names.values():
+            w.start(site)
+        yield w
+    finally:
+        w.stop_all()
+
+
+@pytest.fixture(scope="module")
+def api(db, redis_db, tmp_path_factory):
+    settings = Settings(database_url=db, broker_url=f"redis://127.0.0.1:6379/{redis_db}",
+                        data_dir=tmp_path_factory.mktemp("api"), _env_file=None)
+    with session_scope(get_engine(settings)) as s:
+        token = tokens.create_token(s, name=f"t3h{os.getpid()}")
+    with TestClient(create_app(settings)) as client:
+        client.headers["Authorization"] = f"Bearer {token}"
+        yield client
+
+
+def site_body(name: str, labels: list[str]) -> dict:
+    return {"name": name, "isps": [{"name": f"Isp{lb}", "label": lb, "down_kbps": 20000,
+                                    "up_kbps": 20000} for lb in labels]}
+
+
+@pytest.fixture(scope="module")
+def site_ids(api, names) -> dict[str, int]:
+    ids = {}
+    for k, labels in LABELS.items():
+        r = api.post("/sites", json=site_body(names[k], labels))
+        assert r.status_code == 201, r.text
+        ids[k] = r.json()["id"]
+    return ids
+
+
+def topology(api, site_ids, local: str, remote: str) -> int:
+    r = api.post("/topologies", json={"local_site_id": site_ids[local],
+                                      "remote_site_id": site_ids[remote]})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def start(api, tid: int) -> int:
+    r = api.post("/campaigns", json={"topology_id": tid, **PLAN, "probe_seconds_budget": BUDGET})
+    assert r.status_code == 202, r.text
+    return r.json()["id"]
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.3):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def finished(api, cid):
+    c = api.get(f"/campaigns/{cid}").json()
+    return c if c["state"] in ("done", "failed", "cancelled") else None
+
+
+def measurements(db: str, cid: int) -> list[Measurement]:
+    with session_scope(get_engine(Settings(database_url=db, _env_file=None))) as s:
+        rows = list(s.scalars(select(Measurement).where(Measurement.campaign_id == cid)))
+        s.expunge_all()
+        return rows
+
+
+def step_keys(rows) -> Counter:
+    return Counter((m.phase, m.pm, m.cc, m.bs_mib, m.run, m.excluded_subflow)
+                   for m in rows if m.status == "ok")
+
+
+def no_server_left(network, site: str) -> bool:
+    ns = network.hosts[site].ns
+    return not [p for p in th.ns_pids(ns) if th.comm(p) == "iperf3"]
+
+
+def test_two_campaigns_share_b_without_overlap(api, site_ids, names, workers, db, network):
+    cids = [start(api, topology(api, site_ids, "A", "B")),
+            start(api, topology(api, site_ids, "C", "B"))]
+    done = [wait_for(lambda c=c: finished(api, c), 300, f"campaign {c}") for c in cids]
+    for d in done:
+        assert d["state"] == "done", (d, workers.logs())
+        assert d["probes_done"] == d["probes_total"] == PROBES
+    spans = []
+    for cid, sender in zip(cids, ("A", "C"), strict=True):
+        rows = measurements(db, cid)
+        keys = step_keys(rows)
+        assert len(keys) == PROBES and set(keys.values()) == {1}
+        for m in rows:
+            assert json.loads(m.raw_output)["raw"]["two_sided"] is True  # each end at its site
+            assert {o["name"].split("-")[0] for o in m.observed_subflows} <= set(LABELS[sender])
+            spans.append((m.started_at, m.finished_at, cid))
+        with session_scope(get_engine(Settings(database_url=db, _env_file=None))) as s:
+            campaign = s.get(Campaign, cid)
+            rec = s.get(Recommendation, campaign.recommendation_id)
+            # the answer comes from this campaign's own measurements
+            assert rec is not None and rec.campaign_id == cid and rec.otp_mbps > 0
+    spans.sort()
+    assert {c for *_, c in spans} == set(cids)
+    for (_s1, e1, _c1), (s2, _e2, _c2) in itertools.pairwise(spans):
+        assert e1 <= s2, "two probes on B at once"
+    assert no_server_left(network, names["B"])
+
+
+def test_sigkill_b_during_passive_side(api, site_ids, names, workers, db, network):
+    # the A->B topology of the first test (one topology per site pair)
+    tops = api.get("/topologies").json()["items"]
+    tid = next(t["id"] for t in tops if t["local_site"]["id"] == site_ids["A"])
+    cid = start(api, tid)
+    engine = get_engine(Settings(database_url=db, _env_file=None))
+
+    def ready_session():
+        with session_scope(engine) as s:
+            return s.scalars(select(ProbeSession.id).where(
+                ProbeSession.campaign_id == cid, ProbeSession.state == "ready")).first()
+
+    killed = wait_for(ready_session, 120, "a passive side to be ready")
+    workers.kill(names["B"])
+    wait_for(lambda: no_server_left(network, names["B"]), 10, "B's server to be gone")
+    workers.start(names["B"])
+    d = wait_for(lambda: finished(api, cid), 300, f"campaign {cid}")
+    assert d["state"] == "done", (d, workers.logs())
+    rows = measurements(db, cid)
+    keys = step_keys(rows)
+    assert len(keys) == PROBES and set(keys.values()) == {1}
+    with session_scope(engine) as s:
+        dead = s.get(ProbeSession, killed)
+        assert dead.state == "failed" and dead.server_pid is None, (dead.state, dead.error)
+        step, attempt = dead.step_key.rsplit("#", 1)
+        retried = s.scalars(select(ProbeSession).where(
+            ProbeSession.campaign_id == cid, ProbeSession.state == "done",
+            ProbeSession.step_key.startswith(f"{step}#"))).all()
+        # the probe of the killed passive side was retried, under a later attempt, and done
+        assert len(retried) == 1 and int(retried[0].step_key.rsplit("#", 1)[1]) > int(attempt)
+    assert no_server_left(network, names["B"])
