@@ -167,8 +167,7 @@ def _adaptive_climb(campaign: Campaign, arms, samples) -> bool:
     more = plateau_extension(campaign.buffer_grid_mib, means, campaign.delta)
     if more is None:
         return False
-    campaign.buffer_grid_mib = sorted([*campaign.buffer_grid_mib, more])
-    campaign_store.add_note(campaign, "grid_extended", [*added, more])
+    _grow_grid(campaign, more)
     return True
 
 
@@ -347,11 +346,7 @@ def _extend_grid(session: Session, campaign: Campaign) -> bool:
     `MAX_GRID_EXTENSIONS` points and within the budget; noted (`grid_extended`), and flagged
     when the grid had to stop below the plateau."""
     added = list((campaign.notes or {}).get("grid_extended", []))
-    samples: dict[tuple[str, str], dict[float, list[float]]] = {}
-    for m in measurements.ok_measurements(session, campaign_id=campaign.id, phase="buffer"):
-        if m.mean_goodput_mbps is not None:
-            per_bs = samples.setdefault((m.pm, m.cc), {})
-            per_bs.setdefault(float(m.bs_mib), []).append(m.mean_goodput_mbps)
+    samples, _tried = _buffer_samples(session, campaign)
     arm_means = {arm: {bs: fmean(v) for bs, v in per.items()} for arm, per in samples.items()}
     more = plateau_extension(campaign.buffer_grid_mib, arm_means, campaign.delta)
     if more is None:
@@ -363,11 +358,16 @@ def _extend_grid(session: Session, campaign: Campaign) -> bool:
     ):
         campaign_store.add_note(campaign, "grid_below_plateau", max(campaign.buffer_grid_mib))
         return False
-    campaign.buffer_grid_mib = sorted([*campaign.buffer_grid_mib, more])
+    _grow_grid(campaign, more)
     campaign.probes_total += probes
-    campaign_store.add_note(campaign, "grid_extended", [*added, more])
     session.flush()
     return True
+
+
+def _grow_grid(campaign: Campaign, more: float) -> None:
+    added = list((campaign.notes or {}).get("grid_extended", []))
+    campaign.buffer_grid_mib = sorted([*campaign.buffer_grid_mib, more])
+    campaign_store.add_note(campaign, "grid_extended", [*added, more])
 
 
 def _fit(session: Session, campaign: Campaign):
