@@ -2,7 +2,7 @@
 
 from .base import Base, JSONType, UTCDateTime, utcnow
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
-from .sites import SchedulerLease, SiteLock
+from .sites import MeasurementArtifact, SchedulerLease, SiteCapabilities, SiteLock
 from .tables import (
     ACTIVE_CAMPAIGN_STATES,
     CAMPAIGN_STATES,
@@ -42,11 +42,13 @@ __all__ = [
     "ImpactFactor",
     "JSONType",
     "Measurement",
+    "MeasurementArtifact",
     "RecalibrationEvent",
     "RecalibrationSchedule",
     "Recommendation",
     "SchedulerLease",
     "Site",
+    "SiteCapabilities",
     "SiteLock",
     "Subflow",
     "Topology",
