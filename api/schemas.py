@@ -504,3 +504,22 @@ class Health(BaseModel):
     database: str
     executor: str
     reads_need_token: bool
+
+
+class ArtifactOut(BaseModel):
+    """One raw output stored with a measurement; download it from ``url``."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    name: str
+    size: int  #: bytes, uncompressed
+    media_type: str
+    url: str
+
+
+class SiteCapabilitiesOut(BaseModel):
+    """The latest report of a site's worker (``mpcoa worker --site``)."""
+
+    site_id: int
+    reported_at: datetime
+    report: dict[str, Any]

@@ -118,36 +118,47 @@ def _print_outcome(cid: int, state: str) -> None:
 
 def worker(
     site: Annotated[list[str], typer.Option("--site", help="serve this site's queue (repeat)")],
-    control: Annotated[bool, typer.Option(help="also consume the control queue")] = True,
     isp: Annotated[
         list[str] | None,
-        typer.Option("--isp", help="LABEL=ADDR or LABEL=@IF: this host is the site (repeat)"),
+        typer.Option("--isp", help="a real site's ISP: LABEL=ADDRESS or LABEL=@INTERFACE "
+                     "(repeat; needs one --site)"),
     ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="print the site's capability report and exit (0: "
+                           "ready, 1: problems); no broker needed")
+    ] = False,
+    control: Annotated[bool, typer.Option(help="also consume the control queue")] = True,
 ) -> None:
     """A Celery worker for the given sites' queues (site.<name>); needs MPCOA_BROKER_URL.
 
-    With --isp the worker runs at that (one) real site: it runs its own end of every probe
-    (two-sided probes); without, it runs both ends on the emulated testbed."""
+    A real site's worker names its ISPs (``--isp``); it checks them, reports the host's
+    capabilities (stored for ``GET /sites/{id}/capabilities``) and then serves its queue.
+    With --isp it runs its own end of every probe (two-sided probes); without, both ends on
+    the emulated testbed."""
     import re
 
     from probes.vocabulary import NAME_PATTERN
 
-    settings = get_settings()
-    if not settings.broker_url:
-        fail("MPCOA_BROKER_URL is not set: a worker needs a broker (redis://...)")
     for name in site:
         if not re.fullmatch(NAME_PATTERN, name):
             fail(f"--site: {name!r} is not a short identifier")
-    if isp:
-        if len(site) != 1:
-            fail("--isp: a real site's worker serves exactly one --site")
+    if (isp or check) and len(site) != 1:
+        fail("--isp/--check: give exactly one --site (the site this host is)")
+    report = None
+    if isp or check:
+        report = _site_report(site[0], isp or [])
+        if check:
+            raise typer.Exit(EXIT_FAILED if report["problems"] else 0)
+    settings = get_settings()
+    if not settings.broker_url:
+        fail("MPCOA_BROKER_URL is not set: a worker needs a broker (redis://...)")
+    if report is not None and report["problems"]:
+        fail("this host cannot probe for site " + site[0] + ": " + "; ".join(report["problems"]))
+    if isp:  # this worker runs its own end of every probe (two-sided probes)
         from probes.localsite import resolve_local_site
         from workers.site import set_local_site
 
-        try:
-            set_local_site(resolve_local_site(site[0], list(isp)))
-        except ValueError as exc:
-            fail(f"--isp: {exc}")
+        set_local_site(resolve_local_site(site[0], list(isp)))  # validated by the report
     from workers.app import CONTROL_QUEUE, app, site_queue
 
     queues = [site_queue(n) for n in site] + ([CONTROL_QUEUE] if control else [])
@@ -157,6 +168,35 @@ def worker(
         "worker", "-Q", ",".join(queues), "-P", "solo",
         "-n", f"mpcoa-{'-'.join(site)}@%h", "--loglevel", "INFO",
     ])
+
+
+def _site_report(name: str, isp_options: list[str]) -> dict:
+    """Resolve the site's ISPs on this host, print its capability report and store it (when the
+    site is registered and the database reachable: a report is never a reason not to start)."""
+    import json
+
+    from probes.localsite import capability_report, resolve_local_site
+    from probes.netperfmeter import default_binary
+    from service.store import artifacts as artifact_store
+
+    try:
+        local = resolve_local_site(name, isp_options)
+    except ValueError as exc:  # a bad site: one clear line, status 1, no traceback
+        typer.echo(f"mpcoa: error: {exc}", err=True)
+        raise typer.Exit(EXIT_FAILED) from None
+    report = capability_report(local, netperfmeter=default_binary())
+    typer.echo(json.dumps(report, indent=2))
+    for problem in report["problems"]:
+        typer.echo(f"problem: {problem}", err=True)
+    try:
+        with session_scope() as s:
+            artifact_store.save_capabilities(s, site_name=name, report=report)
+        typer.echo(f"report stored for site {name}", err=True)
+    except ServiceError as exc:
+        typer.echo(f"report not stored: {exc.message}", err=True)
+    except Exception as exc:
+        typer.echo(f"report not stored: database unavailable ({type(exc).__name__})", err=True)
+    return report
 
 
 def beat() -> None:

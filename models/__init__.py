@@ -2,7 +2,14 @@
 
 from .base import Base, JSONType, UTCDateTime, utcnow
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
-from .sites import SESSION_STATES, ProbeSession, SchedulerLease, SiteLock
+from .sites import (
+    SESSION_STATES,
+    MeasurementArtifact,
+    ProbeSession,
+    SchedulerLease,
+    SiteCapabilities,
+    SiteLock,
+)
 from .tables import (
     ACTIVE_CAMPAIGN_STATES,
     CAMPAIGN_STATES,
@@ -43,12 +50,14 @@ __all__ = [
     "ImpactFactor",
     "JSONType",
     "Measurement",
+    "MeasurementArtifact",
     "ProbeSession",
     "RecalibrationEvent",
     "RecalibrationSchedule",
     "Recommendation",
     "SchedulerLease",
     "Site",
+    "SiteCapabilities",
     "SiteLock",
     "Subflow",
     "Topology",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .base import Base, JSONType, UTCDateTime, utcnow
@@ -59,3 +59,31 @@ class ProbeSession(Base):
 
 
 SESSION_STATES = ("starting", "ready", "done", "failed")
+
+
+class MeasurementArtifact(Base):
+    """One raw output of a probe (iperf3 JSON, a NetPerfMeter .sca/.vec/.config, a log), gzip
+    compressed: what the worker that ran the probe saw, downloadable without reaching its host."""
+
+    __tablename__ = "measurement_artifacts"
+    __table_args__ = (UniqueConstraint("measurement_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    measurement_id: Mapped[int] = mapped_column(
+        ForeignKey("measurements.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    media_type: Mapped[str] = mapped_column(String(64))
+    size: Mapped[int] = mapped_column(Integer)  #: bytes before compression
+    gzip_data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class SiteCapabilities(Base):
+    """The latest capability report of a site's worker (kernel, MPTCP, PMs, CCs, tools,
+    endpoints); one row per site, replaced by each report."""
+
+    __tablename__ = "site_capabilities"
+
+    site_id: Mapped[int] = mapped_column(
+        ForeignKey("sites.id", ondelete="CASCADE"), primary_key=True)
+    report: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    reported_at: Mapped[datetime] = mapped_column(UTCDateTime)

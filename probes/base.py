@@ -8,6 +8,7 @@ Nothing here imports from the rest of the project; names and labels follow the v
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -28,6 +29,13 @@ SiteName = Name
 DEFAULT_EXCLUDED_MAX_BYTES = 4096
 #: Warm-up (slow start, joins) left out of ``goodput_mbps`` when a request does not say.
 DEFAULT_WARMUP_S = 2.0
+#: Raw outputs kept with a result (``MeasurementResult.artifacts``): each at most this many bytes
+#: (a longer one keeps its first MAX_ARTIFACT_BYTES), at most MAX_ARTIFACTS of them. 8 MiB holds
+#: a 60 s iperf3 JSON at 0.1 s intervals many times over.
+MAX_ARTIFACT_BYTES = 8 << 20
+MAX_ARTIFACTS = 32
+#: An artifact's name: a file name, no path (the API validates names against the same pattern).
+ARTIFACT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
 PathManager = Literal[PATH_MANAGERS]
 _PM_ALIASES = {"pcdc": "PCDC", "fullmesh": "FullMesh"}
 
@@ -220,6 +228,18 @@ class MeasurementResult(BaseModel):
     subflow_count: int = 0
     fallback_reason: str | None = None
     raw: dict[str, Any] = Field(default_factory=dict)
+    #: the tools' raw outputs, name -> bytes (iperf3 JSON, NetPerfMeter files and logs), each
+    #: capped at MAX_ARTIFACT_BYTES; not in to_dict (stored compressed in their own table)
+    artifacts: dict[str, bytes] = Field(default_factory=dict, exclude=True)
+
+    def add_artifact(self, name: str, content: bytes | str) -> None:
+        """Keep one raw output (capped at MAX_ARTIFACT_BYTES, at most MAX_ARTIFACTS)."""
+        if not re.fullmatch(ARTIFACT_NAME_PATTERN, name):
+            raise ValueError(f"artifact name {name!r}: not a plain file name")
+        if len(self.artifacts) >= MAX_ARTIFACTS and name not in self.artifacts:
+            return
+        data = content.encode() if isinstance(content, str) else bytes(content)
+        self.artifacts[name] = data[:MAX_ARTIFACT_BYTES]
 
     def subflow_set_problems(self, max_excluded_bytes: int | None = None) -> list[str]:
         """How the observed subflows differ from the request; [] when they match.

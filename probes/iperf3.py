@@ -23,7 +23,7 @@ from probes.base import (
 from probes.context import HostPair
 from probes.netns import run
 from probes.ports import choose_port_triple
-from probes.runner import ToolRun, assemble, run_probe
+from probes.runner import RunOutput, ToolRun, assemble, run_probe
 from probes.subflowctl import plan_subflows
 
 _VERSION = re.compile(r"iperf (\d+\.\d+(?:\.\d+)?)")
@@ -192,8 +192,21 @@ class Iperf3Backend:
                "tool_buffers": {"sender_sndbuf": cli["sndbuf"], "sender_rcvbuf": cli["rcvbuf"],
                                 "receiver_sndbuf": srv["sndbuf"],
                                 "receiver_rcvbuf": srv["rcvbuf"]}}
-        return assemble(request, pair, plan, out, tool="iperf3", version=version,
-                        series=srv["series"], total_mbps=srv["mbps"],
-                        bytes_received=srv["bytes"],
-                        kernel_extra={"sender_cc_used": cli["cc"], "receiver_cc_used": srv["cc"]},
-                        raw=raw)
+        result = assemble(request, pair, plan, out, tool="iperf3", version=version,
+                          series=srv["series"], total_mbps=srv["mbps"],
+                          bytes_received=srv["bytes"],
+                          kernel_extra={"sender_cc_used": cli["cc"],
+                                        "receiver_cc_used": srv["cc"]},
+                          raw=raw)
+        add_run_artifacts(result, out)
+        return result
+
+
+def add_run_artifacts(result: MeasurementResult, out: RunOutput) -> None:
+    """Both sides' raw outputs: the JSON documents and whatever the tool said on stderr."""
+    result.add_artifact("iperf3-client.json", out.client_stdout)
+    result.add_artifact("iperf3-server.json", out.server_stdout)
+    for name, text in (("iperf3-client.stderr.txt", out.client_stderr),
+                       ("iperf3-server.stderr.txt", out.server_stderr)):
+        if text:
+            result.add_artifact(name, text)

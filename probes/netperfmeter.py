@@ -271,6 +271,18 @@ def parse_results(directory: str | Path, prefix: str = "run") -> dict[str, Any]:
     }
 
 
+#: What a NetPerfMeter run leaves in its directory that is worth keeping (plain or .bz2).
+ARTIFACT_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\.(sca|vec|config|log)(\.bz2)?$")
+
+
+def add_result_artifacts(result: MeasurementResult, directory: str | Path) -> None:
+    """The run's .sca/.vec/.config files and the two sides' logs, as written (a .bz2 file stays
+    compressed: it is downloaded as the tool wrote it)."""
+    for p in sorted(Path(directory).iterdir()):
+        if p.is_file() and ARTIFACT_FILE.match(p.name):
+            result.add_artifact(p.name, p.read_bytes())
+
+
 def default_binary() -> str:
     """``MPCOA_NETPERFMETER`` (a path or a name on PATH), else ``netperfmeter``."""
     return os.environ.get("MPCOA_NETPERFMETER") or "netperfmeter"
@@ -344,7 +356,10 @@ class NetPerfMeterBackend:
         raw = {"passive_argv": cmd.server_argv, "active_argv": cmd.client_argv,
                "outdir": outdir, "active_log": log, "passive_log": out.server_stdout,
                "results": res, "connections": connected}
-        return assemble(request, self.pair, plan, out, tool="netperfmeter", version=version,
-                        series=res["series"], total_mbps=res["goodput_mbps"],
-                        bytes_received=res["received_bytes"],
-                        kernel_extra={"cc_requested": res["cc"]}, raw=raw)
+        result = assemble(request, self.pair, plan, out, tool="netperfmeter", version=version,
+                          series=res["series"], total_mbps=res["goodput_mbps"],
+                          bytes_received=res["received_bytes"],
+                          kernel_extra={"cc_requested": res["cc"]}, raw=raw)
+        (Path(outdir) / "passive.log").write_text(out.server_stdout)
+        add_result_artifacts(result, outdir)
+        return result

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from models import Campaign, FitRecord, ImpactFactor, Measurement, Recommendation, Topology
 from service.algorithm.impact import is_harmful
 from service.algorithm.solver import solve
+from service.store import artifacts as artifact_store
 from service.store import campaigns as campaign_store
 from service.store import inventory, recommendations, results
 
@@ -368,6 +369,10 @@ def recommendation_page(session: Session, recommendation_id: int) -> dict:
 
 
 # --- campaigns -----------------------------------------------------------------------------------
+#: measurements listed on a campaign's page (newest first)
+MEASUREMENT_ROWS = 50
+
+
 def campaign_page(session: Session, campaign_id: int) -> dict:
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
     topology = session.get(Topology, campaign.topology_id)
@@ -388,10 +393,17 @@ def campaign_page(session: Session, campaign_id: int) -> dict:
     recs = session.scalar(
         select(func.count(Recommendation.id)).where(Recommendation.campaign_id == campaign.id)
     )
+    # The latest probes, each with links to its raw outputs (the API serves the download).
+    rows = list(session.scalars(
+        select(Measurement).where(Measurement.campaign_id == campaign.id)
+        .order_by(Measurement.id.desc()).limit(MEASUREMENT_ROWS)))
+    names = artifact_store.artifact_names(session, measurement_ids=[r.id for r in rows])
     return {
         "campaign": campaign,
         "topology": topology,
         "progress": progress(campaign),
+        "measurements": [{"row": r, "artifacts": names.get(r.id, [])} for r in rows],
+        "measurement_rows": MEASUREMENT_ROWS,
         "by_phase": by_phase,
         "impact_count": impact_n or 0,
         "fit_count": fits_n or 0,

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 from api.deps import Limit, Offset, SessionDep, commit, require_read, require_write
 from api.schemas import (
     MAX_ID,
+    ArtifactOut,
     CampaignIn,
     CampaignOut,
     MeasurementDetail,
@@ -17,10 +18,12 @@ from api.schemas import (
     PathManager,
 )
 from models import CAMPAIGN_STATES, MEASUREMENT_PHASES, MEASUREMENT_STATUSES
+from probes.base import ARTIFACT_NAME_PATTERN
 from probes.vocabulary import CongestionControl
 from service.errors import Conflict
 from service.flows.dispatch import start_campaign
 from service.flows.plan import CampaignParameters
+from service.store import artifacts as artifact_store
 from service.store import campaigns as svc
 from service.store import measurements
 
@@ -161,3 +164,36 @@ def get_measurement(measurement_id: Id, session: SessionDep):
     return MeasurementDetail.model_validate(
         measurements.get_measurement(session, measurement_id=measurement_id)
     )
+
+
+ArtifactName = Annotated[str, Path(pattern=ARTIFACT_NAME_PATTERN, max_length=100)]
+
+
+@router.get(
+    "/measurements/{measurement_id}/artifacts",
+    response_model=list[ArtifactOut],
+    tags=["measurements"],
+    dependencies=[Depends(require_read)],
+    responses={404: {"description": "unknown id"}},
+)
+def list_artifacts(measurement_id: Id, session: SessionDep, request: Request):
+    """The raw outputs stored with a measurement (iperf3 JSON, NetPerfMeter files, logs)."""
+    rows = artifact_store.list_artifacts(session, measurement_id=measurement_id)
+    return [ArtifactOut(name=r.name, size=r.size, media_type=r.media_type,
+                        url=str(request.url_for("download_artifact", measurement_id=measurement_id,
+                                                name=r.name)))
+            for r in rows]
+
+
+@router.get(
+    "/measurements/{measurement_id}/artifacts/{name}",
+    tags=["measurements"],
+    dependencies=[Depends(require_read)],
+    response_class=Response,
+    responses={200: {"description": "the artifact as the tool wrote it"},
+               404: {"description": "unknown id or name"}},
+)
+def download_artifact(measurement_id: Id, name: ArtifactName, session: SessionDep):
+    media, data = artifact_store.get_artifact(session, measurement_id=measurement_id, name=name)
+    return Response(content=data, media_type=media,
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})

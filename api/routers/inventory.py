@@ -12,6 +12,7 @@ from api.schemas import (
     FitTable,
     ImpactTable,
     Page,
+    SiteCapabilitiesOut,
     SiteIn,
     SiteOut,
     SubsetTable,
@@ -20,6 +21,7 @@ from api.schemas import (
     TopologyPatch,
 )
 from service.algorithm.regression import ALL_MODEL_KINDS
+from service.store import artifacts as artifact_store
 from service.store import inventory, results
 
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
@@ -52,6 +54,20 @@ def list_sites(session: SessionDep, limit: Limit = 50, offset: Offset = 0):
     return Page[SiteOut](
         items=[SiteOut.model_validate(r) for r in rows], total=total, limit=limit, offset=offset
     )
+
+
+@router.get(
+    "/sites/{site_id}/capabilities",
+    response_model=SiteCapabilitiesOut,
+    tags=["sites"],
+    dependencies=[Depends(require_read)],
+    responses=ERRORS,
+)
+def get_site_capabilities(site_id: Id, session: SessionDep):
+    """The latest capability report of the site's worker; 404 when it has not reported."""
+    inventory.get_site(session, site_id=site_id)
+    row = artifact_store.get_capabilities(session, site_id=site_id)
+    return SiteCapabilitiesOut(site_id=row.site_id, reported_at=row.reported_at, report=row.report)
 
 
 @router.post(

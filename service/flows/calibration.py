@@ -34,6 +34,7 @@ from ..algorithm.impact_confidence import ConfidentImpact, subflows_needing_runs
 from ..algorithm.sweep import plateau_extension
 from ..db import session_scope
 from ..settings import Settings
+from ..store import artifacts as artifact_store
 from ..store import campaigns as campaign_store
 from ..store import inventory, measurements, results, sitelocks
 from . import warm
@@ -249,15 +250,32 @@ def topology_subflows(session: Session, campaign: Campaign) -> list[str]:
 
 
 def _choose_ccs(session: Session, campaign: Campaign, prober: Prober) -> bool:
-    """The campaign's CCs that both sites' kernels offer; the rest are reported as dropped."""
-    offered = prober.available_ccs()
+    """The campaign's CCs that both sites offer; the rest are reported as dropped with the reason.
+
+    Both sites' workers reported their capabilities (real sites): the CCs both reports offer.
+    Otherwise (the emulated testbed, or a site that has not reported): the prober's view."""
+    topology = inventory.get_topology(session, topology_id=campaign.topology_id)
+    reported = artifact_store.reported_ccs(
+        session, site_ids=[topology.local_site_id, topology.remote_site_id])
+    if len(reported) == 2:
+        offered = set.intersection(*(set(v) for v in reported.values()))
+
+        def reason(cc: str) -> str:
+            lacking = [name for name, ccs in sorted(reported.items()) if cc not in ccs]
+            return f"not offered by site {' and '.join(lacking)} (its worker's capability report)"
+
+        source = "site capability reports"
+    else:
+        offered = set(prober.available_ccs())
+
+        def reason(cc: str) -> str:
+            return "not offered by both sites' kernels (tcp_available_congestion_control)"
+
+        source = "prober"
+    log.info("campaign %s: CCs from %s: %s", campaign.id, source, sorted(offered))
     campaign.offered_ccs = sorted(offered)
     campaign.active_ccs = [cc for cc in campaign.ccs if cc in offered]
-    campaign.dropped_ccs = {
-        cc: "not offered by both sites' kernels (tcp_available_congestion_control)"
-        for cc in campaign.ccs
-        if cc not in offered
-    }
+    campaign.dropped_ccs = {cc: reason(cc) for cc in campaign.ccs if cc not in offered}
     # Extra rounds for the quality gate add buffer runs only: the impact phase keeps its runs.
     campaign.impact_runs = campaign.runs
     n_subflows = len(topology_subflows(session, campaign))
@@ -530,7 +548,7 @@ def store_result(
     error = result.failure_reason()
     observed = [o.model_dump(mode="json") for o in result.observed_subflows]
     times = [t for t, _ in result.goodput_series]
-    return _record(
+    row = _record(
         session,
         campaign.id,
         step,
@@ -556,6 +574,9 @@ def store_result(
         started_at=result.started_at,
         finished_at=result.ended_at,
     )
+    # The raw outputs travel with the result (no shared filesystem between sites).
+    artifact_store.store_artifacts(session, measurement_id=row.id, artifacts=result.artifacts)
+    return row
 
 
 def _per_subflow(observed: list[dict], key: str) -> dict[str, float]:

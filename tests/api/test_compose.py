@@ -124,3 +124,31 @@ def test_compose_config_fails_without_secrets(tmp_path):
     secrets = "\n".join(f"{name}=not-a-placeholder-{k}" for k, name in enumerate(SECRETS))
     out = config(secrets + "\n")
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_site_worker_profile():
+    """A real site's worker (issue 11 item 7): host networking, NET_ADMIN, the ISP map, only
+    under the `site` profile (the central stack's `up` does not start it)."""
+    site = _compose()["services"]["site-worker"]
+    assert site["profiles"] == ["site"]
+    assert site["network_mode"] == "host" and "NET_ADMIN" in site["cap_add"]
+    cmd = site["command"]
+    assert cmd[:3] == ["mpcoa", "worker", "--site"] and cmd.count("--isp") >= 2
+    assert "depends_on" not in site  # the database and broker are on the central host
+
+
+def test_compose_config_with_the_site_profile(tmp_path):
+    import subprocess
+
+    (tmp_path / "docker-compose.yml").write_text((REPO / "docker-compose.yml").read_text())
+    secrets = "\n".join(f"{name}=not-a-placeholder-{k}" for k, name in enumerate(SECRETS))
+    (tmp_path / ".env").write_text(secrets + "\nMPCOA_SITE=HU\nMPCOA_SITE_FIRST_ISP=C=@eth1\n")
+    out = subprocess.run(
+        [*_compose_command(), "-f", str(tmp_path / "docker-compose.yml"), "--env-file",
+         str(tmp_path / ".env"), "--profile", "site", "config"], capture_output=True, text=True,
+        check=False, env={"PATH": "/usr/bin:/bin:/usr/local/bin"}, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    import yaml
+
+    site = yaml.safe_load(out.stdout)["services"]["site-worker"]
+    assert site["command"][3:7] == ["HU", "--isp", "C=@eth1", "--isp"]

@@ -6,6 +6,7 @@ from measured data. Then the hard cases: a worker killed mid-probe, and a probe 
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import time
@@ -119,6 +120,15 @@ def test_posted_topology_is_calibrated_from_measurements(api, sites, testbed, wo
 
     keys = measurement_keys(committed_db, cid)
     assert len(keys) == PROBES and all(k[-1] == "ok" for k in keys)
+    # The worker that ran each probe stored its raw outputs with it (issue 11 item 2).
+    rows = api.get("/measurements", params={"campaign_id": cid, "limit": 500}).json()["items"]
+    assert len(rows) == PROBES
+    for row in rows:
+        names = {a["name"] for a in api.get(f"/measurements/{row['id']}/artifacts").json()}
+        assert {"iperf3-client.json", "iperf3-server.json"} <= names, names
+    doc = api.get(f"/measurements/{rows[0]['id']}/artifacts/iperf3-server.json")
+    assert doc.status_code == 200 and doc.headers["content-type"] == "application/json"
+    assert json.loads(doc.content)["end"]["sum_received"]["bytes"] > 0
 
     rec = api.post("/recommendations", json={"topology_id": done["topology_id"]}).json()
     assert rec["provisional"] is False and rec["campaign_id"] == cid
