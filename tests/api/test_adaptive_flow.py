@@ -3,45 +3,31 @@ was stored, the answer read off measured buffers, progress right, mode validated
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
 from service.algorithm.topology import Topology
 from service.flows.calibration import next_step
 from service.flows.finish import finish_campaign
 from service.settings import Settings
-from service.store import campaigns, inventory, measurements, recommendations
+from service.store import campaigns, inventory, recommendations
 from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
+from .stepping import KernelOffers, record_step
 from .test_recommendations import _topology
 
 pytestmark = pytest.mark.postgres
-T0 = datetime(2026, 11, 3, tzinfo=UTC)
+OFFERED = KernelOffers({"reno", "cubic"})
 GRID = [0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
-
-
-class KernelOffers:
-    def available_ccs(self) -> set[str]:
-        return {"reno", "cubic"}
-
-    def measure(self, request):
-        raise AssertionError("next_step never measures")
 
 
 def _drive(session, campaign, goodput, settings) -> int:
     probes = 0
-    while (advance := next_step(session, campaign_id=campaign.id, prober=KernelOffers(),
+    while (advance := next_step(session, campaign_id=campaign.id, prober=OFFERED,
                                 settings=settings)).step is not None:
         step = advance.step
         tp = goodput(step)
-        measurements.record_measurement(
-            session, campaign_id=campaign.id, phase=step.phase, pm=step.pm, cc=step.cc,
-            bs_mib=step.bs_mib, run=step.run, excluded_subflow=step.excluded_subflow,
-            subflows=["U-C"], duration_s=2, goodput_mbps=[tp, tp], tool="test",
-            started_at=T0, finished_at=T0 + timedelta(seconds=2),
-        )
+        record_step(session, campaign.id, step, tp)
         campaign.probes_done += 1
         probes += step.phase == "buffer"
     assert advance.finish, campaign.error

@@ -4,28 +4,18 @@ too small), within `MAX_GRID_EXTENSIONS` points and the budget, and says so on t
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
 from service.algorithm.topology import Topology
 from service.flows.calibration import MAX_GRID_EXTENSIONS, next_step
 from service.settings import Settings
-from service.store import campaigns, inventory, measurements
+from service.store import campaigns, inventory
 from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
+from .stepping import KernelOffers, record_step
 
 pytestmark = pytest.mark.postgres
-T0 = datetime(2026, 11, 3, tzinfo=UTC)
-
-
-class KernelOffers:
-    def available_ccs(self) -> set[str]:
-        return {"reno"}
-
-    def measure(self, request):
-        raise AssertionError("next_step never measures")
 
 
 def _campaign(session, **params):
@@ -39,16 +29,11 @@ def _campaign(session, **params):
 def _drive(session, campaign, goodput, settings) -> list[float]:
     """Answer every probe the campaign asks for with `goodput(phase, bs)`; the buffers swept."""
     swept = []
-    while (advance := next_step(session, campaign_id=campaign.id, prober=KernelOffers(),
+    while (advance := next_step(session, campaign_id=campaign.id, prober=KernelOffers({"reno"}),
                                 settings=settings)).step is not None:
         step = advance.step
         tp = goodput(step.phase, step.bs_mib)
-        measurements.record_measurement(
-            session, campaign_id=campaign.id, phase=step.phase, pm=step.pm, cc=step.cc,
-            bs_mib=step.bs_mib, run=step.run, excluded_subflow=step.excluded_subflow,
-            subflows=["U-C"], duration_s=2, goodput_mbps=[tp, tp], tool="test",
-            started_at=T0, finished_at=T0 + timedelta(seconds=2),
-        )
+        record_step(session, campaign.id, step, tp)
         if step.phase == "buffer" and step.bs_mib not in swept:
             swept.append(step.bs_mib)
     assert advance.finish, campaign.error

@@ -14,19 +14,11 @@ from service.store import campaigns, inventory, measurements
 from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
+from .stepping import KernelOffers
 
 pytestmark = pytest.mark.postgres
+RENO = KernelOffers({"reno"})
 T0 = datetime(2026, 11, 3, tzinfo=UTC)
-
-
-class KernelOffers:
-    """Both sites' kernels offer these CCs (what `Prober.available_ccs` reports)."""
-
-    def available_ccs(self) -> set[str]:
-        return {"reno"}
-
-    def measure(self, request):
-        raise AssertionError("next_step never measures")
 
 
 def _topology(session) -> int:
@@ -51,16 +43,16 @@ def test_unsettled_signs_get_more_runs_then_are_flagged(db_session):
                      buffer_grid_mib=[0.1, 0.2, 0.4])
     # Run 1: U-C clearly helps (Omega 0.5), K-C is near 0 (Omega -0.02).
     _record_run(db_session, c.id, 1, 10.0, {"U-C": 5.0, "K-C": 10.2})
-    advance = next_step(db_session, campaign_id=c.id, prober=KernelOffers(), settings=settings)
+    advance = next_step(db_session, campaign_id=c.id, prober=RENO, settings=settings)
     # One run gives no interval: every sign is unsettled, so a second impact run comes first.
     assert advance.step.phase == "impact" and advance.step.run == 2
     assert impact_runs(c) == {"reno": 2}
     # K-C -0.03: two close negative Omegas; a third run could settle the sign, so it comes.
     _record_run(db_session, c.id, 2, 10.0, {"U-C": 5.2, "K-C": 10.3})
-    advance = next_step(db_session, campaign_id=c.id, prober=KernelOffers(), settings=settings)
+    advance = next_step(db_session, campaign_id=c.id, prober=RENO, settings=settings)
     assert advance.step.phase == "impact" and advance.step.run == 3
     _record_run(db_session, c.id, 3, 10.0, {"U-C": 4.9, "K-C": 9.8})  # K-C +0.02: straddles 0
-    advance = next_step(db_session, campaign_id=c.id, prober=KernelOffers(), settings=settings)
+    advance = next_step(db_session, campaign_id=c.id, prober=RENO, settings=settings)
     # impact_max_runs reached: the buffer sweep starts, and K-C is noted as unsettled.
     assert advance.step.phase == "buffer"
     assert campaigns.report(c)["unsettled_omegas"] == {"reno": ["K-C"]}
@@ -74,6 +66,6 @@ def test_no_extra_impact_run_past_the_budget(db_session):
     c = new_campaign(db_session, topology_id, ccs=["reno"], runs=1, duration_s=2,
                      buffer_grid_mib=[0.1, 0.2, 0.4], probe_seconds_budget=18)
     _record_run(db_session, c.id, 1, 10.0, {"U-C": 5.0, "K-C": 10.2})
-    advance = next_step(db_session, campaign_id=c.id, prober=KernelOffers(), settings=settings)
+    advance = next_step(db_session, campaign_id=c.id, prober=RENO, settings=settings)
     assert advance.step.phase == "buffer"
     assert sorted(campaigns.report(c)["unsettled_omegas"]["reno"]) == ["K-C", "U-C"]

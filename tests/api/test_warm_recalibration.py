@@ -4,7 +4,7 @@ drifted; events say which happened."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
@@ -16,22 +16,13 @@ from service.flows.recalibration import queue_due_campaigns
 from service.flows.recommend import recommend
 from service.flows.warm import WARM_RUNS, drifted
 from service.settings import Settings
-from service.store import campaigns, measurements, schedules
+from service.store import campaigns, schedules
 from tests.algorithm.paper_data import CCS
 
 from .calibration import seed_srl_hu
 from .conftest import HU, SRL
+from .stepping import KernelOffers, record_step
 from .test_recommendations import _topology
-
-T0 = datetime(2026, 11, 3, tzinfo=UTC)
-
-
-class KernelOffers:
-    def available_ccs(self) -> set[str]:
-        return set(CCS)
-
-    def measure(self, request):
-        raise AssertionError("next_step never measures")
 
 
 def _calibrated_then_due(client, auth, db_session):
@@ -51,18 +42,12 @@ def _calibrated_then_due(client, auth, db_session):
 def _answer_warm_probes(db_session, campaign, settings, goodput) -> list:
     """Measure every warm probe the campaign asks for with `goodput(step)`; the steps."""
     steps = []
-    while (advance := next_step(db_session, campaign_id=campaign.id, prober=KernelOffers(),
+    while (advance := next_step(db_session, campaign_id=campaign.id, prober=KernelOffers(CCS),
                                 settings=settings)).step is not None:
         step = advance.step
         if step.phase != "warm":
             return [*steps, step]
-        measurements.record_measurement(
-            db_session, campaign_id=campaign.id, phase=step.phase, pm=step.pm, cc=step.cc,
-            bs_mib=step.bs_mib, run=step.run, excluded_subflow=step.excluded_subflow,
-            subflows=list(step.allowed_subflows or ["all"]), duration_s=2,
-            goodput_mbps=[goodput(step)] * 3, tool="test", started_at=T0,
-            finished_at=T0 + timedelta(seconds=2),
-        )
+        record_step(db_session, campaign.id, step, goodput(step), step.allowed_subflows or ["all"])
         steps.append(step)
     assert advance.finish
     return steps
