@@ -2,10 +2,11 @@
 
     .venv/bin/python benchmarks/fleet.py [--sites 6 12] [--probes 20] [--seed 1]
 
-A discrete-event simulation with simulated probe durations (seeded, uniform 5-60 s). The order
-comes from `service.flows.fleet.choose`; exclusion is the production `acquire_sites` /
-`release_sites` on a SQLite database with a simulated clock (`now`), so two probes on one site
-would be refused by the same code the workers run. Prints makespan, the lower bound (the busiest
+A discrete-event simulation with simulated probe durations (seeded, uniform 5-60 s). Each waiting
+campaign decides as the workers' `calibration.claim` does, with `service.flows.fleet.gives_way`;
+exclusion is the production `acquire_sites` / `release_sites` on a SQLite database with a
+simulated clock (`now`), so two probes on one site would be refused by the same code the workers
+run. Prints makespan, the lower bound (the busiest
 site's total probe time) and their ratio per N; the target is a ratio <= 1.25.
 """
 
@@ -22,7 +23,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from models import SiteLock
-from service.flows.fleet import Pending, choose, lower_bound
+from service.flows.fleet import Pending, gives_way, lower_bound
 from service.store.sitelocks import acquire_sites, release_sites
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -38,30 +39,35 @@ def campaigns(n: int, probes: int, rng: random.Random) -> dict[str, tuple]:
 
 
 def simulate(plan: dict[str, tuple], session: Session) -> float:
-    """The makespan of running `plan` with the policy and the database site locks."""
+    """The makespan of running `plan` as the workers do: whenever sites come free, every waiting
+    campaign's executor asks `gives_way` (what `calibration.claim` asks) and takes its sites with
+    the database lock unless it gives way."""
     queues = {c: list(d) for c, (_, d) in plan.items()}
+    sites = {s for c in queues for s in plan[c][0]}
     busy: set[str] = set()
     running: list[tuple[float, str]] = []  # (finish time, campaign) heap
     now = 0.0
     while True:
-        pending = [
-            Pending(c, plan[c][0], sum(q))
-            for c, q in queues.items()
-            if q and c not in {r[1] for r in running}
-        ]
-        free = {s for c in queues for s in plan[c][0]} - busy
-        for p in choose(pending, free):
-            duration = queues[p.campaign].pop(0)
-            ok = acquire_sites(
+        waiting = [c for c, q in queues.items() if q and c not in {r[1] for r in running}]
+        pending = [Pending(c, plan[c][0], sum(queues[c])) for c in waiting]
+        for me in waiting:  # the executors' retries, in any order
+            if set(plan[me][0]) & busy:
+                continue  # the lock would refuse it (skipped here only to save the query)
+            if gives_way(me, pending, sites - busy, asking=set(waiting)) is not None:
+                continue
+            duration = queues[me][0]
+            if not acquire_sites(
                 session,
-                sites=list(p.sites),
-                holder=p.campaign,
+                sites=list(plan[me][0]),
+                holder=me,
                 lasts=timedelta(seconds=duration + 1),
                 now=T0 + timedelta(seconds=now),
-            )
-            assert ok, f"the policy chose {p.campaign} but its sites are held"
-            busy.update(p.sites)
-            heapq.heappush(running, (now + duration, p.campaign))
+            ):
+                continue  # a site is busy: the lock refuses, as it does the workers
+            queues[me].pop(0)
+            busy.update(plan[me][0])
+            heapq.heappush(running, (now + duration, me))
+            pending = [p for p in pending if p.campaign != me]
         if not running:
             return now
         now, done = heapq.heappop(running)

@@ -194,6 +194,9 @@ class Campaign(Base):
     lease_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     lease_step: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # When it last asked for its two sites and had to wait (busy, or giving way to a busier
+    # site's campaign under the fleet policy); NULL while it holds them or has not asked.
+    site_wait_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # What the campaign reports beyond that: failed probes, unfitted arms.
     notes: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -104,6 +104,10 @@ class Settings(BaseSettings):
     # worker's lease runs out after lease_ttl_s and the next resume hands the campaign on.
     lease_ttl_s: float = Field(default=30.0, ge=2, le=3600)
     lease_heartbeat_s: float = Field(default=10.0, gt=0, le=600)
+    # The fleet policy (issue 11 item 5): a campaign gives its sites way to a busier site's
+    # campaign only while that one asked for them within this many seconds (its executor
+    # retries every few seconds; a dead one stops asking and stops holding anybody up).
+    site_wait_fresh_s: float = Field(default=10.0, gt=0, le=600)
     # Two-sided probes (real sites): how long the sender waits for the receiver's server, and
     # how long past the probe's duration either side waits for the other before giving up.
     passive_ready_timeout_s: float = Field(default=30.0, gt=0, le=3600)

@@ -93,7 +93,8 @@ def advance_campaign(self, campaign_id: int) -> str:
             held = campaign_store.lease_is_live(s, campaign_id=campaign_id)
         if held:  # another run_probe holds the campaign; it advances it when it is done
             return "busy"
-        # One of its sites is busy with another campaign's probe: ask again shortly.
+        # One of its sites is busy with another campaign's probe, or it gives way to a busier
+        # site's campaign (the fleet policy): ask again shortly.
         local, _ = _sites(campaign_id)
         advance_campaign.apply_async(
             (campaign_id,), queue=site_queue(local), countdown=SITE_BUSY_RETRY_S

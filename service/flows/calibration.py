@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from statistics import fmean
 
 from sqlalchemy import Engine
@@ -37,7 +37,7 @@ from ..settings import Settings
 from ..store import artifacts as artifact_store
 from ..store import campaigns as campaign_store
 from ..store import inventory, measurements, results, sitelocks
-from . import warm
+from . import fleet, warm
 from .derive import fit_from_runs, impact_from_runs
 from .plan import ProbeStep, buffer_steps, impact_steps, planned_probes
 from .probing import Prober, buffer_bytes
@@ -445,13 +445,43 @@ def claim(
     )
     if lease_id is None:
         return None
-    # issue 11 item 5: a probe also holds both sites' links, across campaigns; busy sites give
-    # the campaign lease back so the executor retries later
+    # issue 11 item 5: a probe also holds both sites' links, across campaigns. Busy sites, or
+    # a busier site's campaign that the fleet policy starts first, give the campaign lease back
+    # so the executor retries later.
+    now = utcnow()
     sites = _site_names(session, campaign_id=campaign_id)
-    if not sitelocks.acquire_sites(session, sites=sites, holder=lease_id, lasts=lasts):
+    rival = _gives_way_to(session, campaign_id=campaign_id, now=now, settings=settings)
+    if rival is not None or not sitelocks.acquire_sites(
+        session, sites=sites, holder=lease_id, lasts=lasts, now=now
+    ):
+        if rival is not None:
+            log.info("campaign %s: gives its sites way to campaign %s", campaign_id, rival)
         campaign_store.release_lease(session, campaign_id=campaign_id, lease_id=lease_id)
+        campaign_store.mark_site_wait(session, campaign_id=campaign_id, at=now)
         return None
+    campaign_store.mark_site_wait(session, campaign_id=campaign_id, at=None)
     return lease_id
+
+
+def _gives_way_to(
+    session: Session, *, campaign_id: int, now: datetime, settings: Settings
+) -> str | None:
+    """The campaign this one leaves its sites to under the fleet policy (`fleet.gives_way`):
+    every active campaign's remaining work counts; those holding a probe lease are running."""
+    rows = campaign_store.fleet_rows(session, now=now)
+    fresh = now - timedelta(seconds=settings.site_wait_fresh_s)
+    pending = [
+        fleet.Pending(str(r["campaign_id"]), r["sites"], r["remaining_s"])
+        for r in rows
+        if not r["leased"] or r["campaign_id"] == campaign_id
+    ]
+    asking = {
+        str(r["campaign_id"])
+        for r in rows
+        if r["site_wait_at"] is not None and r["site_wait_at"] >= fresh
+    }
+    free = {site for r in rows for site in r["sites"]} - sitelocks.busy_sites(session, now=now)
+    return fleet.gives_way(str(campaign_id), pending, free, asking)
 
 
 def _site_names(session: Session, *, campaign_id: int) -> list[str]:

@@ -31,10 +31,13 @@ def site_work(pending: Iterable[Pending]) -> dict[str, float]:
     return work
 
 
-def choose(pending: Iterable[Pending], free_sites: set[str]) -> list[Pending]:
-    """Campaigns to start a probe now, none sharing a site, busiest-site-first."""
+def choose(
+    pending: Iterable[Pending], free_sites: set[str], work: Mapping[str, float] | None = None
+) -> list[Pending]:
+    """Campaigns to start a probe now, none sharing a site, busiest-site-first. `work`: the
+    remaining probe time per site, when more campaigns need the sites than `pending` holds."""
     pending = [p for p in pending if p.remaining_s > 0]
-    work = site_work(pending)
+    work = site_work(pending) if work is None else work
 
     def urgency(p: Pending) -> tuple[float, float, str]:
         a, b = (work[s] for s in p.sites)
@@ -47,6 +50,29 @@ def choose(pending: Iterable[Pending], free_sites: set[str]) -> list[Pending]:
             chosen.append(p)
             free.difference_update(p.sites)
     return chosen
+
+
+def gives_way(
+    me: str, pending: Iterable[Pending], free_sites: set[str], asking: set[str]
+) -> str | None:
+    """The campaign `me` should leave its sites to now, or None if it may take them.
+
+    Each campaign's executor asks this before it takes its sites (`calibration.claim`), so the
+    fleet follows `choose` without a central scheduler. Only `me` and the campaigns `asking`
+    (their executors asked for their sites recently) compete, with every pending campaign's
+    work counted: a campaign nobody is running can never hold the others up.
+    """
+    pending = [p for p in pending if p.remaining_s > 0]
+    mine = next((p for p in pending if p.campaign == me), None)
+    if mine is None:
+        return None
+    rivals = [p for p in pending if p.campaign == me or p.campaign in asking]
+    for p in choose(rivals, free_sites, work=site_work(pending)):
+        if p.campaign == me:
+            return None
+        if set(p.sites) & set(mine.sites):
+            return p.campaign
+    return None
 
 
 def lower_bound(durations: Mapping[str, float], sites: Mapping[str, tuple[str, str]]) -> float:

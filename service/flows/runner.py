@@ -83,7 +83,7 @@ def run_campaign(
             on_progress(campaign, step)
         if step is None:
             return campaign.state
-        if lease is None:  # another executor holds the campaign (it should not, embedded)
+        if lease is None:  # a site is busy, or it gives way to a busier site's campaign
             time.sleep(1.0)
             continue
         if request is not None:

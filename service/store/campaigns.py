@@ -12,13 +12,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from models import (
     ACTIVE_CAMPAIGN_STATES,
     CAMPAIGN_STATES,
     FINAL_CAMPAIGN_STATES,
     Campaign,
+    Site,
+    Topology,
     utcnow,
 )
 
@@ -123,6 +125,37 @@ def active_campaign_ids(session: Session) -> list[int]:
             .order_by(Campaign.id)
         )
     )
+
+
+def fleet_rows(session: Session, *, now: datetime | None = None) -> list[dict[str, Any]]:
+    """Every active campaign, for the fleet policy: its id, its two site names, the probe time
+    it still needs (probes left, at least one, x its probe duration; an estimate in adaptive
+    mode), whether a live lease holds it, and when it last had to wait for its sites."""
+    now = now or utcnow()
+    local, remote = aliased(Site), aliased(Site)
+    rows = session.execute(
+        select(Campaign, local.name, remote.name)
+        .join(Topology, Topology.id == Campaign.topology_id)
+        .join(local, local.id == Topology.local_site_id)
+        .join(remote, remote.id == Topology.remote_site_id)
+        .where(Campaign.state.in_(ACTIVE_CAMPAIGN_STATES))
+        .order_by(Campaign.id)
+    ).all()
+    return [
+        {
+            "campaign_id": c.id,
+            "sites": (a, b),
+            "remaining_s": max(1, c.probes_total - c.probes_done) * c.duration_s,
+            "leased": c.lease_id is not None and c.lease_until is not None and c.lease_until > now,
+            "site_wait_at": c.site_wait_at,
+        }
+        for c, a, b in rows
+    ]
+
+
+def mark_site_wait(session: Session, *, campaign_id: int, at: datetime | None) -> None:
+    """Record that the campaign waits for its sites since `at` (None: it has them)."""
+    session.execute(update(Campaign).where(Campaign.id == campaign_id).values(site_wait_at=at))
 
 
 def set_state(

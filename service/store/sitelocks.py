@@ -75,6 +75,16 @@ def release_sites(session: Session, *, holder: str) -> int:
     return result.rowcount
 
 
+def busy_sites(session: Session, *, now: datetime | None = None) -> set[str]:
+    """Sites a live holder has now (a site without a row, or with an expired hold, is free)."""
+    now = now or utcnow()
+    return set(
+        session.scalars(
+            select(SiteLock.site).where(SiteLock.holder.is_not(None), SiteLock.until > now)
+        )
+    )
+
+
 def holders(session: Session) -> dict[str, str | None]:
     """site -> current holder name (for tests and the dashboard)."""
     return {r.site: r.holder for r in session.scalars(select(SiteLock))}

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
+from models import utcnow
 from probes.vocabulary import ISP, Site
 from service import db
 from service.algorithm.topology import Topology
@@ -63,3 +66,49 @@ def test_a_probe_holds_its_sites_across_campaigns(three_campaigns):
         calibration.release(s, campaign_id=ids["bc"], lease_id=bc)
         calibration.release(s, campaign_id=ids["de"], lease_id=de)
         assert set(sitelocks.holders(s).values()) == {None}
+
+
+@pytest.mark.postgres
+def test_a_campaign_gives_its_sites_way_to_the_busier_site_s_asking_campaign(three_campaigns):
+    """The fleet policy in `claim`: B-C (little work left) leaves SB to A-B (much more) while
+    A-B's executor is asking for it, and takes SB when A-B stopped asking."""
+    engine, ids = three_campaigns
+    step = ProbeStep(phase="impact", pm="fullmesh", cc="cubic", bs_mib=1.0, run=0)
+    settings = Settings()
+
+    def claim(key: str) -> str | None:
+        with db.session_scope(engine) as s:
+            return calibration.claim(s, campaign_id=ids[key], step=step, settings=settings)
+
+    def release(key: str, lease: str) -> None:
+        with db.session_scope(engine) as s:
+            calibration.release(s, campaign_id=ids[key], lease_id=lease)
+
+    with db.session_scope(engine) as s:
+        campaigns.get_campaign(s, campaign_id=ids["ab"]).probes_total = 40
+        campaigns.get_campaign(s, campaign_id=ids["bc"]).probes_total = 4
+    bc = claim("bc")
+    assert bc is not None, "nobody else asks for SB: B-C takes it"
+    assert claim("ab") is None, "SB is busy"
+    with db.session_scope(engine) as s:
+        assert campaigns.get_campaign(s, campaign_id=ids["ab"]).site_wait_at is not None
+    release("bc", bc)
+
+    assert claim("bc") is None, "A-B asked for SB and has more work on it: B-C gives way"
+    with db.session_scope(engine) as s:
+        row = campaigns.get_campaign(s, campaign_id=ids["bc"])
+        assert row.lease_id is None and row.site_wait_at is not None
+        assert set(sitelocks.holders(s).values()) <= {None}
+    ab = claim("ab")
+    assert ab is not None, "the busier site's campaign starts first"
+    with db.session_scope(engine) as s:
+        assert campaigns.get_campaign(s, campaign_id=ids["ab"]).site_wait_at is None
+    release("ab", ab)
+
+    # A-B's executor stopped asking (dead, or between probes for longer than the window)
+    stale = utcnow() - timedelta(seconds=settings.site_wait_fresh_s + 5)
+    with db.session_scope(engine) as s:
+        campaigns.mark_site_wait(s, campaign_id=ids["ab"], at=stale)
+    bc = claim("bc")
+    assert bc is not None, "a campaign nobody runs never holds the others up"
+    release("bc", bc)
