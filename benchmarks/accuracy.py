@@ -5,8 +5,8 @@
 Per scenario (a testbed file; files outside probes/scenarios/ work too):
 1. **Oracle**: every PM x CC the kernel offers x a dense buffer grid x `--oracle-runs` runs of
    `--oracle-duration` s (steady probes). FullMesh runs every subflow; PCDC runs the subset that
-   is best for that CC (every non-empty subset when there are at most 4 subflows, else every
-   leave-one-out subset), chosen at the largest buffer first.
+   is best for that CC (every proper subset when there are at most 4 subflows, else forward
+   selection from the best single subflow), chosen first at the grid's second-largest buffer.
 2. **Campaign**: the product as a user runs it (in-process, a SQLite file in a temporary folder,
    the same flows the API and the workers run), with `--campaign-runs` x `--campaign-duration`.
 3. **Verification**: fresh probes of the recommended (PM, CC, OBS, subflows) configuration.
@@ -101,35 +101,70 @@ def probe(bed, sender, receiver, pm, cc, subflows, all_subflows, bs_mib, duratio
         duration_s=duration,
         path_manager="PCDC" if allowed else "FullMesh",
     )
-    for _attempt in range(3):  # as a campaign does: an unusable probe is run again
-        result = bed.measure(request)  # waits for quiet sites; aborts its connections after
+    from probes.base import ProbeError
+
+    for _attempt in range(3):  # as a campaign does: a failed or unusable probe is run again
+        try:
+            result = bed.measure(request)  # waits for quiet sites; aborts its connections after
+        except ProbeError as exc:
+            why = str(exc)
+            continue
         if (why := result.failure_reason()) is None:
             return result.goodput_mbps  # the mean after the warm-up
     raise RuntimeError(f"probe unusable three times: {why}")
 
 
-def candidate_subsets(names: list[str]) -> list[list[str]]:
+def best_subset_of(measure, names: list[str], log) -> list[str]:
+    """PCDC's best proper subset of `names` by `measure(subset)`: every one when there are at most
+    4 subflows; beyond, forward selection (the best single subflow, then add the one that helps
+    most while one helps), so that one fast subflow alone is always tried: on UNIS-HiN and SRL-HU
+    thin subflows beside a fast one cost more than they add (head-of-line blocking)."""
     if len(names) <= 4:
-        return [list(c) for k in range(1, len(names)) for c in itertools.combinations(names, k)]
-    return [[n for n in names if n != out] for out in names]
+        tried = {tuple(c): measure(list(c)) for k in range(1, len(names))
+                 for c in itertools.combinations(names, k)}
+    else:
+        tried, current, best = {}, [], -1.0
+        while len(current) < len(names) - 1:
+            for n in names:
+                if n not in current:
+                    subset = tuple(sorted([*current, n], key=names.index))
+                    tried[subset] = measure(list(subset))
+            step = max((s for s in tried if len(s) == len(current) + 1), key=tried.get)
+            if tried[step] <= best:
+                break
+            current, best = list(step), tried[step]
+    for subset, tp in tried.items():
+        log(f"    subset {list(subset)}: " + ("unusable" if tp < 0 else f"{tp:.2f} Mbit/s"))
+    return list(max(tried, key=tried.get))
 
 
 def run_oracle(bed, spec, sender, receiver, ccs, grid, runs, duration, log) -> Oracle:
     names = spec.subflow_names(sender, receiver)
     arms: list[Arm] = []
     seconds = 0.0
+    # the subset is chosen below the grid's top: at 16 x the summed BDP every arm of the
+    # asymmetric and UNIS-HiN scenarios fell back (queueing collapse), which picks noise
+    choose_at = grid[-2] if len(grid) >= 3 else grid[-1]
     for cc in ccs:
         full = Arm("FullMesh", cc, names)
-        best_subset, best_tp = names, -1.0
-        for subset in candidate_subsets(names):  # PCDC's best subset, at the largest buffer
-            tp = statistics.fmean(
-                probe(bed, sender, receiver, "PCDC", cc, subset, names, grid[-1], duration)
-                for _ in range(runs)
-            )
+
+        def measure(subset: list[str], cc: str = cc) -> float:
+            """Mean goodput of the subset, or -1 when it cannot be measured (on SRL-HU a thin
+            ADSL subflow alone with MiB buffers failed three times in a row): the subset is
+            left out of the choice instead of ending the scenario."""
+            nonlocal seconds
             seconds += runs * duration
-            log(f"  oracle {cc} subset {subset}: {tp:.2f} Mbit/s")
-            if tp > best_tp:
-                best_subset, best_tp = subset, tp
+            try:
+                return statistics.fmean(
+                    probe(bed, sender, receiver, "PCDC", cc, subset, names, choose_at, duration)
+                    for _ in range(runs)
+                )
+            except RuntimeError as exc:
+                log(f"    subset {subset}: {exc}")
+                return -1.0
+
+        log(f"  oracle {cc}: PCDC subsets at {choose_at:g} MiB")
+        best_subset = best_subset_of(measure, names, log)
         pcdc = Arm("PCDC", cc, best_subset)
         for arm in (full, pcdc):
             for bs in grid:

@@ -178,8 +178,10 @@ class Iperf3Backend:
             listen_port=port, ports=[port - 1, port, port + 1],
             client_timeout_s=request.duration_s + 30))
         try:
-            srv = parse_server_json(json.loads(out.server_stdout))
+            # the client first: when it failed, the server waited for it until it was stopped,
+            # and "interrupt - the server has terminated" would hide the reason
             cli = parse_client_json(json.loads(out.client_stdout))
+            srv = parse_server_json(json.loads(out.server_stdout))
         except ValueError as exc:
             raise ProbeError(f"iperf3: unreadable JSON output ({exc}); stderr: "
                              f"{out.client_stderr.strip()[:300]} {out.server_stderr.strip()[:300]}"
