@@ -8,6 +8,7 @@ transaction that is rolled back; the code under test commits to savepoints insid
 from __future__ import annotations
 
 import os
+import secrets
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,6 +72,25 @@ def migrated_database(prefix: str = "mpcoa_test") -> Iterator[str]:
         for key in [k for k in db._engines if name in k]:
             db._engines.pop(key).dispose()
         drop_database(name)
+
+
+REDIS_HOST = os.environ.get("MPCOA_TEST_REDIS_HOST", "127.0.0.1")
+
+
+@contextmanager
+def redis_database() -> Iterator[int]:
+    """A Redis database number of its own (2-15; 0 and 1 are left to people), emptied
+    afterwards even when the tests failed."""
+    import redis
+
+    index = secrets.randbelow(14) + 2
+    client = redis.Redis(host=REDIS_HOST, port=6379, db=index)
+    client.ping()
+    try:
+        yield index
+    finally:
+        client.flushdb()
+        client.close()
 
 
 @pytest.fixture(scope="session")

@@ -10,15 +10,14 @@ import itertools
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
@@ -27,7 +26,8 @@ from models import Campaign, Measurement, ProbeSession, Recommendation
 from service.db import get_engine, session_scope
 from service.settings import Settings
 from service.store import tokens
-from tests.conftest import PG_USER, migrated_database
+from tests.conftest import PG_USER, migrated_database, redis_database
+from tests.processes import kill_group, stop_group, tail_logs
 
 from . import threehosts as th
 
@@ -71,15 +71,9 @@ def db() -> str:
 
 
 @pytest.fixture(scope="module")
-def redis_db() -> int:
-    index = secrets.randbelow(14) + 2
-    client = redis.Redis(host="127.0.0.1", port=6379, db=index)
-    client.ping()
-    try:
+def redis_db() -> Iterator[int]:
+    with redis_database() as index:
         yield index
-    finally:
-        client.flushdb()
-        client.close()
 
 
 @pytest.fixture(scope="module")
@@ -122,22 +116,14 @@ class SiteWorkers:
         return proc
 
     def kill(self, site: str) -> None:
-        proc = self.procs[site]
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        kill_group(self.procs[site])
 
     def stop_all(self) -> None:
         for proc in self.all:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(timeout=10)
+            stop_group(proc)
 
     def logs(self) -> str:
-        return "\n".join(p.read_text()[-4000:] for p in sorted(self.tmp.glob("worker-*.log")))
+        return tail_logs(self.tmp, "worker-*.log", 4000)
 
 
 @pytest.fixture(scope="module")

@@ -14,15 +14,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from probes import testbed as tbmod
 from probes.netns import list_netns
 from probes.spec import parse_spec
-from tests.conftest import migrated_database
+from tests.conftest import REDIS_HOST, migrated_database, redis_database
+from tests.processes import kill_group, stop_group, tail_logs
 
 BIN = Path(sys.executable).parent
-REDIS_HOST = os.environ.get("MPCOA_TEST_REDIS_HOST", "127.0.0.1")
 
 
 def site_names() -> tuple[str, str]:
@@ -66,15 +65,8 @@ def committed_db() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def broker_url() -> Iterator[str]:
     """A Redis database number of its own, emptied afterwards."""
-    index = secrets.randbelow(14) + 2
-    url = f"redis://{REDIS_HOST}:6379/{index}"
-    client = redis.Redis(host=REDIS_HOST, port=6379, db=index)
-    client.ping()
-    try:
-        yield url
-    finally:
-        client.flushdb()
-        client.close()
+    with redis_database() as index:
+        yield f"redis://{REDIS_HOST}:6379/{index}"
 
 
 @pytest.fixture(scope="module")
@@ -128,22 +120,14 @@ class Workers:
         return proc
 
     def kill(self, proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
-        if proc.poll() is None:
-            os.killpg(proc.pid, sig)
-            proc.wait(timeout=30)
+        kill_group(proc, sig)
 
     def stop_all(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(timeout=10)
+            stop_group(proc)
 
     def logs(self) -> str:
-        return "\n".join(p.read_text()[-3000:] for p in sorted(self.tmp.glob("worker-*.log")))
+        return tail_logs(self.tmp, "worker-*.log")
 
 
 @pytest.fixture

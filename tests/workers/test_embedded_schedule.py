@@ -27,6 +27,7 @@ from service.store import campaigns as campaign_store
 from service.store.inventory import ensure_topology
 from service.store.leases import lease_holder
 from tests.conftest import migrated_database, new_campaign
+from tests.processes import kill_group, stop_group, tail_logs
 
 from .conftest import BIN, topology_body, wait_for
 
@@ -95,16 +96,10 @@ class Serve:
 
     def stop_all(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(timeout=10)
+            stop_group(proc, grace_s=30)
 
     def logs(self) -> str:
-        return "\n".join(p.read_text()[-3000:] for p in sorted(self.tmp.glob("serve-*.log")))
+        return tail_logs(self.tmp, "serve-*.log")
 
 
 @pytest.fixture
@@ -222,8 +217,7 @@ def test_two_serves_one_scheduler_and_takeover_after_sigkill(serve):
 
         # SIGKILL the holder: no clean stop, its lease must run out (4 s) and the other takes it.
         killed = procs.pop(_pid_of(holder))
-        os.killpg(killed.pid, signal.SIGKILL)
-        killed.wait(timeout=30)
+        kill_group(killed)
         t0 = time.monotonic()
         survivor = next(iter(procs))
         new_holder = wait_for(lambda: (h := serve.holder()[0]) != holder and h, 15,
@@ -308,10 +302,4 @@ def test_serve_workers_on_postgresql_run_one_scheduler(tmp_path):
                 assert len(_scheduled(c, topology_id)) == 1
         finally:
             engine.dispose()
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(timeout=10)
+            stop_group(proc, grace_s=30)
