@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{mean(cc, 'improve', 'best_tcp_mbps'):.2f} | "
               f"{rng(cc, 'balance', 'frac_congested')} | {mean(cc, 'balance', 'mptcp_mbps'):.2f} |")
     print("\nbounds asserted by tests/probes/test_bpf_coupled.py: do no harm <= 1.3 (wvegas "
-          "<= 1.4), uncoupled reno >= 1.15, vegas >= 1.3; improve >= 0.9; balance <= 0.85 x "
-          "uncoupled reno's share (lia: 0.95 x)")
+          "<= 1.4), uncoupled reno >= 1.15, vegas >= 1.3; improve >= 0.9; balance <= 0.95 x "
+          "uncoupled reno's share (wvegas: 0.85 x)")
     return 0
 
 
