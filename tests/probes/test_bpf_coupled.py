@@ -11,10 +11,10 @@ table that docs/testbed.md quotes):
 - improve throughput: over two disjoint paths (6 and 3 Mbit/s) the coupled connection gets
   >= 0.9x the better path's single-path TCP goodput;
 - balance congestion: with two reno flows on one of two 4 Mbit/s paths, the share of the
-  connection's bytes on that path is <= 0.85x uncoupled reno's (LIA: <= 0.9x).
+  connection's bytes on that path is <= 0.95x uncoupled reno's (wVegas: <= 0.85x).
 
 A measurement outside its bound is repeated once and the mean of the two is judged (a loaded
-2-core machine, 15 s runs). Registrations are host-wide: the module fixture unregisters exactly
+2-core machine, 15 s runs); in balance, reno's reference is measured once more with it. Registrations are host-wide: the module fixture unregisters exactly
 what it registered.
 """
 
