@@ -89,7 +89,7 @@ def dense_grid(spec, sender: str, receiver: str, points: int, top: float) -> lis
 
 def probe(bed, sender, receiver, pm, cc, subflows, all_subflows, bs_mib, duration) -> float:
     """One measurement's receiver goodput (Mbit/s); PCDC excludes what is not in `subflows`."""
-    from probes.base import MeasurementRequest
+    from probes.base import MeasurementRequest, ProbeError
 
     allowed = None if set(subflows) == set(all_subflows) else list(subflows)
     request = MeasurementRequest(
@@ -101,8 +101,6 @@ def probe(bed, sender, receiver, pm, cc, subflows, all_subflows, bs_mib, duratio
         duration_s=duration,
         path_manager="PCDC" if allowed else "FullMesh",
     )
-    from probes.base import ProbeError
-
     for _attempt in range(3):  # as a campaign does: a failed or unusable probe is run again
         try:
             result = bed.measure(request)  # waits for quiet sites; aborts its connections after
