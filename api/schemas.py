@@ -11,6 +11,7 @@ from models import CAMPAIGN_STATES, MEASUREMENT_PHASES, MEASUREMENT_STATUSES, RE
 from probes.vocabulary import PATH_MANAGERS, Description, Site, SubflowName
 from service.algorithm import topology as algo
 from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA
+from service.flows import budget
 from service.flows.answer import Arm, Eq1, TStar
 from service.flows.plan import CampaignParameters
 from service.store.campaigns import report
@@ -311,7 +312,8 @@ class CampaignOut(BaseModel):
     progress: float = Field(description="probes_done / probes_total, 0..1")
     elapsed_s: float | None = Field(description="since the campaign started (to its end)")
     remaining_s: float | None = Field(
-        description="estimate: probes left x (elapsed / probes done so far)"
+        description="probe time left: probes left (at least one while active) x duration_s, "
+        "0 once final; the probing only, setup between probes comes on top"
     )
     notes: dict[str, Any] = Field(
         default_factory=dict,
@@ -326,19 +328,15 @@ class CampaignOut(BaseModel):
 
     @classmethod
     def of(cls, row) -> CampaignOut:
-        progress = min(1.0, row.probes_done / row.probes_total) if row.probes_total else 0.0
-        elapsed = remaining = None
+        elapsed = None
         if row.started_at is not None:
             end = row.finished_at or datetime.now(UTC)
             elapsed = max(0.0, (end - row.started_at).total_seconds())
-            if row.finished_at is not None:
-                remaining = 0.0
-            elif row.probes_done:
-                left = max(0, row.probes_total - row.probes_done)
-                remaining = left * elapsed / row.probes_done
         notes = report(row)
-        return cls.model_validate({**_attrs(row), "progress": progress, "elapsed_s": elapsed,
-                                   "remaining_s": remaining, "notes": notes})
+        return cls.model_validate({
+            **_attrs(row), "progress": budget.progress(row), "elapsed_s": elapsed,
+            "remaining_s": budget.remaining_s(row), "notes": notes,
+        })
 
 
 def _attrs(row) -> dict[str, Any]:

@@ -125,11 +125,13 @@ def seed(url: str) -> tuple[int, str]:
     """A calibrated SRL-HU topology (buffer-phase runs from Table 4 + noise, fitted) and a token."""
     from service import db
     from service.algorithm.topology import Topology
+    from service.flows import recording
     from service.flows.derive import fit_from_runs
     from service.flows.dispatch import start_campaign
     from service.flows.plan import CampaignParameters
     from service.settings import Settings
-    from service.store import campaigns, inventory, measurements, results, tokens
+    from service.store import campaigns, inventory, results, tokens
+    from service.store.measurements import MeasurementRecord
 
     db.upgrade(url)
     rng = np.random.default_rng(1)
@@ -152,11 +154,12 @@ def seed(url: str) -> tuple[int, str]:
                     for run in range(c.runs):
                         tp = max(0.0, a + b * bs + cq * bs * bs + rng.normal(0, 0.5))
                         start = t0 + timedelta(seconds=31 * n)
-                        measurements.record_measurement(
-                            s, campaign_id=c.id, phase="buffer", pm=pm, cc=cc, bs_mib=bs, run=run,
-                            subflows=["K-C"], duration_s=30, goodput_mbps=[tp] * 30,
-                            rtt_ms={"K-C": 300.0}, tool="synthetic", started_at=start,
-                            finished_at=start + timedelta(seconds=30))
+                        recording.record(
+                            s, MeasurementRecord(
+                                campaign_id=c.id, phase="buffer", pm=pm, cc=cc, bs_mib=bs, run=run,
+                                subflows=["K-C"], duration_s=30, goodput_mbps=[tp] * 30,
+                                rtt_ms={"K-C": 300.0}, tool="synthetic", started_at=start,
+                                finished_at=start + timedelta(seconds=30)))
                         n += 1
         results.store_fits(s, campaign_id=c.id, fits=fit_from_runs(s, campaign=c).fits)
         campaigns.set_state(s, campaign_id=c.id, state="done")

@@ -116,7 +116,7 @@ def default_grid(settings: Settings, links: Sequence[tuple[float, float | None]]
     return list(DEFAULT_BUFFER_GRID_MIB)
 
 
-# A plan's size is bounded as a whole (issue 14: each field within its bounds still made 1,283,200
+# A plan's size is bounded as a whole (each field within its bounds once still made 1,283,200
 # probes). The paper's plan on 8 subflows is 6,966 probes, about 2.4 days of probing.
 MAX_PLANNED_PROBES = 20_000
 MAX_PLANNED_PROBE_SECONDS = 14 * 24 * 3600.0

@@ -1,4 +1,4 @@
-"""Warm recalibration (issue 12 item 2): a scheduled campaign first checks the last calibrated
+"""Warm recalibration: a scheduled campaign first checks the last calibrated
 answer with a few probes instead of sweeping again.
 
 It probes the chosen arm at OBS and the arm of T* at T*'s buffer (`WARM_RUNS` times each, in
@@ -24,6 +24,7 @@ from probes.vocabulary import PCDC
 
 from ..store import campaigns as campaign_store
 from ..store import inventory, measurements, recommendations, results, schedules
+from . import budget
 from .plan import ProbeStep
 
 WARM_RUNS = 3
@@ -58,10 +59,11 @@ def start_warm(session: Session, *, campaign: Campaign) -> bool:
                                              campaign_id=previous.id)
     if not promises:
         return False
-    campaign_store.add_note(
-        campaign, "warm", {"from_campaign": previous.id, "from_recommendation": rec.id}
-    )
-    campaign.probes_total = len(promises) * WARM_RUNS  # widened on drift
+    campaign_store.add_note(campaign, "warm", {
+        "from_campaign": previous.id, "from_recommendation": rec.id,
+        "probes": len(promises) * WARM_RUNS,  # the plan until the verdict; widened on drift
+    })
+    budget.replan(campaign)
     session.flush()
     return True
 

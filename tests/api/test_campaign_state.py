@@ -116,7 +116,7 @@ def test_migration_0003_moves_notes_into_columns_and_back(tmp_path):
 
 @pytest.mark.postgres
 def test_the_heartbeat_keeps_a_lease_that_would_run_out(lease_db):
-    from service.flows.calibration import lease_heartbeat
+    from service.flows.leasing import lease_heartbeat
     from service.settings import Settings
 
     engine, campaign_id = lease_db

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from service.algorithm.topology import Topology
-from service.flows.calibration import MAX_GRID_EXTENSIONS, next_step
+from service.flows.calibration import next_step
+from service.flows.phases.fitting import MAX_GRID_EXTENSIONS
 from service.settings import Settings
 from service.store import campaigns, inventory
 from tests.conftest import new_campaign
