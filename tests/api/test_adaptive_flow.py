@@ -1,4 +1,4 @@
-"""An adaptive campaign through the real flow on the database (issue 12): probes chosen from what
+"""An adaptive campaign through the real flow on the database: probes chosen from what
 was stored, the answer read off measured buffers, progress right, mode validated at the API."""
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ def _drive(session, campaign, goodput, settings) -> int:
                                 settings=settings)).step is not None:
         step = advance.step
         tp = goodput(step)
-        record_step(session, campaign.id, step, tp)
-        campaign.probes_done += 1
+        record_step(session, campaign.id, step, tp)  # counted by the budget's charge
         probes += step.phase == "buffer"
     assert advance.finish, campaign.error
     return probes
