@@ -113,6 +113,14 @@ def charge(campaign: Campaign, measurement_phase: str, probe_seconds: float) -> 
     replan(campaign)
 
 
+def summary(campaign: Campaign) -> dict[str, Any]:
+    """The campaign's probe-second budget, planned and spent per phase (for plans and answers):
+    {"budget_s": ..., "planned": {phase: {"probes", "probe_seconds"}}, "spent": {...}}."""
+    note = _note(campaign)
+    return {"budget_s": campaign.probe_seconds_budget, "planned": note.get("planned", {}),
+            "spent": note["spent"]}
+
+
 def left_s(campaign: Campaign) -> float | None:
     """Probe-seconds left of the budget; None: no budget."""
     if campaign.probe_seconds_budget is None:

@@ -26,6 +26,7 @@ from ..db import session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
 from ..store import inventory
+from . import budget
 from .plan import CampaignParameters, Plan, checked_probes, resolve
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ def start_campaign(
         probes_total=probes_total,
         reason=reason,
     )
+    budget.replan(campaign)  # the probe-second budget per phase, in the notes from the start
     dispatch_campaign(session, campaign_id=campaign.id, settings=settings)
     return campaign
 
