@@ -1,5 +1,5 @@
 """The buffer sweep goes on above its grid while the best arm still climbs at the largest
-buffer (issue 10: a grid that stops below the plateau reads T* off a slope and gives every OBS
+buffer (a grid that stops below the plateau reads T* off a slope and gives every OBS
 too small), within `MAX_GRID_EXTENSIONS` points and the budget, and says so on the answer."""
 
 from __future__ import annotations
