@@ -7,7 +7,7 @@ needs from the database and is idempotent: a step is done when a measurement wit
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
 
@@ -49,7 +49,6 @@ class Context:
     campaign: Campaign
     settings: Settings
     prober: Prober
-    _cache: dict = field(default_factory=dict)
 
     @cached_property
     def subflows(self) -> list[str]:
