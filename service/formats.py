@@ -14,6 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from probes.vocabulary import PathManager
+
 from .algorithm.curve import Curve, normalize_cc, normalize_pm
 from .algorithm.impact import ImpactResult, impact_from_omegas, impact_from_series
 from .algorithm.regression import Fit, Sample
@@ -34,13 +36,13 @@ def _strict() -> ConfigDict:
 
 class _PmCc(BaseModel):
     model_config = _strict()
-    pm: str
+    pm: PathManager
     cc: str
 
-    @field_validator("pm")
+    @field_validator("pm", mode="before")
     @classmethod
-    def _pm(cls, v: str) -> str:
-        return normalize_pm(v)
+    def _pm(cls, v: Any) -> Any:
+        return normalize_pm(v) if isinstance(v, str) else v  # read in any case
 
     @field_validator("cc")
     @classmethod

@@ -19,6 +19,7 @@ from probes.vocabulary import (  # noqa: F401 - re-exported for the algorithm's 
     FULLMESH,
     PATH_MANAGERS,
     PCDC,
+    PathManager,
     normalize_pm,
 )
 
@@ -54,7 +55,7 @@ class Curve:
     """The paper's quadratic (Table 4): tp = a + b*bs + c*bs^2 (Eq. 8, 13-15)."""
 
     kind: ClassVar[str] = "quadratic"
-    pm: str
+    pm: PathManager
     cc: str
     a: float
     b: float

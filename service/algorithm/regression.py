@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from probes.vocabulary import PathManager
+
 from . import arm_fit
 from .arm_fit import P_GATE, R2_GATE, ArmFit, negligible
 from .curve import Curve, normalize_cc, normalize_pm
@@ -57,7 +59,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Sample:
-    pm: str
+    pm: PathManager
     cc: str
     bs_mib: float
     tp_mbps: float
@@ -84,7 +86,7 @@ class Coefficient:
 
 @dataclass(frozen=True)
 class Fit:
-    pm: str
+    pm: PathManager
     model: str
     curves: list[Curve | SaturatingCurve]
     n: int

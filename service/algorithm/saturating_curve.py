@@ -17,6 +17,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from probes.vocabulary import PathManager
+
 from .curve import normalize_cc, normalize_pm, tighten
 
 
@@ -31,7 +33,7 @@ def soft_min_tp(bs, plateau_mbps: float, knee_mib: float, sharpness: float):
 @dataclass(frozen=True)
 class SaturatingCurve:
     kind: ClassVar[str] = "saturating"
-    pm: str
+    pm: PathManager
     cc: str
     plateau_mbps: float
     knee_mib: float

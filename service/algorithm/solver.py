@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
+from probes.vocabulary import PathManager
+
 from .curve import FULLMESH, PCDC, normalize_cc, normalize_pm
 from .curve_store import AnyCurve
 from .measured import MeasuredCeiling, measured_ceiling, smallest_measured_buffer
@@ -39,7 +41,7 @@ FIT_MISSED = "fit_missed_measurements"
 class MeasuredSample(Protocol):
     """One measured run: regression.Sample or anything with these four attributes."""
 
-    pm: str
+    pm: PathManager
     cc: str
     bs_mib: float
     tp_mbps: float
@@ -47,7 +49,7 @@ class MeasuredSample(Protocol):
 
 @dataclass(frozen=True)
 class ArmResult:
-    pm: str
+    pm: PathManager
     cc: str
     peak_bs_mib: float
     peak_tp_mbps: float
@@ -63,13 +65,13 @@ class ArmResult:
 
 @dataclass(frozen=True)
 class Solution:
-    opm: str
+    opm: PathManager
     occ: str
     obs_mib: float
     otp_mbps: float
     tp_max_mbps: float
     tp_max_bs_mib: float
-    tp_max_pm: str
+    tp_max_pm: PathManager
     tp_max_cc: str
     target_mbps: float
     delta: float
