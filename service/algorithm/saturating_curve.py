@@ -76,14 +76,3 @@ class SaturatingCurve:
         if lo < guess < hi:
             below, above = (guess, hi) if self.tp(guess) < target else (lo, guess)
         return tighten(self.tp, target, below, above)
-
-    def to_dict(self) -> dict:
-        return {
-            "kind": self.kind,
-            "pm": self.pm,
-            "cc": self.cc,
-            "plateau_mbps": self.plateau_mbps,
-            "knee_mib": self.knee_mib,
-            "sharpness": self.sharpness,
-            "same_as_fullmesh": self.same_as_fullmesh,
-        }

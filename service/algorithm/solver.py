@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from probes.vocabulary import PathManager
@@ -82,9 +82,6 @@ class Solution:
     measured_obs_mib: float | None = None  # the chosen arm's smallest measured buffer reaching it
     otp_capped_to_measured: bool = False
     flags: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def check_bounds(delta: float, bs_min: float, bs_max: float) -> None:
