@@ -1,5 +1,5 @@
 """A real site's worker describes itself: its ISP labels mapped to addresses configured on this
-host, and what the host offers (kernel, MPTCP, path managers, CCs, tools) -- issue 11 item 3.
+host, and what the host offers (kernel, MPTCP, path managers, CCs, tools).
 
 ``mpcoa worker --site NAME --isp LABEL=ADDR|@IFNAME`` parses and checks its options here and
 stores the report (``capability_report``) for the API's ``GET /sites/{id}/capabilities``.

@@ -1,4 +1,4 @@
-"""Which probes to start on a fleet of sites: a pure scheduling policy (issue 11 item 5).
+"""Which probes to start on a fleet of sites: a pure scheduling policy.
 
 A probe occupies both of its campaign's sites; a campaign runs one probe at a time (its lease).
 The policy is greedy, longest-remaining-first on the busiest site: among campaigns whose two sites

@@ -1,4 +1,4 @@
-"""Warm recalibration (issue 12 item 2): a scheduled campaign first checks the last calibrated
+"""Warm recalibration: a scheduled campaign first checks the last calibrated
 answer with a few probes instead of sweeping again.
 
 It probes the chosen arm at OBS and the arm of T* at T*'s buffer (`WARM_RUNS` times each, in
