@@ -42,14 +42,9 @@ sys.path.insert(0, str(REPO))
 
 PG = {"host": os.environ.get("MPCOA_BENCH_PG_HOST", "localhost"), "user": "postgres"}
 # Table 4 of the paper, SRL-HU: pm -> cc -> (a, b, c).
-CURVES = {
-    "FullMesh": {"cubic": (3.49, 4.85, -0.15), "olia": (7.01, 5.26, -0.15),
-                 "hybla": (5.91, 5.00, -0.15), "reno": (4.47, 4.59, -0.15),
-                 "scalable": (3.49, 4.85, -0.15), "vegas": (4.67, 4.63, -0.15)},
-    "PCDC": {"cubic": (6.31, 5.45, -0.17), "olia": (2.41, 6.51, -0.17),
-             "hybla": (24.49, 6.16, -0.17), "reno": (3.49, 5.30, -0.17),
-             "scalable": (1.99, 5.64, -0.17), "vegas": (0.47, 5.38, -0.17)},
-}
+from service.algorithm.paper_tables import TABLE4  # noqa: E402 - needs the sys.path above
+
+CURVES = TABLE4["SRL-HU"]
 SRL = {"name": "SRL", "isps": [
     {"name": "Uninett", "label": "U", "down_kbps": 100000, "up_kbps": 100000},
     {"name": "Kvantel", "label": "K", "down_kbps": 1000000, "up_kbps": 1000000},

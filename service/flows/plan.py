@@ -14,7 +14,14 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from models import NO_EXCLUSION
-from probes.vocabulary import FULLMESH, PATH_MANAGERS, PCDC, CongestionControl, normalize_pm
+from probes.vocabulary import (
+    FULLMESH,
+    PATH_MANAGERS,
+    PCDC,
+    CongestionControl,
+    PathManager,
+    normalize_pm,
+)
 
 from ..algorithm.regression import ALL_MODEL_KINDS
 from ..algorithm.solver import DEFAULT_DELTA
@@ -35,7 +42,7 @@ class CampaignParameters(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     ccs: list[CongestionControl] | None = Field(default=None, min_length=1, max_length=16)
-    pms: list[Literal["PCDC", "FullMesh"]] | None = Field(default=None, min_length=1, max_length=2)
+    pms: list[PathManager] | None = Field(default=None, min_length=1, max_length=2)
     buffer_grid_mib: list[Mib] | None = Field(default=None, min_length=3, max_length=400)
     runs: int | None = Field(default=None, ge=1, le=100)
     duration_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)

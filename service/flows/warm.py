@@ -18,8 +18,7 @@ from statistics import fmean, stdev
 from scipy import stats
 from sqlalchemy.orm import Session
 
-from models import NO_EXCLUSION, Campaign, utcnow
-from models.history import RecalibrationEvent
+from models import NO_EXCLUSION, Campaign
 from probes.vocabulary import PCDC
 
 from ..store import campaigns as campaign_store
@@ -156,18 +155,14 @@ def judge(session: Session, *, campaign: Campaign, checks_: list[Check]) -> bool
 
 
 def _record_event(session, campaign: Campaign, kind: str, previous_id: int, report) -> None:
-    events = []
     for r in report:
         if kind == "warm_drifted" and not r.get("drifted", True) and r["measured_mbps"]:
             continue  # a drifted campaign names the checks that moved
         change = None
         if r["measured_mbps"] is not None and r["promised_mbps"]:
             change = 100.0 * (r["measured_mbps"] - r["promised_mbps"]) / r["promised_mbps"]
-        events.append(RecalibrationEvent(
-            topology_id=campaign.topology_id, campaign_id=campaign.id,
-            previous_campaign_id=previous_id, kind=kind,
-            subject=f"{r['check']} {r['arm']} {r['bs_mib']:.3g} MiB"[:64],
+        schedules.add_event(
+            session, campaign=campaign, previous_campaign_id=previous_id, kind=kind,
+            subject=f"{r['check']} {r['arm']} {r['bs_mib']:.3g} MiB",
             before=r["promised_mbps"], after=r["measured_mbps"], change_pct=change,
-            created_at=utcnow(),
-        ))
-    schedules.add_events(session, events=events)
+        )

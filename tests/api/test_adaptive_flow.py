@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.algorithm.topology import Topology
+from service.algorithm.topology import TopologySpec
 from service.flows.calibration import next_step
 from service.flows.finish import finish_campaign
 from service.settings import Settings
@@ -35,7 +35,7 @@ def _drive(session, campaign, goodput, settings) -> int:
 
 def test_adaptive_campaign_settles_with_a_fraction_of_the_grid(db_session):
     settings = Settings(run_campaigns=False, impact_max_runs=1, _env_file=None)
-    spec = Topology.model_validate({"local": {**SRL, "isps": SRL["isps"][:1]},
+    spec = TopologySpec.model_validate({"local": {**SRL, "isps": SRL["isps"][:1]},
                                     "remote": {**HU, "isps": HU["isps"][:1]}})
     topology_id = inventory.ensure_topology(db_session, spec=spec).id
     c = new_campaign(db_session, topology_id, ccs=["reno", "cubic"], runs=2, duration_s=2,

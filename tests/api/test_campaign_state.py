@@ -14,7 +14,7 @@ from sqlalchemy import text
 from models import utcnow
 from probes.vocabulary import ISP, Site
 from service import db
-from service.algorithm.topology import Topology
+from service.algorithm.topology import TopologySpec
 from service.store import campaigns, inventory
 from tests.conftest import migrated_database, new_campaign
 
@@ -28,7 +28,7 @@ def lease_db():
     with migrated_database("mpcoa_lease") as url:
         engine = db.make_engine(url, pool_size=4)
         with db.session_scope(engine) as s:
-            topology = inventory.ensure_topology(s, spec=Topology(local=ONE, remote=TWO))
+            topology = inventory.ensure_topology(s, spec=TopologySpec(local=ONE, remote=TWO))
             campaign_id = new_campaign(s, topology.id, runs=1, duration_s=5).id
         yield engine, campaign_id
         engine.dispose()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.algorithm.topology import Topology
+from service.algorithm.topology import TopologySpec
 from service.flows.calibration import next_step
 from service.flows.phases.fitting import MAX_GRID_EXTENSIONS
 from service.settings import Settings
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.postgres
 
 
 def _campaign(session, **params):
-    spec = Topology.model_validate({"local": {**SRL, "isps": SRL["isps"][:1]},
+    spec = TopologySpec.model_validate({"local": {**SRL, "isps": SRL["isps"][:1]},
                                     "remote": {**HU, "isps": HU["isps"][:1]}})
     topology_id = inventory.ensure_topology(session, spec=spec).id
     return new_campaign(session, topology_id, ccs=["reno"], runs=1, duration_s=2,

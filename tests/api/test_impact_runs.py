@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from service.algorithm.topology import Topology
+from service.algorithm.topology import TopologySpec
 from service.flows import recording
 from service.flows.budget import impact_runs
 from service.flows.calibration import next_step
@@ -25,7 +25,7 @@ T0 = datetime(2026, 11, 3, tzinfo=UTC)
 
 
 def _topology(session) -> int:
-    spec = Topology.model_validate({"local": {**SRL, "isps": SRL["isps"][:2]},
+    spec = TopologySpec.model_validate({"local": {**SRL, "isps": SRL["isps"][:2]},
                                     "remote": {**HU, "isps": HU["isps"][:1]}})
     return inventory.ensure_topology(session, spec=spec).id
 

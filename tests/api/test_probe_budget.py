@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.algorithm.topology import Topology
+from service.algorithm.topology import TopologySpec
 from service.flows import budget
 from service.flows.calibration import next_step
 from service.flows.finish import finish_campaign
@@ -22,7 +22,7 @@ DURATION_S = 2  # what record_step stores per probe
 
 
 def _campaign(session):
-    spec = Topology.model_validate({"local": {**SRL, "isps": SRL["isps"][:1]},
+    spec = TopologySpec.model_validate({"local": {**SRL, "isps": SRL["isps"][:1]},
                                     "remote": {**HU, "isps": HU["isps"][:2]}})
     topology_id = inventory.ensure_topology(session, spec=spec).id
     return new_campaign(session, topology_id, ccs=["reno"], runs=1, duration_s=DURATION_S,

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from probes.vocabulary import ISP, Site
 from service.algorithm.impact import impact_from_omegas
-from service.algorithm.topology import Topology as TopologySpec
+from service.algorithm.topology import TopologySpec
 from service.flows import recording
 from service.flows.derive import fit_from_runs
 from service.store import campaigns, inventory, results

@@ -9,7 +9,7 @@ import pytest
 from models import utcnow
 from probes.vocabulary import ISP, Site
 from service import db
-from service.algorithm.topology import Topology
+from service.algorithm.topology import TopologySpec
 from service.flows import leasing
 from service.flows.plan import ProbeStep
 from service.settings import Settings
@@ -32,7 +32,7 @@ def three_campaigns():
         ids = {}
         with db.session_scope(engine) as s:
             for key, (a, b) in pairs.items():
-                spec = Topology(local=_site(a), remote=_site(b))
+                spec = TopologySpec(local=_site(a), remote=_site(b))
                 topology = inventory.ensure_topology(s, spec=spec)
                 ids[key] = new_campaign(s, topology.id, runs=1, duration_s=5).id
         yield engine, ids
