@@ -99,7 +99,7 @@ class Step:
     brought); all, every subflow over the forward selection's subset. `settled`: its interval
     excludes zero (a step with nothing to compare with is settled)."""
 
-    decision: str  # start | add | stop | all
+    decision: str  # start | add | stop | all | pending (waits for repeats, or the budget ended)
     subset: tuple[str, ...]
     estimate: SubsetEstimate
     subflow: str | None = None  # added (add) or the best rejected addition (stop)
@@ -282,7 +282,9 @@ class _Selection:
                 continue
             if g.fraction > self.s.min_gain:
                 repeat = confirm[:1] or self._repeat(current, best)
-                if repeat:
+                if repeat:  # the path shows the decision waiting for it
+                    path.append(Step("pending", self.ordered(current), self.est(current), added,
+                                     self.ordered(best), g))
                     return self._outcome(repeat, path, current, contradicted)
             path.append(Step("stop", self.ordered(current), self.est(current), added,
                              self.ordered(best), g))
@@ -333,7 +335,7 @@ class _Selection:
             return step
         g = None
         if step.rival is not None and self.runs(frozenset(step.rival)):
-            if step.decision == "stop":
+            if step.decision in ("stop", "pending"):
                 g = gain(self.est(subset), self.est(frozenset(step.rival)))
             else:
                 g = gain(self.est(frozenset(step.rival)), self.est(subset))
@@ -350,7 +352,7 @@ class _Selection:
         chosen = self.full if selected is None else selected
         est = self.est(chosen) if self.runs(chosen) else None
         standbys = sorted((self.est(x) for x in self.s.samples if x != chosen and self.runs(x)),
-                          key=lambda e: -e.mean_mbps)
+                          key=lambda e: (-e.mean_mbps, len(e.subset), self.ordered(e.subset)))
         reach = ()
         if est is not None and est.mean_mbps > 0:
             reach = tuple(
@@ -367,10 +369,13 @@ class _Selection:
 def _decisive_pairs(ref: SelectionResult) -> list[tuple[tuple[str, ...], tuple[str, ...], Step]]:
     """(the subset the reference kept, the one it weighed it against, the step): every step keeps
     `subset` over `rival` (a stop keeps the subset over its best addition)."""
-    return [(step.subset, step.rival, step) for step in ref.path if step.rival is not None]
+    return [(step.subset, step.rival, step) for step in ref.path
+            if step.rival is not None and step.decision != "pending"]
 
 
 def _checked_subset(subset, names: Sequence[str], where: str) -> Subset:
+    if isinstance(subset, str):
+        raise ValueError(f"{where}: {subset!r} is a name; a subset is a set of subflow names")
     members = frozenset(subset)
     if not members:
         raise ValueError(f"{where}: an empty subset")

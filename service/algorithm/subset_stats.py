@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import fmean, median
 
 from scipy import stats
@@ -104,7 +105,7 @@ def pooled_spread(samples: Mapping[Subset, Sequence[float]]) -> Spread:
         lv = logs(values)
         m = fmean(lv)
         var = sum((x - m) ** 2 for x in lv) / (n - 1)
-        scaled.append(var / (float(stats.chi2.median(n - 1)) / (n - 1)))
+        scaled.append(var / (_chi2_median(n - 1) / (n - 1)))
         dof += n - 1
     if not scaled:
         return Spread(math.inf, 0)
@@ -197,5 +198,11 @@ def _welch(va, na, da, vb, nb, db, confidence) -> float:
     return _t(confidence, dof) * math.sqrt(se2)
 
 
+@lru_cache(maxsize=4096)
 def _t(confidence: float, dof: float) -> float:
     return float(stats.t.ppf(0.5 + confidence / 2, dof))
+
+
+@lru_cache(maxsize=64)
+def _chi2_median(dof: int) -> float:
+    return float(stats.chi2.median(dof))
