@@ -21,12 +21,12 @@ needs T* (the best arm's plateau) and, per competitive arm, the smallest buffer 
    survivor ends with at least 3 measured buffers, so the regression can fit it.
 
 **A T* that holds.** T* is the largest mean measured, and the largest of many 2-run means is a
-lucky draw more often than not (on asymmetric.yaml a grid campaign's T* sat 5 % off from
-2 x 5 s runs). Before anything is measured against it, the point that sets T* is repeated until
-its interval's half-width is under `T_STAR_PRECISION` (a third) of delta x T*, or it has
-`t_star_max_runs` runs. When a repeat pulls it down, another point may set T*: that one is then
-repeated in turn. Decision.t_star_held says whether the precision was reached (False: the run
-bound stopped it).
+lucky draw more often than not (on asymmetric.yaml a grid campaign's T* was 5 % low from
+2 x 5 s runs, and the answer 0.868 of the best). Before the target is read off it, the point
+that sets T* is repeated until its interval's half-width is under `T_STAR_PRECISION` (a third)
+of delta x T*, or it has `t_star_max_runs` runs. When a repeat pulls it down, another point may
+set T*: that one is then repeated in turn (between steps 1 and 2). Decision.t_star_held says
+whether the precision was reached (False: the run bound stopped it).
 
 **What the decision promises.** OTP is the chosen arm's mean at OBS with the half-width of its
 interval (`otp_interval`); `prediction_half_width(k)` is the wider interval in which the mean of
