@@ -1,44 +1,26 @@
 """Subflow selection by measured value: forward selection over subsets, beside the paper's Ω.
 
-The paper's impact factor Ω_i is leave-one-out: all subflows against all but i. It cannot see
-harm that several thin subflows share: on SRL-HU each of six thin subflows alone blocks the
-connection (head-of-line blocking behind an ADSL or 3G path), so removing any one changes nothing,
-every Ω stays unsettled and SP* keeps all eight, while U-C alone gives 18.8 Mbit/s and every
-combination is worse. This measures what a subset delivers instead:
+Leave-one-out Ω cannot see harm that several thin subflows share (SRL-HU: removing any one of
+six thin subflows changes nothing, so Ω keeps all eight, while U-C alone gives 18.8 Mbit/s and
+every combination less). This measures what a subset delivers, at one buffer size and one CC:
 
-1. **Each subflow alone**, `min_runs` runs. The best mean is the start S.
-2. **Forward selection**: every candidate S ∪ {i} is measured `min_runs` times; the candidate
-   with the highest mean is added when its gain over S has an interval above `min_gain`
-   (0: "measurably helps"). Otherwise the selection stops at S.
-3. **Repeats only where they can change the decision**: when the best candidate's gain is
-   positive but its interval still reaches down to `min_gain`, one more run goes to the side
-   (S or the candidate) whose run shrinks the interval most, as long as the means and spreads
-   as measured would settle it within `max_runs` runs per subset. A gain that is not positive
-   gets no repeats: more runs could only confirm the stop.
-4. **All subflows as a check**: when the all-subflows subset has runs (the impact phase's TP_0
-   and FullMesh's probes are that subset's samples: pass them in), and its gain over S is
-   settled positive, SP* is all subflows (greedy selection can miss paths that only help
-   together).
-A subset whose probe failed `MAX_FAILURES` times with no run is unusable and skipped; a
-`Budget` caps the probes asked for.
+1. each subflow alone, `min_runs` runs; the best mean is the start S;
+2. forward selection: every S ∪ {i} `min_runs` times; the best candidate is added when its
+   gain over S has an interval above `min_gain` (0), else the selection stops at S;
+3. repeats only where they can change the decision: a positive gain whose interval reaches
+   down to `min_gain` gets one more run (on the side that shrinks the interval most) while the
+   measured means and spreads would settle it within `max_runs` runs per subset; a gain that is
+   not positive gets none;
+4. all subflows as a check: when the all-subflows subset has runs (pass TP_0 and FullMesh's
+   probes at this buffer in as its samples) and its gain over S is settled positive, it wins;
+5. a subset that failed `MAX_FAILURES` times with no run is skipped; a `Budget` caps probes.
 
-**Per CC or shared across CCs.** Selection runs in full on one CC, the *reference* (the caller
-picks it: the first CC of the campaign). Every other CC is given the reference's result
-(`SelectionState.reference`) and first measures only the subsets the reference's decisions rest
-on: the runner-up alone, every subset on the path, the best rejected candidate (and all
-subflows, when measured). The reference's SP* is shared when every decision holds in this CC's
-runs: a decision the reference settled must go the same way by this CC's means, and a decision
-the reference could not settle (a tie) must not be settled the other way. Otherwise this CC runs
-its own selection, reusing what it measured. This costs one path's subsets per extra CC instead
-of n + (n-1) + ... and still catches a CC whose ranking differs where it matters (UNIS-HiN's
-leave-one-out kept 1, 2 or 5 subflows depending on the CC; a verified share would have said
-so). It does not re-rank every subflow alone under each CC: a subflow that is poor alone under
-the reference but good under another CC is found only through the all-subflows check.
-
-Intervals: `subset_stats` (log goodput, each subset's own spread or the pooled one, whichever
-is larger; Welch for gains), at `confidence` (0.9). Every measurement is taken at one buffer
-size and one CC; the caller chooses the buffer (the benchmark's oracle uses the grid's
-second-largest: at the top, queueing collapse makes every subset look alike).
+Per CC or shared: selection runs in full on a reference CC; every other CC, given the reference
+result, first measures only the subsets the reference's decisions rest on (runner-up alone,
+the path, the best rejected addition, all subflows) and shares its SP* when each decision holds
+(settled ones the same way by this CC's means, ties not settled the other way); otherwise it
+runs its own selection on top of those runs. Run the reference to completion first.
+Intervals: `subset_stats`. Rules and measured reasons: docs/design.md, "Subflow selection".
 """
 
 from __future__ import annotations
