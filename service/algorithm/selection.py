@@ -11,8 +11,9 @@ every combination less). This measures what a subset delivers, at one buffer siz
    down to `min_gain` gets one more run (on the side that shrinks the interval most) while the
    measured means and spreads would settle it within `max_runs` runs per subset; a gain that is
    not positive gets none;
-4. all subflows as a check: when the all-subflows subset has runs (pass TP_0 and FullMesh's
-   probes at this buffer in as its samples) and its gain over S is settled positive, it wins;
+4. what was measured as a check: when the all-subflows subset (pass TP_0 and FullMesh's probes
+   at this buffer in as its samples), or any other subset with runs (Ω's SP*, measured by the
+   PCDC arm), has a settled positive gain over S, the best of them wins;
 5. a subset that failed `MAX_FAILURES` times with no run is skipped; a `Budget` caps probes.
 
 Per CC or shared: selection runs in full on a reference CC; every other CC, given the reference
@@ -78,10 +79,11 @@ class Step:
     """One decision of the selection path. `subset` is the subset kept after it. `gain` is the
     change the step weighed: start, the best alone over the runner-up alone; add, the new subset
     over the previous one; stop, the best candidate over the kept subset (what adding would have
-    brought); all, every subflow over the forward selection's subset. `settled`: its interval
-    excludes zero (a step with nothing to compare with is settled)."""
+    brought); all / measured, every subflow / another measured subset over the forward
+    selection's subset. `settled`: its interval excludes zero (or there was nothing to weigh)."""
 
-    decision: str  # start | add | stop | all | pending (waits for repeats, or the budget ended)
+    # start | add | stop | all | measured | pending (waits for repeats, or the budget ended)
+    decision: str
     subset: tuple[str, ...]
     estimate: SubsetEstimate
     subflow: str | None = None  # added (add) or the best rejected addition (stop)
@@ -271,13 +273,27 @@ class _Selection:
             path.append(Step("stop", self.ordered(current), self.est(current), added,
                              self.ordered(best), g))
             break
-        if current != self.full and self.runs(self.full):
-            g = gain(self.est(current), self.est(self.full))
-            if g.low > self.s.min_gain:
-                path.append(Step("all", self.ordered(self.full), self.est(self.full), None,
-                                 self.ordered(current), g))
-                current = self.full
+        beaten = self._beaten_by(current)
+        if beaten is not None:
+            winner, g = beaten
+            path.append(Step("all" if winner == self.full else "measured", self.ordered(winner),
+                             self.est(winner), None, self.ordered(current), g))
+            current = winner
         return self._outcome([], path, current, contradicted)
+
+    def _beaten_by(self, current: Subset) -> tuple[Subset, Gain] | None:
+        """The best measured subset whose gain over the path's end is settled above `min_gain`:
+        all subflows (paths that only help together), or any subset the caller passed in (Ω's
+        SP*, measured by the PCDC arm): SP* is never settled worse than something measured."""
+        better = []
+        for x in self.s.samples:
+            if x != current and self.runs(x):
+                g = gain(self.est(current), self.est(x))
+                if g.low > self.s.min_gain:
+                    better.append((x, g))
+        if not better:
+            return None
+        return max(better, key=lambda p: (self.est(p[0]).mean_mbps, -len(p[0])))
 
     def _repeat(self, current: Subset, best: Subset) -> list[Subset]:
         plan = extra_runs_to_settle(self.est(current), self.est(best), self.s.max_runs,

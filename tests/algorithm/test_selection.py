@@ -226,3 +226,19 @@ def test_subsets_given_as_tuples_of_names_merge_and_a_bare_name_is_refused():
     assert state.samples[frozenset({"A-X", "B-X"})] == (3.0,)
     with pytest.raises(ValueError, match="a set of subflow names"):
         SelectionState(("A-X", "B-X"), {"A-X": [1.0]})
+
+
+def test_a_measured_subset_passed_in_that_beats_the_path_wins():
+    # B+C only help together, and only without A: forward selection from A cannot reach them,
+    # but the PCDC arm measured Ω's SP* {B, C} at this buffer
+    alone = {"A-X": 10.0, "B-X": 6.0, "C-X": 6.0}
+
+    def rate(subset):
+        return alone[min(subset)] if len(subset) == 1 else 5.0
+
+    names = tuple(alone)
+    omega_sp = frozenset({"B-X", "C-X"})
+    res, state, _ = drive(names, rate, samples={omega_sp: [14.8, 15.2, 15.0]})
+    assert res.subset == ("B-X", "C-X")
+    assert [s.decision for s in res.path] == ["start", "stop", "measured"]
+    assert compare_with_omega(res, omega_sp, state).agree
