@@ -30,7 +30,7 @@ class OmegaComparison:
 
     def statement(self, subflows: Sequence[str]) -> str:
         """One line for the answer: `Ω keeps all subflows; the measured selection keeps U-C
-        alone (drops K-C, ...), +2846 % [..] measured`."""
+        alone (drops K-C, ...), measured x18.1 [x0.01, x3.04e+04] against Ω's subset.`"""
         if self.agree:
             return f"Ω and the measured selection agree: {subset_label(self.selection, subflows)}."
         parts = [f"Ω keeps {subset_label(self.omega, subflows)}; the measured selection keeps "
@@ -43,9 +43,17 @@ class OmegaComparison:
         parts[0] += f" ({'; '.join(changes)})"
         if self.measured_gain is not None:
             g = self.measured_gain
-            parts.append(f"measured {100 * g.fraction:+.0f} % "
-                         f"[{100 * g.low:+.0f} %, {100 * g.high:+.0f} %] over Ω's subset")
+            parts.append(f"measured {_change(g.fraction)} [{_change(g.low)}, {_change(g.high)}] "
+                         "against Ω's subset")
         return ", ".join(parts) + "."
+
+
+def _change(fraction: float) -> str:
+    """+12 %, −30 %; as a factor beyond 2x either way (x18.1, x0.01), where percent misleads."""
+    ratio = 1 + fraction
+    if ratio >= 2 or ratio <= 0.5:
+        return f"x{ratio:.3g}"
+    return f"{100 * fraction:+.0f} %".replace("-", "−")
 
 
 def compare_with_omega(
