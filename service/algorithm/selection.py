@@ -101,7 +101,7 @@ class SelectionResult:
     subflows: tuple[str, ...]
     subset: tuple[str, ...]  # SP*, in the subflows' order
     path: tuple[Step, ...]
-    complete: bool  # nothing more to measure (False: the budget stopped it)
+    complete: bool  # nothing more to measure (False: still measuring, or out of budget)
     estimate: SubsetEstimate | None  # SP*'s goodput (None: nothing usable was measured)
     standbys: tuple[SubsetEstimate, ...]  # every other usable measured subset, best mean first
     within_reach: tuple[Alternative, ...]  # measured subsets whose interval overlaps SP*'s
@@ -156,6 +156,8 @@ class SelectionState:
         object.__setattr__(self, "samples", _checked_samples(self.samples, names))
         failures = {}
         for subset, count in self.failures.items():
+            if int(count) < 0:
+                raise ValueError(f"failures {sorted(subset)}: must be >= 0, got {count}")
             failures[_checked_subset(subset, names, "failures")] = int(count)
         object.__setattr__(self, "failures", failures)
         ref = self.reference

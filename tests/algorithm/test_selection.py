@@ -207,6 +207,8 @@ def test_a_rebuilt_state_gives_the_same_answer_in_any_order():
     ({"confidence": 1.0}, "confidence"),
     ({"min_runs": 3, "max_runs": 2}, "runs"),
     ({"min_gain": -0.1}, "min_gain"),
+    ({"failures": {frozenset({"A-X"}): -1}}, "failures"),
+    ({"failures": {frozenset({"Q-X"}): 1}}, "not one of the subflows"),
 ])
 def test_bad_input_is_refused(kwargs, match):
     args = {"subflows": ["A-X", "B-X"], **kwargs}
