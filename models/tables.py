@@ -29,7 +29,7 @@ CAMPAIGN_STATES = ("queued", "running", "done", "failed", "cancelled")
 CAMPAIGN_MODES = ("grid", "adaptive")
 ACTIVE_CAMPAIGN_STATES = ("queued", "running")
 FINAL_CAMPAIGN_STATES = ("done", "failed", "cancelled")
-MEASUREMENT_PHASES = ("impact", "buffer", "warm")  # warm: a recalibration's checks
+MEASUREMENT_PHASES = ("impact", "buffer", "warm", "selection")  # warm: a recalibration's checks
 MEASUREMENT_STATUSES = ("ok", "failed")
 RECOMMENDATION_KINDS = ("calibrated", "provisional")
 TOKEN_SCOPES = ("read", "write")
@@ -240,7 +240,9 @@ class Measurement(Base):
     cc: Mapped[str] = mapped_column(String(16))
     bs_mib: Mapped[float] = mapped_column(Float)
     run: Mapped[int] = mapped_column(Integer)
-    excluded_subflow: Mapped[str] = mapped_column(String(20), default=NO_EXCLUSION)
+    # The step's variant: the excluded subflow of an impact run (TP_i), the probed subset of a
+    # selection run (SELECTION_PREFIX and the names joined by "+"), else NO_EXCLUSION.
+    excluded_subflow: Mapped[str] = mapped_column(String(200), default=NO_EXCLUSION)
     subflows: Mapped[list[str]] = mapped_column(JSONType)  # the subflows carrying data
     duration_s: Mapped[float] = mapped_column(Float)
     interval_s: Mapped[float] = mapped_column(Float, default=1.0)
@@ -259,6 +261,8 @@ class Measurement(Base):
     effective_buffers: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     quiet_check: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     warmup_s: Mapped[float] = mapped_column(Float, default=0.0)
+    # How long the probe ran and why (the timing rule's inputs and result), when a rule chose it.
+    timing: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     status: Mapped[str] = mapped_column(String(16), default="ok")
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -77,7 +77,7 @@ class Settings(BaseSettings):
     )
     # auto: per (PM, CC) arm the paper's quadratic or a saturating curve, by AIC (reported).
     campaign_model_kind: str = Field(default="auto", pattern=r"^(paper|per-arm|saturating|auto)$")
-    campaign_mode: str = Field(default="grid", pattern=r"^(grid|adaptive)$")
+    campaign_mode: str = Field(default="adaptive", pattern=r"^(grid|adaptive)$")
     # Omega's sign must be settled (its confidence interval excludes 0) before SP* is trusted:
     # the impact phase adds runs for a CC up to this many while the budget allows.
     impact_max_runs: int = Field(default=4, ge=1, le=50)

@@ -46,6 +46,14 @@ def adaptive_sweep_estimate(campaign: Campaign) -> int:
     return arms * adaptive.MIN_RUNS * steps
 
 
+def selection_estimate(campaign: Campaign, n_subflows: int) -> int:
+    """A measured selection's estimate: every subflow alone and the first additions, twice, on
+    the reference CC; a check of its decisions (about four subsets, twice) on every other CC."""
+    if n_subflows <= 1:
+        return 0
+    return 2 * (2 * n_subflows - 1) + 8 * max(0, len(_ccs(campaign)) - 1)
+
+
 def planned(campaign: Campaign, n_subflows: int) -> dict[str, int]:
     """Probes per budget phase, by the campaign's columns now (see the module's docstring)."""
     note = _note(campaign)
@@ -61,6 +69,8 @@ def planned(campaign: Campaign, n_subflows: int) -> dict[str, int]:
             adaptive_sweep_estimate(campaign) if campaign.mode == "adaptive"
             else grid_sweep_probes(campaign)
         )
+        if campaign.mode == "adaptive":
+            plan["selection"] = selection_estimate(campaign, n_subflows)
     asked = note.get("asked", {})
     return {
         phase: max(count, spent.get(phase, 0), asked.get(phase, 0))

@@ -1,7 +1,8 @@
 """A calibration campaign, step by step: what comes next, asked of its phases in order.
 
 The phases (`flows.phases`): the CCs both sites offer -> a warm recalibration's checks -> the
-impact phase (Omega, SP*) -> the buffer sweep (grid or adaptive, with its fit). Each answers a
+impact phase (Omega, SP*) -> in adaptive mode the subflow selection (SP* by measured value) ->
+the buffer sweep (grid or adaptive, with its fit). Each answers a
 probe to run, done (the next phase's turn), final (it failed the campaign) or finish (nothing
 more to measure). A new phase is one module in `phases_for`'s list.
 
@@ -23,7 +24,7 @@ from models import Campaign
 from ..settings import Settings
 from ..store import campaigns as campaign_store
 from . import budget
-from .phases import adaptive_sweep, ccs, grid_sweep, impact, warm_check
+from .phases import adaptive_sweep, ccs, grid_sweep, impact, selection, warm_check
 from .phases.base import Context, Phase
 from .plan import ProbeStep
 from .probing import Prober
@@ -40,12 +41,12 @@ class Advance:
 FINAL = Advance()
 FINISH = Advance(finish=True)
 
-SWEEPS: dict[str, Phase] = {"grid": grid_sweep, "adaptive": adaptive_sweep}
-
-
 def phases_for(campaign: Campaign) -> Sequence[Phase]:
-    """The campaign's phases, in the order they run."""
-    return (ccs, warm_check, impact, SWEEPS[campaign.mode])
+    """The campaign's phases, in the order they run: the paper's procedure (grid: SP* from Ω,
+    every buffer), or the adaptive one (SP* by measured selection, buffers chosen as measured)."""
+    if campaign.mode == "adaptive":
+        return (ccs, warm_check, impact, selection, adaptive_sweep)
+    return (ccs, warm_check, impact, grid_sweep)
 
 
 def next_step(

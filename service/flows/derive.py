@@ -18,6 +18,7 @@ from ..algorithm.impact_confidence import (
 )
 from ..algorithm.regression import Fit, Sample, fit
 from ..store import measurements, results
+from .selected import selected_subsets
 
 MIN_BUFFERS_PER_ARM = 3  # a quadratic through fewer distinct buffers is not a fit
 
@@ -85,6 +86,9 @@ def fit_from_runs(
         for r in results.impact_results(session, campaign_id=campaign.id)
         if r.same_as_fullmesh
     ]
+    if selected := selected_subsets(campaign):  # the measured selection's SP*, where it ran
+        n_subflows = len(campaign.topology.subflows)
+        same = [cc for cc, subset in selected.items() if len(subset) == n_subflows]
     fits = fit(
         [s for rows in usable.values() for s in rows],
         model=campaign.model_kind,

@@ -31,6 +31,7 @@ from . import calibration, leasing, recording
 from .finish import finish_campaign
 from .plan import ProbeStep
 from .probing import Prober, buffer_bytes
+from .timing import lengthened, step_timing
 
 log = logging.getLogger(__name__)
 
@@ -107,13 +108,15 @@ def pending_request(
     if step.key in measurements.done_keys(session, campaign_id=campaign.id):
         return None
     topology = inventory.get_topology(session, topology_id=campaign.topology_id)
+    timing = step_timing(session, campaign, step)
     return MeasurementRequest(
         sender=topology.local_site.name,
         receiver=topology.remote_site.name,
         allowed_subflows=None if step.allowed_subflows is None else list(step.allowed_subflows),
         cc=step.cc,
         buffer_bytes=buffer_bytes(step.bs_mib),
-        duration_s=campaign.duration_s,
+        duration_s=timing.duration_s if lengthened(timing) else campaign.duration_s,
+        warmup_s=timing.warmup_s if lengthened(timing) else None,
         path_manager=step.pm,
     )
 

@@ -58,7 +58,7 @@ class CampaignParameters(BaseModel):
         default=None,
         description="grid: every (PM, CC, buffer, run) of the plan (the paper's sweep); adaptive: "
         "probes chosen from what was measured until OPM, OCC and OBS are settled or the budget "
-        "is spent (default: the settings' campaign_mode, grid)",
+        "is spent (default: the settings' campaign_mode, adaptive)",
     )
 
 

@@ -51,6 +51,7 @@ class MeasurementRecord:
     effective_buffers: Mapping[str, Any] | None = None
     quiet_check: Mapping[str, Any] | None = None
     warmup_s: float = 0.0
+    timing: Mapping[str, Any] | None = None  # the timing rule's inputs and figures
 
 
 def record_measurement(session: Session, record: MeasurementRecord) -> tuple[Measurement, bool]:
@@ -99,6 +100,7 @@ def record_measurement(session: Session, record: MeasurementRecord) -> tuple[Mea
         effective_buffers=dict(r.effective_buffers or {}),
         quiet_check=dict(r.quiet_check) if r.quiet_check is not None else None,
         warmup_s=float(r.warmup_s),
+        timing=dict(r.timing) if r.timing is not None else None,
         tool=r.tool,
         tool_version=r.tool_version,
         raw_output=r.raw_output,
@@ -110,6 +112,21 @@ def record_measurement(session: Session, record: MeasurementRecord) -> tuple[Mea
     session.add(row)
     session.flush()
     return row, True
+
+
+def min_rtts_ms(session: Session, *, campaign_id: int) -> dict[str, float]:
+    """Per subflow the smallest RTT (ss minrtt, ms) the campaign's ok probes observed."""
+    out: dict[str, float] = {}
+    rows = session.scalars(
+        select(Measurement.rtt_ms).where(
+            Measurement.campaign_id == campaign_id, Measurement.status == "ok"
+        )
+    )
+    for rtts in rows:
+        for name, rtt in (rtts or {}).items():
+            if rtt and rtt > 0:
+                out[name] = min(float(rtt), out.get(name, float("inf")))
+    return out
 
 
 def get_measurement(session: Session, *, measurement_id: int) -> Measurement:
@@ -165,13 +182,20 @@ def ok_measurements(
     return list(session.scalars(query.order_by(Measurement.id)))
 
 
-def list_buffer_runs(session: Session, *, campaign_id: int) -> list[Measurement]:
-    """Every stored buffer-phase run of a campaign (ok or failed), oldest first."""
+def list_runs(
+    session: Session, *, campaign_id: int, phases: Sequence[str]
+) -> list[Measurement]:
+    """Every stored run (ok or failed) of the campaign's `phases`, oldest first."""
     return list(session.scalars(
         select(Measurement)
-        .where(Measurement.campaign_id == campaign_id, Measurement.phase == "buffer")
+        .where(Measurement.campaign_id == campaign_id, Measurement.phase.in_(list(phases)))
         .order_by(Measurement.id)
     ))
+
+
+def list_buffer_runs(session: Session, *, campaign_id: int) -> list[Measurement]:
+    """Every stored buffer-phase run of a campaign (ok or failed), oldest first."""
+    return list_runs(session, campaign_id=campaign_id, phases=("buffer",))
 
 
 def failed_measurements(session: Session, *, campaign_id: int) -> list[Measurement]:

@@ -5,14 +5,18 @@ is read off the measured buffers (`recommend._measured_curves`)."""
 
 from __future__ import annotations
 
+import math
+
 from models import NO_EXCLUSION
 from probes.vocabulary import PCDC
 
 from ...algorithm import adaptive
+from ...algorithm.confidence_summary import Alternative
 from ...algorithm.sweep import plateau_extension
 from ...store import campaigns as campaign_store
 from .. import budget
 from ..plan import ProbeStep
+from ..selected import selection_note
 from .base import DONE, FINAL, Context, Outcome, probe
 from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
 
@@ -43,10 +47,7 @@ def advance(ctx: Context) -> Outcome:
         ))
     stop = "settled" if decision is not None and decision.settled else "budget"
     campaign_store.add_note(campaign, "adaptive", {
-        "stop": stop, **({} if decision is None else {
-            k: getattr(decision, k) for k in (
-                "opm", "occ", "obs_mib", "otp_mbps", "otp_half_width_mbps", "t_star_mbps",
-                "target_mbps", "survivors", "eliminated")}),
+        "stop": stop, **({} if decision is None else _decision_note(ctx, decision)),
         "confidence": adaptive.DEFAULT_CONFIDENCE,
     })
     budget.settle(campaign)
@@ -68,3 +69,31 @@ def _climb(ctx: Context, arms, samples) -> bool:
     grow_grid(ctx, more)
     budget.replan(campaign)
     return True
+
+
+def _decision_note(ctx: Context, decision: adaptive.Decision) -> dict:
+    """What the settled decision promises, for the answer: OTP with its interval and the
+    interval fresh probes should land in, T* and whether it held, what is settled and what is
+    within reach, and the one sentence a user reads first."""
+    fields = {k: getattr(decision, k) for k in (
+        "opm", "occ", "obs_mib", "otp_mbps", "otp_half_width_mbps", "t_star_mbps",
+        "target_mbps", "survivors", "eliminated", "otp_runs", "t_star_half_width_mbps",
+        "t_star_runs", "t_star_held", "pm_settled", "cc_settled")}
+    subset = (selection_note(ctx.campaign) or {}).get("ccs", {}).get(decision.occ or "", {})
+    subset_settled = subset.get("settled") if decision.opm == PCDC and subset else None
+    reach = [
+        Alternative(f"subflows {a['label']}", a["relative"] or 0.0, ("subset",))
+        for a in subset.get("within_reach", [])
+    ] if decision.opm == PCDC else []
+    predicted = decision.prediction_half_width(fresh_runs=2)
+    return {
+        **fields,
+        "prediction_half_width_mbps": None if predicted is None or math.isinf(predicted)
+        else predicted,
+        "alternatives": [
+            {"label": a.label, "relative": a.relative, "differs_in": list(a.differs_in)}
+            for a in decision.alternatives
+        ],
+        "subset_settled": subset_settled,
+        "statement": decision.statement(subset_settled, reach),
+    }

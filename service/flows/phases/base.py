@@ -20,6 +20,7 @@ from ...store import campaigns as campaign_store
 from ...store import measurements, results
 from ..plan import ProbeStep
 from ..probing import Prober
+from ..selected import selected_subsets
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,12 @@ class Context:
         return measurements.done_keys(self.session, campaign_id=self.campaign.id)
 
     def subsets(self) -> dict[str, list[str]]:
-        """SP* per CC, from the impact phase."""
-        return {
+        """SP* per CC: the measured selection's where it ran (adaptive mode), else Ω's."""
+        omega = {
             r.cc: r.subset
             for r in results.impact_results(self.session, campaign_id=self.campaign.id)
         }
+        return {**omega, **selected_subsets(self.campaign)}
 
     def fail(self, why: str) -> Outcome:
         campaign_store.set_state(self.session, campaign_id=self.campaign.id, state="failed",

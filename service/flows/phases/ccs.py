@@ -44,7 +44,9 @@ def advance(ctx: Context) -> Outcome:
     campaign.active_ccs = [cc for cc in campaign.ccs if cc in offered]
     campaign.dropped_ccs = {cc: reason(cc) for cc in campaign.ccs if cc not in offered}
     # Extra rounds for the quality gate add buffer runs only: the impact phase keeps its runs.
-    campaign.impact_runs = campaign.runs
+    # In adaptive mode the measured selection decides SP*: one impact run per CC shows Omega
+    # (and gives the selection its TP_0 and TP_i subsets) without deciding anything.
+    campaign.impact_runs = 1 if campaign.mode == "adaptive" else campaign.runs
     budget.replan(campaign)
     if not campaign.active_ccs:
         return ctx.fail(

@@ -35,8 +35,11 @@ def advance(ctx: Context) -> Outcome:
 
 
 def _more_runs(ctx: Context, derived: list[ConfidentImpact]) -> bool:
-    """One more impact run for every CC whose Omega's sign could still be settled by one."""
+    """One more impact run for every CC whose Omega's sign could still be settled by one (not in
+    adaptive mode, where the measured selection decides SP*)."""
     campaign, settings = ctx.campaign, ctx.settings
+    if campaign.mode == "adaptive":
+        return False
     runs = budget.impact_runs(campaign)
     per_run = 1 + len(ctx.subflows)
     # The buffer sweep's share of the budget is not the impact phase's.

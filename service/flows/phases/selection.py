@@ -1,0 +1,184 @@
+"""Subflow selection by measured value (adaptive mode): SP* is the subset that measurably
+delivers most, beside the paper's leave-one-out Ω.
+
+Per CC, `algorithm.selection` asks for the subsets to probe (each subflow alone, then forward
+selection, repeats only where they decide); this phase turns each into a probe (autotuned
+buffers, like the impact phase) and feeds back every measured subset: the selection's own runs,
+the impact phase's TP_0 (all subflows) and TP_i (all but one). The CC with the best TP_0 is the
+reference; every other CC checks the reference's decisions on its own runs and shares its SP*
+where they hold. The result (SP*, the path, standbys, Ω's disagreement) is kept in the
+campaign's notes (`selection`), and `Context.subsets` gives SP* to the sweep from then on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from statistics import fmean
+from typing import Any
+
+from models import NO_EXCLUSION, Campaign
+from probes.vocabulary import FULLMESH, PCDC
+
+from ...algorithm.selection import (
+    Budget,
+    SelectionResult,
+    SelectionState,
+    Step,
+    next_probes,
+    result,
+    subset_label,
+)
+from ...algorithm.selection_omega import compare_with_omega
+from ...algorithm.subset_stats import Gain, Subset, SubsetEstimate
+from ...store import campaigns as campaign_store
+from ...store import measurements, results
+from .. import budget
+from ..plan import IMPACT_BS_MIB, ProbeStep
+from ..selected import NOTE, selection_note, subset_key, subset_of_key
+from .base import DONE, Context, Outcome, probe
+
+name = "selection"
+
+
+def advance(ctx: Context) -> Outcome:
+    campaign = ctx.campaign
+    if selection_note(campaign) is not None:
+        return DONE
+    runs = _runs(ctx)
+    order = _reference_first(campaign.active_ccs, runs)
+    done: dict[str, SelectionResult] = {}
+    states: dict[str, SelectionState] = {}
+    reference: SelectionResult | None = None
+    for cc in order:
+        samples, failures = runs.get(cc, ({}, {}))
+        state = SelectionState(
+            ctx.subflows, samples, failures, cc=cc, reference=reference,
+            budget=_budget(campaign, len(order) - len(done)),
+        )
+        wanted = next_probes(state)
+        if wanted:
+            budget.ask(campaign, "selection", len(wanted))
+            return probe(_step(ctx, cc, wanted[0], samples, failures))
+        done[cc] = result(state)
+        states[cc] = state
+        if reference is None and done[cc].estimate is not None:
+            reference = done[cc]
+    _store(ctx, done, states)
+    return DONE
+
+
+def _reference_first(ccs: Sequence[str], runs) -> list[str]:
+    """The CC whose all-subflows probe (TP_0) gave most first: the likely answer's CC is the one
+    whose selection runs in full; the others check it."""
+    def tp0(cc: str) -> float:
+        samples = runs.get(cc, ({}, {}))[0]
+        values = [v for subset, vs in samples.items() if len(subset) == len_all for v in vs]
+        return fmean(values) if values else -1.0
+
+    len_all = max((len(s) for cc in ccs for s in runs.get(cc, ({}, {}))[0]), default=0)
+    return sorted(ccs, key=lambda cc: (-tp0(cc), list(ccs).index(cc)))
+
+
+def _runs(ctx: Context) -> dict[str, tuple[dict[Subset, list[float]], dict[Subset, int]]]:
+    """Per CC the measured goodput per subset (selection runs, TP_0, TP_i) and the failed
+    selection probes per subset."""
+    names = ctx.subflows
+    out: dict[str, tuple[dict[Subset, list[float]], dict[Subset, int]]] = {}
+    rows = measurements.list_runs(ctx.session, campaign_id=ctx.campaign.id,
+                                  phases=("impact", "selection"))
+    for m in rows:
+        samples, failures = out.setdefault(m.cc, ({}, {}))
+        if m.phase == "selection":
+            subset = frozenset(subset_of_key(m.excluded_subflow))
+        elif m.excluded_subflow == NO_EXCLUSION:
+            subset = frozenset(names)
+        else:
+            subset = frozenset(n for n in names if n != m.excluded_subflow)
+        if not subset or not subset <= set(names):
+            continue
+        if m.status == "ok" and m.mean_goodput_mbps is not None:
+            samples.setdefault(subset, []).append(m.mean_goodput_mbps)
+        elif m.phase == "selection":
+            failures[subset] = failures.get(subset, 0) + 1
+    return out
+
+
+def _budget(campaign: Campaign, ccs_left: int) -> Budget:
+    """The probe-seconds the selection may still spend: what is left of the campaign's budget
+    less the sweep's share (its estimate), or no limit without a budget."""
+    left = budget.left_s(campaign)
+    if left is None:
+        return Budget()
+    reserve = budget.adaptive_sweep_estimate(campaign) * campaign.duration_s
+    return Budget(probe_seconds=max(0.0, left - reserve), seconds_per_probe=campaign.duration_s)
+
+
+def _step(ctx: Context, cc: str, subset: Subset, samples, failures) -> ProbeStep:
+    ordered = tuple(n for n in ctx.subflows if n in subset)
+    run = len(samples.get(subset, ())) + failures.get(subset, 0) + 1
+    everything = len(ordered) == len(ctx.subflows)
+    return ProbeStep(
+        "selection", FULLMESH if everything else PCDC, cc, IMPACT_BS_MIB, run,
+        subset_key(ordered), None if everything else ordered,
+    )
+
+
+def _store(ctx: Context, done: dict[str, SelectionResult], states) -> None:
+    impacts = {r.cc: r.subset for r in results.impact_results(ctx.session,
+                                                                campaign_id=ctx.campaign.id)}
+    per_cc = {}
+    for cc, res in done.items():
+        entry = result_to_dict(res)
+        if cc in impacts and res.estimate is not None:
+            comparison = compare_with_omega(res, impacts[cc], states[cc])
+            entry["omega"] = {
+                "subset": list(comparison.omega), "agree": comparison.agree,
+                "statement": comparison.statement(res.subflows),
+            }
+        per_cc[cc] = entry
+    campaign_store.add_note(ctx.campaign, NOTE, {"done": True, "ccs": per_cc})
+    ctx.session.flush()
+
+
+# --- JSON forms (the campaign's notes, the answer) -----------------------------------------------
+def _num(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), 6)
+
+
+def _estimate(e: SubsetEstimate | None) -> dict[str, Any] | None:
+    if e is None:
+        return None
+    return {"subset": sorted(e.subset), "runs": e.runs, "mean_mbps": _num(e.mean_mbps),
+            "low_mbps": _num(e.low_mbps), "high_mbps": _num(e.high_mbps)}
+
+
+def _gain(g: Gain | None) -> dict[str, Any] | None:
+    if g is None:
+        return None
+    return {"fraction": _num(g.fraction), "low": _num(g.low), "high": _num(g.high),
+            "settled": g.settled}
+
+
+def _path_step(step: Step, subflows: Sequence[str]) -> dict[str, Any]:
+    return {
+        "decision": step.decision, "subset": list(step.subset),
+        "label": subset_label(step.subset, subflows), "subflow": step.subflow,
+        "rival": None if step.rival is None else list(step.rival),
+        "estimate": _estimate(step.estimate), "gain": _gain(step.gain),
+        "settled": step.settled,
+    }
+
+
+def result_to_dict(res: SelectionResult) -> dict[str, Any]:
+    return {
+        "subset": list(res.subset), "label": subset_label(res.subset, res.subflows),
+        "usable": res.estimate is not None, "complete": res.complete, "settled": res.settled,
+        "reason": res.reason, "shared_from": res.shared_from,
+        "estimate": _estimate(res.estimate),
+        "path": [_path_step(s, res.subflows) for s in res.path],
+        "standby_subflows": list(res.standby_subflows),
+        "within_reach": [{"label": a.label, "relative": _num(a.relative)}
+                         for a in res.within_reach],
+        "contradicted": [_path_step(s, res.subflows) for s in res.contradicted],
+    }
