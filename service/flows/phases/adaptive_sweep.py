@@ -11,7 +11,7 @@ from models import NO_EXCLUSION
 from probes.vocabulary import PCDC
 
 from ...algorithm import adaptive
-from ...algorithm.confidence_summary import Alternative
+from ...algorithm.confidence_summary import Alternative, confidence_statement
 from ...algorithm.sweep import plateau_extension
 from ...store import campaigns as campaign_store
 from .. import budget
@@ -85,15 +85,28 @@ def _decision_note(ctx: Context, decision: adaptive.Decision) -> dict:
         Alternative(f"subflows {a['label']}", a["relative"] or 0.0, ("subset",))
         for a in subset.get("within_reach", [])
     ] if decision.opm == PCDC else []
-    predicted = decision.prediction_half_width(fresh_runs=2)
+    # The promise is where one fresh probe of the answer should land (the mean's own interval
+    # is narrower than the spread of new runs); the mean's interval where no spread is known.
+    predicted = decision.prediction_half_width(fresh_runs=1)
+    interval = decision.otp_interval()
+    if predicted is not None and math.isfinite(predicted) and decision.otp_mbps is not None:
+        interval = (decision.otp_mbps - predicted, decision.otp_mbps + predicted)
+    statement = None
+    if decision.settled and interval is not None and all(map(math.isfinite, interval)):
+        statement = confidence_statement(
+            *interval, decision.confidence, pm_settled=decision.pm_settled,
+            cc_settled=decision.cc_settled, subset_settled=subset_settled,
+            alternatives=[*decision.alternatives, *reach])
     return {
         **fields,
-        "prediction_half_width_mbps": None if predicted is None or math.isinf(predicted)
-        else predicted,
+        "promise": None if interval is None else {
+            "low_mbps": max(0.0, interval[0]), "high_mbps": interval[1],
+            "of": "one fresh probe" if predicted is not None else "the mean",
+        },
         "alternatives": [
             {"label": a.label, "relative": a.relative, "differs_in": list(a.differs_in)}
             for a in decision.alternatives
         ],
         "subset_settled": subset_settled,
-        "statement": decision.statement(subset_settled, reach),
+        "statement": statement,
     }

@@ -1,0 +1,99 @@
+"""The measured subflow selection in a default (adaptive) campaign, through the real flow on the
+database: the subsets it probes, SP* where thin subflows share their harm and where every path
+helps, and the sweep's PCDC arm running the selected subset."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.algorithm.topology import TopologySpec
+from service.flows.calibration import next_step
+from service.flows.selected import selected_subsets, subset_of_key
+from service.settings import Settings
+from service.store import inventory
+from tests.conftest import new_campaign
+
+from .conftest import HAW, HU, SRL, UIT
+from .stepping import KernelOffers, record_step
+
+pytestmark = pytest.mark.postgres
+OFFERED = KernelOffers({"reno", "cubic"})
+GRID = [0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
+THIN = ("P-", "T-")
+
+
+def _drive(session, campaign, goodput, settings) -> list:
+    steps = []
+    while (advance := next_step(session, campaign_id=campaign.id, prober=OFFERED,
+                                settings=settings)).step is not None:
+        steps.append(advance.step)
+        record_step(session, campaign.id, advance.step, goodput(advance.step))
+    assert advance.finish, campaign.error
+    return steps
+
+
+def _carrying(step, all_subflows) -> frozenset[str]:
+    if step.allowed_subflows is not None:
+        return frozenset(step.allowed_subflows)
+    return frozenset(all_subflows)
+
+
+def _wobble(step) -> float:
+    return 1.0 + (0.01 if step.run % 2 else -0.01)
+
+
+def test_shared_harm_selects_a_fast_subflow_alone(db_session):
+    """SRL-HU's case: any thin subflow drags the connection to 3 Mbit/s, so leaving any one of
+    them out changes nothing (Ω keeps all eight), while a fast subflow alone gives 18.8."""
+    settings = Settings(run_campaigns=False, _env_file=None)
+    assert settings.campaign_mode == "adaptive"
+    topology = inventory.ensure_topology(
+        db_session, spec=TopologySpec.model_validate({"local": SRL, "remote": HU}))
+    names = [sf.name for sf in topology.subflows]
+    c = new_campaign(db_session, topology.id, ccs=["reno", "cubic"], runs=2, duration_s=2,
+                     buffer_grid_mib=GRID)
+    assert c.mode == "adaptive"
+
+    def goodput(step) -> float:
+        used = _carrying(step, names)
+        if any(n.startswith(THIN) for n in used):
+            return 3.0 * _wobble(step)
+        bonus = 0.5 if {"U-C", "K-CU"} <= used else 0.0  # two disjoint fast paths add a bit
+        return (18.8 + bonus) * _wobble(step) * (1.0 if step.cc == "cubic" else 0.9)
+
+    steps = _drive(db_session, c, goodput, settings)
+    chosen = selected_subsets(c)
+    assert set(chosen) == {"reno", "cubic"}
+    for cc, subset in chosen.items():
+        assert not any(n.startswith(THIN) for n in subset), (cc, subset)
+    selection = [s for s in steps if s.phase == "selection"]
+    assert selection, "the selection phase probed nothing"
+    assert {subset_of_key(s.excluded_subflow) for s in selection} >= {("U-C",), ("P-C",)}
+    # Ω kept every subflow; the answer says where the two disagree
+    note = c.notes["selection"]["ccs"]["cubic"]
+    assert note["omega"]["agree"] is False
+    assert note["path"][0]["decision"] == "start"
+    # the sweep's PCDC arm runs the selected subset, FullMesh every subflow
+    for s in steps:
+        if s.phase == "buffer" and s.pm == "PCDC":
+            assert set(s.allowed_subflows) == set(chosen[s.cc])
+        if s.phase == "buffer" and s.pm == "FullMesh":
+            assert s.allowed_subflows is None
+
+
+def test_every_path_useful_selects_them_all(db_session):
+    """Two uplinks that add up: the selection keeps both, so PCDC runs what FullMesh runs."""
+    settings = Settings(run_campaigns=False, _env_file=None)
+    topology = inventory.ensure_topology(
+        db_session, spec=TopologySpec.model_validate({"local": UIT, "remote": HAW}))
+    names = [sf.name for sf in topology.subflows]
+    c = new_campaign(db_session, topology.id, ccs=["cubic"], runs=2, duration_s=2,
+                     buffer_grid_mib=GRID)
+    rate = {"P-D": 0.50, "T-D": 0.38}
+
+    def goodput(step) -> float:
+        return sum(rate[n] for n in _carrying(step, names)) * _wobble(step)
+
+    _drive(db_session, c, goodput, settings)
+    assert sorted(selected_subsets(c)["cubic"]) == ["P-D", "T-D"]
+    assert c.notes["selection"]["ccs"]["cubic"]["omega"]["agree"] is True
