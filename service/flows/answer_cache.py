@@ -123,7 +123,7 @@ class GenerationReader:
         return await asyncio.shield(self._next)
 
     async def _after(self, previous: asyncio.Future | None) -> int:
-        if previous is not None:
+        if previous is not None and not previous.done():
             await asyncio.wait([previous])
         # From here on newcomers wait for the read after this one: this one may have begun.
         self._in_flight, self._next = self._next, None

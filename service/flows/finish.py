@@ -15,8 +15,8 @@ def finish_campaign(session: Session, *, campaign_id: int) -> int | None:
     """Finish a campaign whose probes are all stored; returns its recommendation's id.
 
     Idempotent: a campaign that is already final is left as it is (a redelivered task).
-    The answer is the one `recommend` gives any later request for the campaign's measured
-    range: it carries the campaign's own flags and notes itself.
+    The answer is computed once, with the campaign's own flags and notes (`finished`), and
+    stored as it is: nothing patches it afterwards.
     """
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
     if campaign_store.is_final(campaign):
@@ -35,6 +35,7 @@ def finish_campaign(session: Session, *, campaign_id: int) -> int | None:
         bs_min_mib=lo,
         bs_max_mib=hi,
         queue_campaign=False,
+        finished=campaign,
     )
     campaign.recommendation_id = outcome.recommendation_id
     session.flush()

@@ -29,6 +29,7 @@ def provisional_answer(
     flags: list[str],
     inputs: dict,
     settings: Settings | None,
+    more_provenance: dict | None = None,
 ) -> tuple[Recommendation, Campaign | None, bool]:
     """The stored answer, the campaign that will calibrate the topology (None when `settings`
     is None and none is active) and whether it was created now."""
@@ -78,6 +79,7 @@ def provisional_answer(
             "run_count": 0,
             "data_age_s": None,
             "warnings": [],
+            **(more_provenance or {}),
         },
         quality_flags=flags,
         created_at=utcnow(),

@@ -15,12 +15,13 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from models import Recommendation, utcnow
+from models import Campaign, Recommendation, utcnow
 
 from ..algorithm import topology as algo
 from ..algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA, check_bounds
 from ..errors import Invalid
 from ..settings import Settings
+from ..store import campaigns as campaign_store
 from ..store import inventory, recommendations
 from .answer_cache import STALE_AFTER_S, stale_at
 from .calibrated import CalibratedAnswer, calibrated_answer
@@ -62,6 +63,7 @@ def recommend(
     queue_campaign: bool = True,
     settings: Settings | None = None,
     reuse: bool = False,
+    finished: Campaign | None = None,
 ) -> Outcome:
     """Answer for a stored topology (by id) or an inline one (stored on the way); always stored.
 
@@ -69,6 +71,8 @@ def recommend(
     (a fitted curve is not extrapolated), a provisional one reports the paper's 0.5..30 MiB.
     `queue_campaign`: a provisional answer queues a campaign (with `settings`' defaults).
     `reuse`: a calibrated question asked before returns the stored answer (no new row).
+    `finished`: the campaign whose end this answer reports (it may answer from an earlier
+    calibration, e.g. a warm check that confirmed it): its flags and notes go with the answer.
     """
     _check_request(delta, bs_min_mib, bs_max_mib, topology_id, topology, rtts_ms)
     if topology is not None:
@@ -80,16 +84,17 @@ def recommend(
     if campaign is not None:
         answer = calibrated_answer(session, snap, campaign, delta, bs_min_mib, bs_max_mib)
         if answer.error is None:
-            return _store_calibrated(session, snap, campaign.id, delta, answer, reuse)
+            return _store_calibrated(session, snap, campaign.id, delta, answer, reuse, finished)
         flags.append(answer.error)
         flags.extend(answer.flags_after_stale)
+    _add_finished(flags, finished)
     lo = DEFAULT_BS_MIN_MIB if bs_min_mib is None else bs_min_mib
     hi = DEFAULT_BS_MAX_MIB if bs_max_mib is None else bs_max_mib
     if queue_campaign and settings is None:
         raise ValueError("settings: a provisional answer that queues a campaign needs them")
     rec, active, created = provisional_answer(
         session, snap, delta, lo, hi, flags, _inputs(snap, delta, lo, hi),
-        settings if queue_campaign else None,
+        settings if queue_campaign else None, _notes_of(finished),
     )
     return Outcome(recommendation=rec, campaign_id=active.id if active else None,
                    campaign_created=created)
@@ -112,8 +117,18 @@ def _check_request(delta, bs_min, bs_max, topology_id, topology, rtts_ms) -> Non
         )
 
 
+def _add_finished(flags: list[str], finished: Campaign | None) -> None:
+    if finished is not None:
+        flags.extend(f for f in campaign_store.flags(finished) if f not in flags)
+
+
+def _notes_of(finished: Campaign | None) -> dict:
+    return {} if finished is None else {"campaign_notes": campaign_store.report(finished)}
+
+
 def _store_calibrated(
-    session, snap, campaign_id, delta, answer: CalibratedAnswer, reuse: bool
+    session, snap, campaign_id, delta, answer: CalibratedAnswer, reuse: bool,
+    finished: Campaign | None,
 ) -> Outcome:
     """A new row for the answer, or with `reuse` the stored answer to the same question (same
     campaign, inputs and flags): a repeated question costs no INSERT and no COMMIT."""
@@ -123,6 +138,7 @@ def _store_calibrated(
     if age is not None and age > STALE_AFTER_S:
         flags.append("stale_data")
     flags.extend(answer.flags_after_stale)
+    _add_finished(flags, finished)
     inputs = _inputs(snap, delta, answer.bs_min_mib, answer.bs_max_mib)
     turns_stale = stale_at(answer.newest_at)
     if reuse:
@@ -147,7 +163,7 @@ def _store_calibrated(
         tp_max_mbps=answer.solution.tp_max_mbps,
         outputs=answer.outputs.model_dump(mode="json"),
         traditional=answer.eq1.model_dump(mode="json"),
-        provenance={**answer.provenance, "data_age_s": age},
+        provenance={**answer.provenance, "data_age_s": age, **_notes_of(finished)},
         quality_flags=flags,
         created_at=now,
     )
