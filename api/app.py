@@ -1,4 +1,4 @@
-"""The FastAPI application factory. Routers are added here (issue 6 adds api/dashboard)."""
+"""The FastAPI application factory: the API's routers and the dashboard are added here."""
 
 from __future__ import annotations
 

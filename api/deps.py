@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
-from functools import partial
 from typing import Annotated
 
 import anyio
@@ -85,27 +84,6 @@ async def in_lane(lane: str, fn, *args):
     if limiter is None:
         limiter = _lanes[lane] = anyio.CapacityLimiter(_LANE_THREADS)
     return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
-
-
-async def write_session(request: Request, credentials: Credentials) -> AsyncIterator[Session]:
-    """A session whose token check has passed, for async write endpoints on the hot path.
-
-    The check (one indexed SELECT; an UPDATE and a commit at most once a minute) runs in a worker
-    thread: a pool checkout must never block the event loop. Like `require_write` it runs before
-    the body is validated, so a bad token is 401 whatever the body. Closing a session whose work
-    is committed returns an idle connection to the pool and sends nothing.
-    """
-    session = request.app.state.session_factory()
-    try:
-        await in_lane("auth", partial(check_token, scope="write"), session, credentials)
-        yield session
-    finally:
-        if session.in_transaction():
-            await in_lane("work", session.rollback)
-        session.close()
-
-
-WriteSession = Annotated[Session, Depends(write_session)]
 
 
 async def lane_session(request: Request) -> AsyncIterator[Session]:

@@ -1,6 +1,7 @@
-"""The API's documentation pages behind the same read rule as the data (issue 14: with reads
-needing a token, /docs, /redoc and /openapi.json stayed open), with Swagger UI's and ReDoc's
-assets served from this server (the fastapi-offline package ships them): no CDN at run time."""
+"""The API's documentation pages behind the same read rule as the data (when reads need a
+token, /docs, /redoc and /openapi.json need it too: they describe the data), with Swagger UI's
+and ReDoc's assets served from this server (the fastapi-offline package ships them): no CDN at
+run time."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Exception handlers: every error the API gives is JSON with the status that says whose fault it
-is (issue 14: races were 500, a database outage plain-text 500, server faults 422)."""
+is: a lost race is a 409, a database outage a JSON 503, a server fault a 500 (never 422), so that
+a client can tell what to retry."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Pure ASGI middleware that answers before the application reads a request body (issue 14,
-item 4: four unauthenticated 12.8 MB bodies took GET /health from 0.04 s to 4 s).
+"""Pure ASGI middleware that answers before the application reads a request body: when bodies
+were read first, four unauthenticated 12.8 MB bodies took GET /health from 0.04 s to 4 s.
 
 - `WriteGate`: a write (POST/PUT/PATCH/DELETE) without a live API token is 401 before anything
   reads or parses its body. The endpoints' own dependency checks the token again (the

@@ -8,9 +8,10 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from models import CAMPAIGN_STATES, MEASUREMENT_PHASES, MEASUREMENT_STATUSES, RECOMMENDATION_KINDS
-from probes.vocabulary import PATH_MANAGERS, Description, Site, SubflowName
+from probes.vocabulary import Description, PathManager, Site, SubflowName
 from service.algorithm import topology as algo
 from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA
+from service.flows import budget
 from service.flows.answer import Arm, Eq1, TStar
 from service.flows.plan import CampaignParameters
 from service.store.campaigns import report
@@ -21,7 +22,6 @@ MAX_ID = 2**31 - 1
 RttMs = Annotated[float, Field(gt=0, le=600_000, allow_inf_nan=False, description="RTT in ms")]
 Delta = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
 Mib = Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]
-PathManager = Literal[PATH_MANAGERS]
 
 SRL = {
     "name": "SRL",
@@ -155,8 +155,8 @@ class InlineTopology(BaseModel):
             raise ValueError(f"local and remote site are both {self.local.name!r}")
         return self
 
-    def spec(self) -> algo.Topology:
-        return algo.Topology(local=self.local, remote=self.remote)
+    def spec(self) -> algo.TopologySpec:
+        return algo.TopologySpec(local=self.local, remote=self.remote)
 
 
 # --- recommendations -----------------------------------------------------------------------------
@@ -222,7 +222,7 @@ class RecommendationOut(BaseModel):
     delta: float
     bs_min_mib: float
     bs_max_mib: float
-    opm: str
+    opm: PathManager
     occ: str | None
     obs_mib: float | None
     otp_mbps: float | None
@@ -297,13 +297,13 @@ class CampaignOut(BaseModel):
     state: Literal[CAMPAIGN_STATES]
     reason: str
     ccs: list[str]
-    pms: list[str]
+    pms: list[PathManager]
     buffer_grid_mib: list[float]
     runs: int
     duration_s: float
     delta: float
     model_kind: str
-    mode: str = "grid"  # grid or adaptive (issue 12)
+    mode: str = "grid"  # grid or adaptive
     probe_seconds_budget: float | None
     probes_total: int
     probes_done: int
@@ -311,7 +311,8 @@ class CampaignOut(BaseModel):
     progress: float = Field(description="probes_done / probes_total, 0..1")
     elapsed_s: float | None = Field(description="since the campaign started (to its end)")
     remaining_s: float | None = Field(
-        description="estimate: probes left x (elapsed / probes done so far)"
+        description="probe time left: probes left (at least one while active) x duration_s, "
+        "0 once final; the probing only, setup between probes comes on top"
     )
     notes: dict[str, Any] = Field(
         default_factory=dict,
@@ -326,19 +327,15 @@ class CampaignOut(BaseModel):
 
     @classmethod
     def of(cls, row) -> CampaignOut:
-        progress = min(1.0, row.probes_done / row.probes_total) if row.probes_total else 0.0
-        elapsed = remaining = None
+        elapsed = None
         if row.started_at is not None:
             end = row.finished_at or datetime.now(UTC)
             elapsed = max(0.0, (end - row.started_at).total_seconds())
-            if row.finished_at is not None:
-                remaining = 0.0
-            elif row.probes_done:
-                left = max(0, row.probes_total - row.probes_done)
-                remaining = left * elapsed / row.probes_done
         notes = report(row)
-        return cls.model_validate({**_attrs(row), "progress": progress, "elapsed_s": elapsed,
-                                   "remaining_s": remaining, "notes": notes})
+        return cls.model_validate({
+            **_attrs(row), "progress": budget.progress(row), "elapsed_s": elapsed,
+            "remaining_s": budget.remaining_s(row), "notes": notes,
+        })
 
 
 def _attrs(row) -> dict[str, Any]:
@@ -351,7 +348,7 @@ class MeasurementOut(BaseModel):
     id: int
     campaign_id: int
     phase: Literal[MEASUREMENT_PHASES]
-    pm: str
+    pm: PathManager
     cc: str
     bs_mib: float
     run: int
@@ -452,7 +449,7 @@ class CurveOut(BaseModel):
 class ArmFitOut(BaseModel):
     """One (PM, CC) arm of a fit: its model and why, and its own quality gate."""
 
-    pm: str
+    pm: PathManager
     cc: str
     model: str
     reason: str
@@ -476,7 +473,7 @@ class FitOut(BaseModel):
 
     id: int
     campaign_id: int
-    pm: str
+    pm: PathManager
     model_kind: str
     n: int
     curves: list[CurveOut]

@@ -178,7 +178,7 @@ def run_oracle(bed, spec, sender, receiver, ccs, grid, runs, duration, log) -> O
 
 def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode="grid") -> dict:
     """The product's own campaign, in-process on a fresh SQLite file; its recommendation."""
-    from service.algorithm.topology import Topology
+    from service.algorithm.topology import TopologySpec
     from service.db import session_scope, upgrade
     from service.flows import dispatch
     from service.flows.plan import CampaignParameters
@@ -188,7 +188,7 @@ def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode=
 
     settings = get_settings()
     upgrade(settings.effective_database_url)
-    topo = Topology.model_validate({
+    topo = TopologySpec.model_validate({
         role: {"name": name, "isps": [
             {"name": i.name, "label": i.label,
              "down_kbps": spec.rate_kbps(name, i.label, "down"),

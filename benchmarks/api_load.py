@@ -42,14 +42,9 @@ sys.path.insert(0, str(REPO))
 
 PG = {"host": os.environ.get("MPCOA_BENCH_PG_HOST", "localhost"), "user": "postgres"}
 # Table 4 of the paper, SRL-HU: pm -> cc -> (a, b, c).
-CURVES = {
-    "FullMesh": {"cubic": (3.49, 4.85, -0.15), "olia": (7.01, 5.26, -0.15),
-                 "hybla": (5.91, 5.00, -0.15), "reno": (4.47, 4.59, -0.15),
-                 "scalable": (3.49, 4.85, -0.15), "vegas": (4.67, 4.63, -0.15)},
-    "PCDC": {"cubic": (6.31, 5.45, -0.17), "olia": (2.41, 6.51, -0.17),
-             "hybla": (24.49, 6.16, -0.17), "reno": (3.49, 5.30, -0.17),
-             "scalable": (1.99, 5.64, -0.17), "vegas": (0.47, 5.38, -0.17)},
-}
+from service.algorithm.paper_tables import TABLE4  # noqa: E402 - needs the sys.path above
+
+CURVES = TABLE4["SRL-HU"]
 SRL = {"name": "SRL", "isps": [
     {"name": "Uninett", "label": "U", "down_kbps": 100000, "up_kbps": 100000},
     {"name": "Kvantel", "label": "K", "down_kbps": 1000000, "up_kbps": 1000000},
@@ -125,11 +120,13 @@ def seed(url: str) -> tuple[int, str]:
     """A calibrated SRL-HU topology (buffer-phase runs from Table 4 + noise, fitted) and a token."""
     from service import db
     from service.algorithm.topology import Topology
+    from service.flows import recording
     from service.flows.derive import fit_from_runs
     from service.flows.dispatch import start_campaign
     from service.flows.plan import CampaignParameters
     from service.settings import Settings
-    from service.store import campaigns, inventory, measurements, results, tokens
+    from service.store import campaigns, inventory, results, tokens
+    from service.store.measurements import MeasurementRecord
 
     db.upgrade(url)
     rng = np.random.default_rng(1)
@@ -152,11 +149,12 @@ def seed(url: str) -> tuple[int, str]:
                     for run in range(c.runs):
                         tp = max(0.0, a + b * bs + cq * bs * bs + rng.normal(0, 0.5))
                         start = t0 + timedelta(seconds=31 * n)
-                        measurements.record_measurement(
-                            s, campaign_id=c.id, phase="buffer", pm=pm, cc=cc, bs_mib=bs, run=run,
-                            subflows=["K-C"], duration_s=30, goodput_mbps=[tp] * 30,
-                            rtt_ms={"K-C": 300.0}, tool="synthetic", started_at=start,
-                            finished_at=start + timedelta(seconds=30))
+                        recording.record(
+                            s, MeasurementRecord(
+                                campaign_id=c.id, phase="buffer", pm=pm, cc=cc, bs_mib=bs, run=run,
+                                subflows=["K-C"], duration_s=30, goodput_mbps=[tp] * 30,
+                                rtt_ms={"K-C": 300.0}, tool="synthetic", started_at=start,
+                                finished_at=start + timedelta(seconds=30)))
                         n += 1
         results.store_fits(s, campaign_id=c.id, fits=fit_from_runs(s, campaign=c).fits)
         campaigns.set_state(s, campaign_id=c.id, state="done")

@@ -37,7 +37,7 @@ def main() -> None:
     from models import Measurement
     from probes import testbed
     from probes.spec import load_spec, scenario_path
-    from service.algorithm.topology import Topology
+    from service.algorithm.topology import TopologySpec
     from service.db import session_scope, upgrade
     from service.flows import dispatch
     from service.flows.plan import CampaignParameters, planned_probes
@@ -49,7 +49,7 @@ def main() -> None:
     upgrade(settings.effective_database_url)
     spec = load_spec(scenario_path(args.scenario))
     local, remote = spec.sites
-    topo = Topology.model_validate(
+    topo = TopologySpec.model_validate(
         {
             role: {
                 "name": site.name,

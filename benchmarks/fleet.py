@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/fleet.py [--sites 6 12] [--probes 20] [--seed 1]
 
 A discrete-event simulation with simulated probe durations (seeded, uniform 5-60 s). Each waiting
-campaign decides as the workers' `calibration.claim` does, with `service.flows.fleet.gives_way`;
+campaign decides as the workers' `leasing.claim` does, with `service.flows.fleet.gives_way`;
 exclusion is the production `acquire_sites` / `release_sites` on a SQLite database with a
 simulated clock (`now`), so two probes on one site would be refused by the same code the workers
 run. Prints makespan, the lower bound (the busiest
@@ -40,7 +40,7 @@ def campaigns(n: int, probes: int, rng: random.Random) -> dict[str, tuple]:
 
 def simulate(plan: dict[str, tuple], session: Session) -> float:
     """The makespan of running `plan` as the workers do: whenever sites come free, every waiting
-    campaign's executor asks `gives_way` (what `calibration.claim` asks) and takes its sites with
+    campaign's executor asks `gives_way` (what `leasing.claim` asks) and takes its sites with
     the database lock unless it gives way."""
     queues = {c: list(d) for c, (_, d) in plan.items()}
     sites = {s for c in queues for s in plan[c][0]}

@@ -5,24 +5,19 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, replace
 from functools import wraps
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from service.algorithm.curve import Curve
-from service.algorithm.curve_store import curve_from_dict
 from service.algorithm.regression import ALL_MODEL_KINDS, fit
 from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA, solve
 from service.formats import (
-    DIGITS,
     FormatError,
     fits_to_dict,
     impact_results,
     impact_to_dict,
-    load_json,
     parse_curves,
     parse_impact,
     parse_samples,
@@ -103,76 +98,6 @@ def _fit_samples(samples: Path, model: str, same_as_fullmesh: list[str] | None) 
     return fit(rows, model=model, same_as_fullmesh=same), rows
 
 
-def _round(value):
-    return round(value, DIGITS) if isinstance(value, float) else value
-
-
-def _fits_document(fits: list) -> dict:
-    """formats.fits_to_dict for every curve kind (`kind` written only where it is not the paper's
-    quadratic, so older readers still take those curves) plus the per-arm gate."""
-    document = {
-        "model": fits[0].model,
-        "curves": [_curve_document(c) for f in fits for c in f.curves],
-        # fits_to_dict reads only the statistics of a Fit, never its curves' parameters.
-        "fits": fits_to_dict([replace(f, curves=[]) for f in fits])["fits"],
-    }
-    for doc, f in zip(document["fits"], fits, strict=True):
-        doc["failing_arms"] = f.failing_arms
-        doc["arms"] = [{k: _round(v) for k, v in asdict(arm).items()} for arm in f.arms]
-    return document
-
-
-def _curve_document(curve) -> dict:
-    data = {k: _round(v) for k, v in curve.to_dict().items()}
-    if isinstance(curve, Curve):
-        data.pop("kind")
-    return data
-
-
-def _parse_any_curves(text: str):
-    """The curves file of formats.parse_curves, with curves of any kind (`kind` key).
-
-    Non-quadratic curves are checked by curve_store.curve_from_dict and stand in for the
-    format's validation as a placeholder quadratic, so that error paths keep their indices.
-    """
-    doc = load_json(text)
-    curves = doc.get("curves") if isinstance(doc, dict) else None
-    if not isinstance(curves, list) or not any(isinstance(c, dict) and "kind" in c for c in curves):
-        return parse_curves(text), None  # the paper's format, untouched
-    others: dict[int, object] = {}
-    plain = []
-    for i, item in enumerate(doc["curves"]):
-        if isinstance(item, dict) and item.get("kind", Curve.kind) != Curve.kind:
-            try:
-                others[i] = curve_from_dict(item)
-            except ValueError as exc:
-                raise FormatError(f"curves.{i}.{exc}") from None
-            item = {"pm": item["pm"], "cc": item["cc"], "a": 0, "b": 0, "c": 0}
-        elif isinstance(item, dict):
-            item = {k: v for k, v in item.items() if k != "kind"}
-        plain.append(item)
-    parsed = parse_curves(json.dumps({**doc, "curves": plain}))
-    curves = [others.get(i) or c.to_curve() for i, c in enumerate(parsed.curves)]
-    return parsed, curves
-
-
-def _solution_document(solution) -> dict:
-    """formats.solution_to_dict plus the measured figures and flags (docs/formats.md)."""
-    document = solution_to_dict(solution)
-    for key in ("otp_fitted_mbps", "measured_obs_mib", "otp_capped_to_measured", "flags"):
-        document[key] = _round(getattr(solution, key))
-    for doc, arm in zip(document["arms"], solution.arms, strict=True):
-        for key in (
-            "kind",
-            "fitted_peak_tp_mbps",
-            "measured_obs_mib",
-            "measured_max_mbps",
-            "measured_noise_mbps",
-        ):
-            doc[key] = _round(getattr(arm, key))
-    return document
-
-
 @bad_input_exits
 def solve_cmd(
     curves: FileArg,
@@ -181,20 +106,20 @@ def solve_cmd(
     bs_max: BsMaxOpt = None,
 ) -> None:
     """The delta-relaxed minimum buffer (Eq. 9-12) from fitted curves."""
-    parsed, any_curves = _parse_any_curves(read_text(curves))
+    parsed = parse_curves(read_text(curves))
     solution = solve(
-        any_curves or [c.to_curve() for c in parsed.curves],
+        parsed.curves,
         delta=_pick(delta, parsed.delta, DEFAULT_DELTA),
         bs_min=_pick(bs_min, parsed.bs_min_mib, DEFAULT_BS_MIN_MIB),
         bs_max=_pick(bs_max, parsed.bs_max_mib, DEFAULT_BS_MAX_MIB),
     )
-    emit(_solution_document(solution))
+    emit(solution_to_dict(solution))
 
 
 @bad_input_exits
 def fit_cmd(samples: FileArg, model: ModelOpt = "paper", same_as_fullmesh: SameOpt = None) -> None:
     """Regression per path manager (Eq. 8): curves JSON that `mpcoa solve` reads, with R^2 and p."""
-    emit(_fits_document(_fit_samples(samples, model, same_as_fullmesh)[0]))
+    emit(fits_to_dict(_fit_samples(samples, model, same_as_fullmesh)[0]))
 
 
 @bad_input_exits
@@ -230,8 +155,8 @@ def recommend_cmd(
         bs_max=DEFAULT_BS_MAX_MIB if bs_max is None else bs_max,
         measured=rows,
     )
-    document = _solution_document(solution)
-    document["fits"] = _fits_document(fits)["fits"]
+    document = solution_to_dict(solution)
+    document["fits"] = fits_to_dict(fits)["fits"]
     document["quality_gate_passed"] = all(f.gate_passed for f in fits)
     emit(document)
 

@@ -10,14 +10,9 @@ import sys
 
 import numpy as np
 
-TABLE4_SRL_HU = {
-    "FullMesh": {"cubic": (3.49, 4.85, -0.15), "olia": (7.01, 5.26, -0.15),
-                 "hybla": (5.91, 5.00, -0.15), "reno": (4.47, 4.59, -0.15),
-                 "scalable": (3.49, 4.85, -0.15), "vegas": (4.67, 4.63, -0.15)},
-    "PCDC": {"cubic": (6.31, 5.45, -0.17), "olia": (2.41, 6.51, -0.17),
-             "hybla": (24.49, 6.16, -0.17), "reno": (3.49, 5.30, -0.17),
-             "scalable": (1.99, 5.64, -0.17), "vegas": (0.47, 5.38, -0.17)},
-}
+from service.algorithm.paper_tables import TABLE4
+
+TABLE4_SRL_HU = TABLE4["SRL-HU"]
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Scheduled recalibration and what changed between calibrations (issue 5)."""
+"""Scheduled recalibration and what changed between calibrations."""
 
 from __future__ import annotations
 

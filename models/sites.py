@@ -1,4 +1,4 @@
-"""Site-level rows: the lock that keeps two probes off one site's links (issue 11 item 5)."""
+"""Site-level rows: the lock that keeps two probes off one site's links."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ class SiteLock(Base):
 
 
 class SchedulerLease(Base):
-    """A named lease held by one process at a time (issue 12: the API processes of one database
-    elect the one that runs due schedules). Taken and renewed by a conditional UPDATE; a holder
+    """A named lease held by one process at a time (the API processes of one database elect the
+    one that runs due schedules). Taken and renewed by a conditional UPDATE; a holder
     that dies stops renewing and `expires_at` lets the next process take over."""
 
     __tablename__ = "scheduler_lease"
@@ -35,7 +35,7 @@ class SchedulerLease(Base):
 
 
 class ProbeSession(Base):
-    """The meeting point of a two-sided probe (issue 11 item 1): the receiver site's passive
+    """The meeting point of a two-sided probe: the receiver site's passive
     task writes its port and addresses here and, at the end, what its server saw; the sender
     site's active task waits for `ready` and then for `done`. One row per (campaign, lease,
     step): a redelivered task finds its predecessor's row (and the pid of its server)."""

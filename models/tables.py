@@ -140,7 +140,7 @@ class Campaign(Base):
         CheckConstraint(_in("mode", CAMPAIGN_MODES), name="mode"),
         CheckConstraint("runs >= 1 AND duration_s > 0", name="positive_plan"),
         # One active campaign per topology, held by the database: a check-then-insert in the
-        # service loses races between two API processes (issue 14).
+        # service loses races between two API processes.
         Index(
             "uq_campaigns_active_topology",
             "topology_id",
@@ -253,9 +253,9 @@ class Measurement(Base):
     tool: Mapped[str] = mapped_column(String(64))
     tool_version: Mapped[str] = mapped_column(String(64), default="")
     raw_output: Mapped[str] = mapped_column(Text, default="")
-    # What the probe really ran (issue 10): the subflows the kernel showed (name, backup flag,
-    # bytes, RTT, RTO), the socket buffers read back on both ends, the quiet check before it,
-    # and the warm-up left out of mean_goodput_mbps.
+    # What the probe really ran, so that it can be judged afterwards: the subflows the kernel
+    # showed (name, backup flag, bytes, RTT, RTO), the socket buffers read back on both ends, the
+    # quiet check before it, and the warm-up left out of mean_goodput_mbps.
     observed_subflows: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
     effective_buffers: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     quiet_check: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)

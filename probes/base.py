@@ -7,6 +7,7 @@ Nothing here imports from the rest of the project; names and labels follow the v
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from datetime import UTC, datetime
@@ -16,9 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from probes.vocabulary import (  # the names' rules are the vocabulary's (re-exported here)
     CC_PATTERN,
-    PATH_MANAGERS,
+    FULLMESH,
     Name,
+    PathManager,
     SubflowName,
+    normalize_pm,
 )
 
 SiteName = Name
@@ -36,8 +39,6 @@ MAX_ARTIFACT_BYTES = 8 << 20
 MAX_ARTIFACTS = 32
 #: An artifact's name: a file name, no path (the API validates names against the same pattern).
 ARTIFACT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
-PathManager = Literal[PATH_MANAGERS]
-_PM_ALIASES = {"pcdc": "PCDC", "fullmesh": "FullMesh"}
 
 
 def excluded_max_bytes() -> int:
@@ -108,7 +109,7 @@ class MeasurementRequest(BaseModel):
     buffer_bytes: int | None = Field(default=None, ge=4096, le=1 << 31)
     duration_s: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)
     profile: TrafficProfile = Field(default_factory=TrafficProfile.bulk)
-    path_manager: PathManager = "FullMesh"
+    path_manager: PathManager = FULLMESH
     #: seconds at the start left out of goodput_mbps; default min(2 s, duration / 2)
     warmup_s: float = Field(default=None, ge=0, le=3600, allow_inf_nan=False)  # type: ignore[assignment]
 
@@ -118,8 +119,11 @@ class MeasurementRequest(BaseModel):
         if isinstance(data, dict):
             data = dict(data)
             pm = data.get("path_manager")
-            if isinstance(pm, str) and pm in _PM_ALIASES:  # old spelling, still accepted
-                data["path_manager"] = _PM_ALIASES[pm]
+            # Any case, as everywhere ("pcdc" was the old spelling); an unknown name is left for
+            # the field's own error, which lists the names.
+            if isinstance(pm, str):
+                with contextlib.suppress(ValueError):
+                    data["path_manager"] = normalize_pm(pm)
             if data.get("warmup_s") is None:
                 d = data.get("duration_s", 10.0)
                 if isinstance(d, int | float) and not isinstance(d, bool):

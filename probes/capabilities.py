@@ -1,4 +1,4 @@
-"""Per-host capability check: MPTCP enabled, congestion controls, tool versions, kernel SCTP.
+"""Per-host capability check: MPTCP enabled, congestion controls, kernel SCTP, a tool's version.
 
 A missing capability is reported with a clear error naming it (CapabilityError)."""
 
@@ -14,6 +14,7 @@ from probes.netns import run, sysctl_get
 
 IPPROTO_SCTP = 132
 NETPERFMETER_VERSION = r"(?:NetPerfMeter|Network Performance Meter)\D*(\d+\.\d+(?:\.\d+)?)"
+IPERF3_VERSION = r"iperf (\d+\.\d+(?:\.\d+)?)"
 
 
 def kernel_has_sctp() -> bool:
@@ -26,32 +27,12 @@ def kernel_has_sctp() -> bool:
     return True
 
 
-def kernel_has_mptcp_socket() -> bool:
-    try:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_MPTCP)
-    except OSError:
-        return False
-    s.close()
-    return True
-
-
 def tool_version(binary: str, args: list[str], pattern: str) -> str | None:
     if shutil.which(binary) is None:
         return None
     cp = run([binary, *args], check=False, timeout=10)
     m = re.search(pattern, cp.stdout + cp.stderr)
     return m.group(1) if m else "unknown"
-
-
-def tool_versions() -> dict[str, str | None]:
-    return {
-        "iperf3": tool_version("iperf3", ["--version"], r"iperf (\d+\.\d+(?:\.\d+)?)"),
-        "mptcpize": "present" if shutil.which("mptcpize") else None,
-        "netperfmeter": tool_version("netperfmeter", ["--version"], NETPERFMETER_VERSION),
-        "ss": "present" if shutil.which("ss") else None,
-        "ip": tool_version("ip", ["-V"], r"iproute2-([\w.]+)"),
-        "tc": "present" if shutil.which("tc") else None,
-    }
 
 
 def check_host(ns: str | None = None) -> dict[str, Any]:
@@ -77,8 +58,6 @@ def require(
     mptcp: bool = True,
     ccs: list[str] | tuple[str, ...] = (),
     sctp: bool = False,
-    tools: dict[str, str | None] | None = None,
-    needed_tools: list[str] | tuple[str, ...] = (),
 ) -> None:
     """Raise CapabilityError naming the first missing capability."""
     where = f" (namespace {host['namespace']})" if host.get("namespace") else ""
@@ -93,6 +72,3 @@ def require(
                 f"(have: {', '.join(host['congestion_controls'])})")
     if sctp and not host["sctp"]:
         raise CapabilityError(f"kernel SCTP: not available{where} (NetPerfMeter 1.9 needs it)")
-    for t in needed_tools:
-        if not (tools or {}).get(t):
-            raise CapabilityError(f"tool {t!r}: not installed")

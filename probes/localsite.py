@@ -1,5 +1,5 @@
 """A real site's worker describes itself: its ISP labels mapped to addresses configured on this
-host, and what the host offers (kernel, MPTCP, path managers, CCs, tools) -- issue 11 item 3.
+host, and what the host offers (kernel, MPTCP, path managers, CCs, tools).
 
 ``mpcoa worker --site NAME --isp LABEL=ADDR|@IFNAME`` parses and checks its options here and
 stores the report (``capability_report``) for the API's ``GET /sites/{id}/capabilities``.
@@ -15,7 +15,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from probes.capabilities import tool_version
+from probes.capabilities import IPERF3_VERSION, NETPERFMETER_VERSION, tool_version
 from probes.netns import run_ns, sysctl_get
 from probes.vocabulary import LABEL_PATTERN, NAME_PATTERN
 
@@ -120,11 +120,9 @@ def capability_report(site: LocalSite | None, ns: str | None = None,
         if pm_type is not None:
             pms.append("userspace")
     tools = {
-        "iperf3": tool_version("iperf3", ["--version"], r"iperf (\d+\.\d+(?:\.\d+)?)"),
+        "iperf3": tool_version("iperf3", ["--version"], IPERF3_VERSION),
         "mptcpize": "present" if shutil.which("mptcpize") else None,
-        "netperfmeter": tool_version(netperfmeter, ["--version"],
-                                     r"(?:NetPerfMeter|Network Performance Meter)\D*"
-                                     r"(\d+\.\d+(?:\.\d+)?)"),
+        "netperfmeter": tool_version(netperfmeter, ["--version"], NETPERFMETER_VERSION),
     }
     problems = []
     if enabled is None:

@@ -5,7 +5,7 @@ rate). Its queue (tbf ``limit``) is, by precedence: the ISP's ``queue_ms`` / ``q
 the testbed's ``queue_ms`` / ``queue_packets``, else the default: one BDP of the slowest path
 over that link (2 x its one-way delay) at the link's rate, clamped to 20..500 ms, and never
 under ``MIN_PACKETS`` full frames (tbf must hold at least one frame besides the one in
-service). Until issue 10 the floor was 16 frames: 3.8 s of queue on a 51 kbit/s ADSL uplink.
+service). Not 16 frames: that floor made 3.8 s of queue on a 51 kbit/s ADSL uplink.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def plan_subflows(pair: HostPair, request: MeasurementRequest,
         return SubflowPlan(all_sf, allowed, [], None, next(iter(pair.receiver_addrs.values())),
                            controlled=False)
     # Every probe that can, runs on the userspace PM, all subflows or not: TP_0 and each TP_i,
-    # the FullMesh and the PCDC arms then differ in their subflow sets only (issue 10).
+    # the FullMesh and the PCDC arms then differ in their subflow sets only, never in the PM.
     if not pair.userspace_pm:
         raise CapabilityError("subflow control needs the userspace path manager on the "
                               "sender (not permitted for this host pair)")

@@ -1,4 +1,4 @@
-"""Two-sided probes (issue 11 item 1): each site runs its own end of a probe on its own stack.
+"""Two-sided probes: each site runs its own end of a probe on its own stack.
 
 The receiver site's passive half (`passive_start`, `passive_finish`) prepares its MPTCP side,
 starts the server on a free port bound to its ISP addresses and, once the client is done,

@@ -9,7 +9,7 @@ these definitions instead of declaring their own.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -27,10 +27,12 @@ SUBFLOW_PATTERN = r"^[A-Za-z][A-Za-z0-9]{0,7}-[A-Za-z][A-Za-z0-9]{0,7}$"
 # The kernel's congestion-control names: lower-case identifiers ("cubic", "hybla", "olia").
 CC_PATTERN = r"^[a-z][a-z0-9_]{0,15}$"
 
-# Path managers (Section 3 of the paper), spelt one way everywhere: API, tables, probes.
-PCDC = "PCDC"
-FULLMESH = "FullMesh"
-PATH_MANAGERS = (PCDC, FULLMESH)
+# Path managers (Section 3 of the paper), spelt one way everywhere: API, tables, probes, files.
+# `PathManager` is the one type for a path manager's name; read input through `normalize_pm`.
+PathManager = Literal["PCDC", "FullMesh"]
+PATH_MANAGERS: tuple[PathManager, ...] = get_args(PathManager)
+PCDC: PathManager = "PCDC"
+FULLMESH: PathManager = "FullMesh"
 
 MAX_ISPS_PER_SITE = 16
 MAX_KBPS = 1e9  # 1 Tbit/s: above any access link, below float trouble
@@ -41,7 +43,8 @@ SubflowName = Annotated[
     str, Field(pattern=SUBFLOW_PATTERN, description="'<local label>-<remote label>'")
 ]
 CongestionControl = Annotated[str, Field(pattern=CC_PATTERN, description="kernel CC name")]
-# Strict: a bandwidth is a JSON number, never a string such as "100000" (issue 14).
+# Strict: a bandwidth is a JSON number, never a string such as "100000" that lax parsing would
+# turn into one.
 Kbps = Annotated[
     float, Field(gt=0, le=MAX_KBPS, allow_inf_nan=False, strict=True, description="kbit/s")
 ]
@@ -76,7 +79,7 @@ def subflow_name(local_label: str, remote_label: str) -> str:
     return f"{local_label}-{remote_label}"
 
 
-def normalize_pm(name: str) -> str:
+def normalize_pm(name: str) -> PathManager:
     """'pcdc', 'Fullmesh', ... into the canonical 'PCDC' / 'FullMesh'."""
     by_key = {pm.lower(): pm for pm in PATH_MANAGERS}
     key = str(name).strip().lower()

@@ -10,11 +10,15 @@ import csv
 import io
 import json
 import math
+from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from probes.vocabulary import PathManager
+
 from .algorithm.curve import Curve, normalize_cc, normalize_pm
+from .algorithm.curve_store import AnyCurve, curve_from_dict, curve_to_dict
 from .algorithm.impact import ImpactResult, impact_from_omegas, impact_from_series
 from .algorithm.regression import Fit, Sample
 from .algorithm.solver import Solution
@@ -34,13 +38,13 @@ def _strict() -> ConfigDict:
 
 class _PmCc(BaseModel):
     model_config = _strict()
-    pm: str
+    pm: PathManager
     cc: str
 
-    @field_validator("pm")
+    @field_validator("pm", mode="before")
     @classmethod
-    def _pm(cls, v: str) -> str:
-        return normalize_pm(v)
+    def _pm(cls, v: Any) -> Any:
+        return normalize_pm(v) if isinstance(v, str) else v  # read in any case
 
     @field_validator("cc")
     @classmethod
@@ -48,25 +52,28 @@ class _PmCc(BaseModel):
         return normalize_cc(v)
 
 
-class CurveIn(_PmCc):
-    a: Finite
-    b: Finite
-    c: Finite
-    same_as_fullmesh: bool = False
-
-    def to_curve(self) -> Curve:
-        return Curve(self.pm, self.cc, self.a, self.b, self.c, self.same_as_fullmesh)
-
-
 class CurvesFile(BaseModel):
+    """The curves file's envelope; each curve is read by `curve_store.curve_from_dict`, the
+    reader of stored fits, so every kind is accepted here as there."""
+
     model_config = _strict()
     delta: Finite | None = None
     bs_min_mib: Finite | None = None
     bs_max_mib: Finite | None = None
-    curves: list[CurveIn] = Field(min_length=1)
+    curves: list[dict[str, Any]] = Field(min_length=1)
     # `mpcoa fit` writes its statistics next to the curves; `solve` accepts and ignores them.
     model: str | None = None
     fits: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class Curves:
+    """A read curves file: the curves, of any kind, and the solver bounds it gives (or None)."""
+
+    curves: list[AnyCurve]
+    delta: float | None
+    bs_min_mib: float | None
+    bs_max_mib: float | None
 
 
 class SampleIn(_PmCc):
@@ -126,8 +133,15 @@ def _refuse_constant(name: str) -> float:
     raise FormatError(f"invalid JSON: {name} is not a number")
 
 
-def parse_curves(text: str) -> CurvesFile:
-    return _validate(CurvesFile, load_json(text))
+def parse_curves(text: str) -> Curves:
+    parsed = _validate(CurvesFile, load_json(text))
+    curves = []
+    for i, item in enumerate(parsed.curves):
+        try:
+            curves.append(curve_from_dict(item))
+        except ValueError as exc:  # "<field>: <what is wrong>"
+            raise FormatError(f"curves.{i}.{exc}") from None
+    return Curves(curves, parsed.delta, parsed.bs_min_mib, parsed.bs_max_mib)
 
 
 def parse_impact(text: str) -> ImpactFile:
@@ -204,15 +218,18 @@ def _r(value: float | None) -> float | None:
     return None if value is None else round(float(value), DIGITS)
 
 
-def curve_to_dict(curve: Curve) -> dict:
-    return {
-        "pm": curve.pm,
-        "cc": curve.cc,
-        "a": _r(curve.a),
-        "b": _r(curve.b),
-        "c": _r(curve.c),
-        "same_as_fullmesh": curve.same_as_fullmesh,
-    }
+def _round(value: Any) -> Any:
+    """Floats to DIGITS decimals; anything else (ints, None, flags, lists) as it is."""
+    return round(value, DIGITS) if isinstance(value, float) else value
+
+
+def curve_to_file(curve: AnyCurve) -> dict:
+    """A curve as `mpcoa fit` writes it: `curve_store`'s form, rounded, and without `kind` for
+    the paper's quadratic, so that readers of the paper's format still take those curves."""
+    data = {k: _round(v) for k, v in curve_to_dict(curve).items()}
+    if data["kind"] == Curve.kind:
+        del data["kind"]
+    return data
 
 
 def fit_to_dict(fit: Fit) -> dict:
@@ -230,13 +247,15 @@ def fit_to_dict(fit: Fit) -> dict:
         ],
         "curve_p_values": fit.curve_p_values,
         "warnings": fit.warnings,
+        "failing_arms": fit.failing_arms,
+        "arms": [{k: _round(v) for k, v in asdict(arm).items()} for arm in fit.arms],
     }
 
 
 def fits_to_dict(fits: list[Fit]) -> dict:
     return {
         "model": fits[0].model,
-        "curves": [curve_to_dict(c) for f in fits for c in f.curves],
+        "curves": [curve_to_file(c) for f in fits for c in f.curves],
         "fits": [fit_to_dict(f) for f in fits],
     }
 
@@ -265,9 +284,19 @@ def solution_to_dict(solution: Solution) -> dict:
                 "tp_at_obs_mbps": _r(arm.tp_at_obs_mbps),
                 "same_as_fullmesh": arm.same_as_fullmesh,
                 "chosen": (arm.pm, arm.cc) == (solution.opm, solution.occ),
+                # what the measurements support (None where the solver had none)
+                "kind": arm.kind,
+                "fitted_peak_tp_mbps": _round(arm.fitted_peak_tp_mbps),
+                "measured_obs_mib": _round(arm.measured_obs_mib),
+                "measured_max_mbps": _round(arm.measured_max_mbps),
+                "measured_noise_mbps": _round(arm.measured_noise_mbps),
             }
             for arm in solution.arms
         ],
+        "otp_fitted_mbps": _round(solution.otp_fitted_mbps),
+        "measured_obs_mib": _round(solution.measured_obs_mib),
+        "otp_capped_to_measured": solution.otp_capped_to_measured,
+        "flags": solution.flags,
     }
 
 

@@ -81,26 +81,26 @@ class Settings(BaseSettings):
     # False: campaigns are queued and recorded but nothing runs them in this process or sends
     # them to Celery (API tests; a deployment that runs them with `mpcoa calibrate`).
     run_campaigns: bool = True
-    # Probes (issue 5): the tool, and what a failing probe gets before it is recorded as failed.
+    # Probes: the tool, and what a failing probe gets before it is recorded as failed.
     iperf3_binary: str = "iperf3"
     probe_retries: int = Field(default=3, ge=0, le=20)
     probe_retry_backoff_s: float = Field(default=2.0, ge=0, le=600)
     # Celery: Redis redelivers a task whose worker died after this long (longer than any probe).
     broker_visibility_timeout_s: float = Field(default=600.0, ge=5)
     beat_interval_s: float = Field(default=60.0, ge=1)
-    # With no broker the API process runs due schedules itself every beat_interval_s (issue 12);
+    # With no broker the API process runs due schedules itself every beat_interval_s;
     # of several API processes on one database only the holder of the scheduler lease does. A
     # holder that dies is replaced once its lease ran out (unset: 3 x beat_interval_s).
     embedded_scheduler: bool = True
     # A scheduled recalibration first checks the last calibrated answer with a few probes and
-    # only sweeps again when they drifted (issue 12 item 2); false: every schedule sweeps.
+    # only sweeps again when they drifted; false: every schedule sweeps.
     warm_recalibration: bool = True
     scheduler_lease_s: float | None = Field(default=None, ge=2, le=86400)
     # The probe lease: its holder renews it every lease_heartbeat_s while it measures; a killed
     # worker's lease runs out after lease_ttl_s and the next resume hands the campaign on.
     lease_ttl_s: float = Field(default=30.0, ge=2, le=3600)
     lease_heartbeat_s: float = Field(default=10.0, gt=0, le=600)
-    # The fleet policy (issue 11 item 5): a campaign gives its sites way to a busier site's
+    # The fleet policy: a campaign gives its sites way to a busier site's
     # campaign only while that one asked for them within this many seconds (its executor
     # retries every few seconds; a dead one stops asking and stops holding anybody up).
     site_wait_fresh_s: float = Field(default=10.0, gt=0, le=600)

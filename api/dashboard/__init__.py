@@ -1,4 +1,4 @@
-"""The operators' dashboard (issue 6): server-rendered pages under /dashboard/."""
+"""The operators' dashboard: server-rendered pages under /dashboard/."""
 
 from .login import router as login_router
 from .routes import router, static_router

@@ -1,4 +1,4 @@
-"""The dashboard: server-rendered pages under /dashboard/ (issue 6).
+"""The dashboard: server-rendered pages under /dashboard/.
 
 Pages read the database through `api.dashboard.queries` (the service layer and the models); they
 never write. Templates are Jinja2 with autoescape on; charts are drawn in the browser by the

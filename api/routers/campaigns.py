@@ -15,11 +15,10 @@ from api.schemas import (
     MeasurementDetail,
     MeasurementOut,
     Page,
-    PathManager,
 )
 from models import CAMPAIGN_STATES, MEASUREMENT_PHASES, MEASUREMENT_STATUSES
 from probes.base import ARTIFACT_NAME_PATTERN
-from probes.vocabulary import CongestionControl
+from probes.vocabulary import CongestionControl, PathManager
 from service.errors import Conflict
 from service.flows.dispatch import start_campaign
 from service.flows.plan import CampaignParameters

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.deps import Limit, Offset, SessionDep, commit, require_read, require_write
 from api.schemas import MAX_ID
 from models import EVENT_KINDS
+from probes.vocabulary import PathManager
 from service.flows.dispatch import plan_for
 from service.flows.plan import CampaignParameters
 from service.store import inventory
@@ -64,7 +65,7 @@ class HistoryEntry(BaseModel):
     reason: str
     finished_at: datetime | None
     recommendation_id: int | None
-    opm: str | None
+    opm: PathManager | None
     occ: str | None
     obs_mib: float | None
     otp_mbps: float | None

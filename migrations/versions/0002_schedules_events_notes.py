@@ -1,4 +1,4 @@
-"""campaign notes, recalibration schedules and events (issue 5)
+"""campaign notes, recalibration schedules and events
 
 Revision ID: 0002
 Revises: 0001

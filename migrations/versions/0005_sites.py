@@ -1,4 +1,4 @@
-"""site locks: one row per site, held by a probe lease until a timestamp (issue 11 item 5)
+"""site locks: one row per site, held by a probe lease until a timestamp
 
 Revision ID: 0005
 Revises: 0004

@@ -1,4 +1,4 @@
-"""scheduler lease: the one API process per database that runs due schedules (issue 12 item 3)
+"""scheduler lease: the one API process per database that runs due schedules
 
 Revision ID: 0009
 Revises: 0005

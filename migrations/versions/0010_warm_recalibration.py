@@ -1,4 +1,4 @@
-"""warm recalibration: a "warm" measurement phase and its two event kinds (issue 12 item 2)
+"""warm recalibration: a "warm" measurement phase and its two event kinds
 
 Revision ID: 0010
 Revises: 0009

@@ -1,4 +1,4 @@
-"""campaign mode: the exhaustive grid or adaptive calibration (issue 12 item 1)
+"""campaign mode: the exhaustive grid or adaptive calibration
 
 Revision ID: 0011
 Revises: 0010

@@ -1,4 +1,4 @@
-"""probe sessions: the passive and active halves of a two-sided probe meet here (issue 11 item 1)
+"""probe sessions: the passive and active halves of a two-sided probe meet here
 
 Revision ID: 0012
 Revises: 0011

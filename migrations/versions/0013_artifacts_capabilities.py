@@ -1,4 +1,4 @@
-"""measurement artifacts (raw probe outputs, gzip) and site capability reports (issue 11 items 2, 3)
+"""measurement artifacts (raw probe outputs, gzip) and site capability reports
 
 Revision ID: 0013
 Revises: 0012

@@ -1,6 +1,6 @@
-"""campaigns.site_wait_at: when a campaign last asked for its sites and had to wait (issue 11
-item 5: the fleet policy gives the busiest site's campaign the sites first, but only to a
-campaign whose executor is really asking for them)
+"""campaigns.site_wait_at: when a campaign last asked for its sites and had to wait (the
+fleet policy gives the busiest site's campaign the sites first, but only to a campaign whose
+executor is really asking for them)
 
 Revision ID: 0014
 Revises: 0013

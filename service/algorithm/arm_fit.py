@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from probes.vocabulary import PathManager
+
 R2_GATE = 0.90
 P_GATE = 0.05
 AIC_MARGIN = 2.0
@@ -22,7 +24,7 @@ ROUND_OFF = 1e-9  # relative size below which a residual is floating-point noise
 
 @dataclass(frozen=True)
 class ArmFit:
-    pm: str
+    pm: PathManager
     cc: str
     model: str  # "paper" (pooled quadratic), "quadratic" (own quadratic) or "saturating"
     reason: str  # why this model (and not the other)

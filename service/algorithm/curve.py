@@ -1,8 +1,8 @@
 """The per-(PM, CC) buffer-to-throughput curve tp = a + b*bs + c*bs^2 and the names it carries.
 
 Every curve kind (this quadratic, `saturating_curve.SaturatingCurve`) offers the same interface to
-the solver: `tp(bs)`, `peak(lo, hi)`, `min_buffer(target, lo, hi)`, `to_dict()` (JSON with `kind`;
-`curve_store.curve_from_dict` reads it back), `arm`, `kind`, `same_as_fullmesh`.
+the solver: `tp(bs)`, `peak(lo, hi)`, `min_buffer(target, lo, hi)`, `arm`, `kind`,
+`same_as_fullmesh`; `curve_store` writes every kind as JSON and reads it back.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from probes.vocabulary import (  # noqa: F401 - re-exported for the algorithm's 
     FULLMESH,
     PATH_MANAGERS,
     PCDC,
+    PathManager,
     normalize_pm,
 )
 
@@ -54,7 +55,7 @@ class Curve:
     """The paper's quadratic (Table 4): tp = a + b*bs + c*bs^2 (Eq. 8, 13-15)."""
 
     kind: ClassVar[str] = "quadratic"
-    pm: str
+    pm: PathManager
     cc: str
     a: float
     b: float
@@ -125,14 +126,3 @@ class Curve:
             roots = [q / c] + ([a / q] if q != 0 else [])
         inside = [r for r in roots if lo - 1e-9 <= r <= hi + 1e-9]
         return min(inside) if inside else None
-
-    def to_dict(self) -> dict:
-        return {
-            "kind": self.kind,
-            "pm": self.pm,
-            "cc": self.cc,
-            "a": self.a,
-            "b": self.b,
-            "c": self.c,
-            "same_as_fullmesh": self.same_as_fullmesh,
-        }

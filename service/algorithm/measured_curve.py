@@ -17,13 +17,15 @@ from typing import ClassVar
 
 import numpy as np
 
+from probes.vocabulary import PathManager
+
 from .measured import MeasuredCeiling, buffer_means
 
 
 @dataclass(frozen=True)
 class MeasuredCurve:
     kind: ClassVar[str] = "measured"
-    pm: str
+    pm: PathManager
     cc: str
     bs_mib: tuple[float, ...]  # ascending
     mean_mbps: tuple[float, ...]

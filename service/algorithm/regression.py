@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from probes.vocabulary import PathManager
+
 from . import arm_fit
 from .arm_fit import P_GATE, R2_GATE, ArmFit, negligible
 from .curve import Curve, normalize_cc, normalize_pm
@@ -40,7 +42,7 @@ from .saturating_fit import PARAM_NAMES, fit_saturating
 # Kinds whose curves are all quadratics (a, b, c): what the service stores today.
 MODEL_KINDS = ("paper", "per-arm")
 # Every kind fit() takes; "saturating" and "auto" may return SaturatingCurve objects, which are
-# stored with curve.to_dict() and read back with curve_store.curve_from_dict.
+# stored with curve_store.curve_to_dict and read back with curve_store.curve_from_dict.
 ALL_MODEL_KINDS = (*MODEL_KINDS, "saturating", "auto")
 __all__ = [
     "ALL_MODEL_KINDS",
@@ -57,7 +59,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Sample:
-    pm: str
+    pm: PathManager
     cc: str
     bs_mib: float
     tp_mbps: float
@@ -84,7 +86,7 @@ class Coefficient:
 
 @dataclass(frozen=True)
 class Fit:
-    pm: str
+    pm: PathManager
     model: str
     curves: list[Curve | SaturatingCurve]
     n: int

@@ -17,6 +17,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from probes.vocabulary import PathManager
+
 from .curve import normalize_cc, normalize_pm, tighten
 
 
@@ -31,7 +33,7 @@ def soft_min_tp(bs, plateau_mbps: float, knee_mib: float, sharpness: float):
 @dataclass(frozen=True)
 class SaturatingCurve:
     kind: ClassVar[str] = "saturating"
-    pm: str
+    pm: PathManager
     cc: str
     plateau_mbps: float
     knee_mib: float
@@ -74,14 +76,3 @@ class SaturatingCurve:
         if lo < guess < hi:
             below, above = (guess, hi) if self.tp(guess) < target else (lo, guess)
         return tighten(self.tp, target, below, above)
-
-    def to_dict(self) -> dict:
-        return {
-            "kind": self.kind,
-            "pm": self.pm,
-            "cc": self.cc,
-            "plateau_mbps": self.plateau_mbps,
-            "knee_mib": self.knee_mib,
-            "sharpness": self.sharpness,
-            "same_as_fullmesh": self.same_as_fullmesh,
-        }

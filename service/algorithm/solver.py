@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Protocol
+
+from probes.vocabulary import PathManager
 
 from .curve import FULLMESH, PCDC, normalize_cc, normalize_pm
 from .curve_store import AnyCurve
@@ -39,7 +41,7 @@ FIT_MISSED = "fit_missed_measurements"
 class MeasuredSample(Protocol):
     """One measured run: regression.Sample or anything with these four attributes."""
 
-    pm: str
+    pm: PathManager
     cc: str
     bs_mib: float
     tp_mbps: float
@@ -47,7 +49,7 @@ class MeasuredSample(Protocol):
 
 @dataclass(frozen=True)
 class ArmResult:
-    pm: str
+    pm: PathManager
     cc: str
     peak_bs_mib: float
     peak_tp_mbps: float
@@ -63,13 +65,13 @@ class ArmResult:
 
 @dataclass(frozen=True)
 class Solution:
-    opm: str
+    opm: PathManager
     occ: str
     obs_mib: float
     otp_mbps: float
     tp_max_mbps: float
     tp_max_bs_mib: float
-    tp_max_pm: str
+    tp_max_pm: PathManager
     tp_max_cc: str
     target_mbps: float
     delta: float
@@ -80,9 +82,6 @@ class Solution:
     measured_obs_mib: float | None = None  # the chosen arm's smallest measured buffer reaching it
     otp_capped_to_measured: bool = False
     flags: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def check_bounds(delta: float, bs_min: float, bs_max: float) -> None:

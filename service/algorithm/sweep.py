@@ -86,7 +86,7 @@ def plateau_extension(
     """The next buffer to add above the grid when the best arm has not reached its plateau, or
     None.
 
-    The grid stopped below the plateau (issue 10) when the arm with the highest mean at the
+    The grid stopped below the plateau when the arm with the highest mean at the
     largest buffer gained more than `delta` (relative) over its mean at the buffer below it: T*
     would be read off a slope and every OBS would be too small. The next point continues the
     grid's geometric step (at least 2x), capped at `max_mib`.

@@ -36,8 +36,12 @@ class Subflow(BaseModel):
         return min(self.local_isp.up_kbps, self.remote_isp.down_kbps)
 
 
-class Topology(BaseModel):
-    """Sender ("local") and receiver ("remote") site."""
+class TopologySpec(BaseModel):
+    """Sender ("local") and receiver ("remote") site: the algorithm's value, validated and frozen.
+
+    The stored row is `models.Topology` (with ids, RTTs and timestamps);
+    `store.inventory.topology_spec` turns one into the other.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -45,7 +49,7 @@ class Topology(BaseModel):
     remote: Site
 
     @model_validator(mode="after")
-    def _distinct_sites(self) -> Topology:
+    def _distinct_sites(self) -> TopologySpec:
         if self.local.name == self.remote.name:
             raise ValueError(f"local and remote site are both {self.local.name!r}")
         return self
@@ -69,3 +73,7 @@ class Topology(BaseModel):
         """
         bws = [sf.bandwidth_kbps for sf in self.subflows()]
         return min(bws) >= (1.0 - tolerance) * max(bws)
+
+
+# The old name, kept until the last caller (flows.recommend) says TopologySpec; not for new code.
+Topology = TopologySpec

@@ -26,6 +26,7 @@ from ..db import session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
 from ..store import inventory
+from . import budget
 from .plan import CampaignParameters, Plan, checked_probes, resolve
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ def start_campaign(
         probes_total=probes_total,
         reason=reason,
     )
+    budget.replan(campaign)  # the probe-second budget per phase, in the notes from the start
     dispatch_campaign(session, campaign_id=campaign.id, settings=settings)
     return campaign
 
@@ -139,7 +141,7 @@ def dispatch_campaign(session: Session, *, campaign_id: int, settings: Settings)
     def after_commit(committed: Session) -> None:
         # SQLAlchemy also calls this when a SAVEPOINT is released (`begin_nested`, as
         # `recalibration.queue_due_campaigns` uses per schedule): the row is not committed yet
-        # then, so wait for the outermost commit (issue 12: an executor was handed a campaign
+        # then, so wait for the outermost commit (an executor was once handed a campaign
         # it could not see, and on SQLite the hand-over's own write waited on our lock).
         nonlocal sent
         if sent or committed.get_nested_transaction() is not None:
@@ -154,7 +156,7 @@ def dispatch_campaign(session: Session, *, campaign_id: int, settings: Settings)
 
 
 def _sender_site(session: Session, campaign: Campaign) -> str:
-    return inventory.get_topology(session, topology_id=campaign.topology_id).local_site.name
+    return campaign_store.site_names(session, campaign_id=campaign.id)[0]
 
 
 def send_owed(session: Session, *, settings: Settings, now: datetime | None = None) -> list[int]:

@@ -1,4 +1,4 @@
-"""The embedded scheduler: with no broker, the API process does what Celery beat does (issue 12).
+"""The embedded scheduler: with no broker, the API process does what Celery beat does.
 
 Every `beat_interval_s` a background thread ticks. A tick takes (or renews) the database's
 scheduler lease and, only while it holds it, queues the campaigns whose schedule is due

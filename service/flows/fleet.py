@@ -1,4 +1,4 @@
-"""Which probes to start on a fleet of sites: a pure scheduling policy (issue 11 item 5).
+"""Which probes to start on a fleet of sites: a pure scheduling policy.
 
 A probe occupies both of its campaign's sites; a campaign runs one probe at a time (its lease).
 The policy is greedy, longest-remaining-first on the busiest site: among campaigns whose two sites
@@ -57,7 +57,7 @@ def gives_way(
 ) -> str | None:
     """The campaign `me` should leave its sites to now, or None if it may take them.
 
-    Each campaign's executor asks this before it takes its sites (`calibration.claim`), so the
+    Each campaign's executor asks this before it takes its sites (`leasing.claim`), so the
     fleet follows `choose` without a central scheduler. Only `me` and the campaigns `asking`
     (their executors asked for their sites recently) compete, with every pending campaign's
     work counted: a campaign nobody is running can never hold the others up.

@@ -14,7 +14,14 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from models import NO_EXCLUSION
-from probes.vocabulary import FULLMESH, PATH_MANAGERS, PCDC, CongestionControl, normalize_pm
+from probes.vocabulary import (
+    FULLMESH,
+    PATH_MANAGERS,
+    PCDC,
+    CongestionControl,
+    PathManager,
+    normalize_pm,
+)
 
 from ..algorithm.regression import ALL_MODEL_KINDS
 from ..algorithm.solver import DEFAULT_DELTA
@@ -35,7 +42,7 @@ class CampaignParameters(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     ccs: list[CongestionControl] | None = Field(default=None, min_length=1, max_length=16)
-    pms: list[Literal["PCDC", "FullMesh"]] | None = Field(default=None, min_length=1, max_length=2)
+    pms: list[PathManager] | None = Field(default=None, min_length=1, max_length=2)
     buffer_grid_mib: list[Mib] | None = Field(default=None, min_length=3, max_length=400)
     runs: int | None = Field(default=None, ge=1, le=100)
     duration_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
@@ -116,7 +123,7 @@ def default_grid(settings: Settings, links: Sequence[tuple[float, float | None]]
     return list(DEFAULT_BUFFER_GRID_MIB)
 
 
-# A plan's size is bounded as a whole (issue 14: each field within its bounds still made 1,283,200
+# A plan's size is bounded as a whole (each field within its bounds once still made 1,283,200
 # probes). The paper's plan on 8 subflows is 6,966 probes, about 2.4 days of probing.
 MAX_PLANNED_PROBES = 20_000
 MAX_PLANNED_PROBE_SECONDS = 14 * 24 * 3600.0

@@ -1,9 +1,9 @@
 """The embedded executor: campaigns run in this process, one after another, on a background thread.
 
-It drives exactly the steps the Celery tasks drive (`flows.calibration`, then `flows.finish`), with
-the same retry policy (exponential backoff, then the probe is recorded as failed and the campaign
-goes on), so `mpcoa serve` and `mpcoa demo` need no broker and no worker process. `install`
-registers it with `flows.dispatch` at start-up.
+A scheduling shim around the executor protocol (`flows.executor`), which the Celery tasks drive
+too: here the next turn is the next loop, a busy site is waited for with a sleep, and a failed
+probe is retried after its backoff in this thread. So `mpcoa serve` and `mpcoa demo` need no
+broker and no worker process. `install` registers it with `flows.dispatch` at start-up.
 """
 
 from __future__ import annotations
@@ -11,39 +11,23 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable
 
 from sqlalchemy.engine import Engine
 
 from models import Campaign
-from probes.base import ProbeError
 
 from ..db import get_engine, session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
-from ..store import inventory
-from . import calibration, dispatch
-from .finish import finish_campaign
+from . import dispatch, executor
 from .plan import ProbeStep
 from .probing import Prober, default_prober_factory
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[Campaign, ProbeStep | None], None]
-
-
-def backoff_s(retry: int, factor: float, maximum: float = 60.0) -> float:
-    """factor * 2^retry, capped: the same curve as Celery's retry_backoff."""
-    return min(maximum, factor * 2**retry)
-
-
-def site_pair(engine: Engine, campaign_id: int) -> tuple[str, str]:
-    """(sender site, receiver site) of a campaign's topology."""
-    with session_scope(engine) as s:
-        campaign = campaign_store.get_campaign(s, campaign_id=campaign_id)
-        topo = inventory.get_topology(s, topology_id=campaign.topology_id)
-        return topo.local_site.name, topo.remote_site.name
+SITE_BUSY_WAIT_S = 1.0  # a campaign waiting for a site another campaign is probing
 
 
 def run_campaign(
@@ -57,71 +41,40 @@ def run_campaign(
 ) -> str:
     """Run a campaign to its end in this thread; returns its final state."""
     engine = engine or get_engine(settings)
+    stop = stop or threading.Event()
     if prober is None:
-        prober = default_prober_factory(settings)(*site_pair(engine, campaign_id))
-    while stop is None or not stop.is_set():
-        try:
-            with session_scope(engine) as s:
-                advance = calibration.next_step(
-                    s, campaign_id=campaign_id, prober=prober, settings=settings
-                )
-                if advance.finish:
-                    finish_campaign(s, campaign_id=campaign_id)
-        except ProbeError as exc:  # e.g. no testbed for the sites: the campaign cannot run
-            with session_scope(engine) as s:
-                calibration.fail_campaign(s, campaign_id=campaign_id, why=str(exc))
-            continue
-        step = advance.step
-        with session_scope(engine) as s:
-            campaign = campaign_store.get_campaign(s, campaign_id=campaign_id)
-            if step is not None:
-                lease = calibration.claim(
-                    s, campaign_id=campaign_id, step=step, settings=settings
-                )
-                request = calibration.pending_request(s, campaign_id=campaign_id, step=step)
+        prober = default_prober_factory(settings)(*executor.site_names(engine, campaign_id))
+    while not stop.is_set():
+        turn = executor.advance_once(
+            engine, campaign_id=campaign_id, prober=prober, settings=settings
+        )
         if on_progress is not None:
-            on_progress(campaign, step)
-        if step is None:
-            return campaign.state
-        if lease is None:  # a site is busy, or it gives way to a busier site's campaign
-            time.sleep(1.0)
+            with session_scope(engine) as s:
+                on_progress(campaign_store.get_campaign(s, campaign_id=campaign_id), turn.step)
+        if turn.step is None:
+            return turn.state
+        if turn.lease is None:  # a site is busy, or it gives way to a busier site's campaign
+            stop.wait(SITE_BUSY_WAIT_S)
             continue
-        if request is not None:
-            with calibration.lease_heartbeat(
-                engine, campaign_id=campaign_id, lease_id=lease, settings=settings
-            ):
-                _measure_with_retries(engine, campaign_id, step, request, prober, settings, stop)
-        with session_scope(engine) as s:
-            calibration.release(s, campaign_id=campaign_id, lease_id=lease)
+        _run_with_retries(engine, campaign_id, turn, prober, settings, stop)
+        executor.release(engine, campaign_id=campaign_id, lease=turn.lease)
     return "interrupted"
 
 
-def _measure_with_retries(engine, campaign_id, step, request, prober, settings, stop) -> None:
-    for attempt in range(settings.probe_retries + 1):
-        try:
-            result = prober.measure(request)
-        except Exception as exc:  # any crash of a probe is a failed probe, never a stuck campaign
-            if not isinstance(exc, ProbeError):
-                log.exception("campaign %s: probe crashed", campaign_id)
-            log.warning("campaign %s: %s failed (%s)", campaign_id, step.describe(), exc)
-            if attempt == settings.probe_retries:
-                with session_scope(engine) as s:
-                    calibration.record_failure(
-                        s,
-                        campaign_id=campaign_id,
-                        step=step,
-                        error=f"{exc} (after {attempt + 1} attempts)",
-                    )
-                return
-            delay = backoff_s(attempt, settings.probe_retry_backoff_s)
-            if stop is not None and stop.wait(delay):
-                return
-            if stop is None:
-                time.sleep(delay)
-            continue
-        with session_scope(engine) as s:
-            calibration.store_result(s, campaign_id=campaign_id, step=step, result=result)
-        return
+def _run_with_retries(engine, campaign_id: int, turn, prober: Prober, settings, stop) -> None:
+    attempt = 0
+    while True:
+        outcome = executor.run_step(
+            engine, campaign_id=campaign_id, step=turn.step, lease=turn.lease,
+            measure=prober.measure, settings=settings, attempt=attempt,
+        )
+        if outcome.retry_in_s is None:
+            return
+        executor.hold(engine, campaign_id=campaign_id, lease=turn.lease,
+                      wait_s=outcome.retry_in_s, settings=settings)
+        if stop.wait(outcome.retry_in_s):
+            return
+        attempt += 1
 
 
 class InProcessExecutor:

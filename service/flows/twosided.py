@@ -1,4 +1,4 @@
-"""Two-sided probes across real sites (issue 11 item 1): the meeting of the receiver site's
+"""Two-sided probes across real sites: the meeting of the receiver site's
 passive half and the sender site's active half through the `probe_sessions` table.
 
 A session is one attempt of one probe step under one lease: `(campaign, lease, "<step>#<n>")`.

@@ -1,4 +1,4 @@
-"""Warm recalibration (issue 12 item 2): a scheduled campaign first checks the last calibrated
+"""Warm recalibration: a scheduled campaign first checks the last calibrated
 answer with a few probes instead of sweeping again.
 
 It probes the chosen arm at OBS and the arm of T* at T*'s buffer (`WARM_RUNS` times each, in
@@ -18,12 +18,12 @@ from statistics import fmean, stdev
 from scipy import stats
 from sqlalchemy.orm import Session
 
-from models import NO_EXCLUSION, Campaign, utcnow
-from models.history import RecalibrationEvent
+from models import NO_EXCLUSION, Campaign
 from probes.vocabulary import PCDC
 
 from ..store import campaigns as campaign_store
 from ..store import inventory, measurements, recommendations, results, schedules
+from . import budget
 from .plan import ProbeStep
 
 WARM_RUNS = 3
@@ -58,10 +58,11 @@ def start_warm(session: Session, *, campaign: Campaign) -> bool:
                                              campaign_id=previous.id)
     if not promises:
         return False
-    campaign_store.add_note(
-        campaign, "warm", {"from_campaign": previous.id, "from_recommendation": rec.id}
-    )
-    campaign.probes_total = len(promises) * WARM_RUNS  # widened on drift
+    campaign_store.add_note(campaign, "warm", {
+        "from_campaign": previous.id, "from_recommendation": rec.id,
+        "probes": len(promises) * WARM_RUNS,  # the plan until the verdict; widened on drift
+    })
+    budget.replan(campaign)
     session.flush()
     return True
 
@@ -154,18 +155,14 @@ def judge(session: Session, *, campaign: Campaign, checks_: list[Check]) -> bool
 
 
 def _record_event(session, campaign: Campaign, kind: str, previous_id: int, report) -> None:
-    events = []
     for r in report:
         if kind == "warm_drifted" and not r.get("drifted", True) and r["measured_mbps"]:
             continue  # a drifted campaign names the checks that moved
         change = None
         if r["measured_mbps"] is not None and r["promised_mbps"]:
             change = 100.0 * (r["measured_mbps"] - r["promised_mbps"]) / r["promised_mbps"]
-        events.append(RecalibrationEvent(
-            topology_id=campaign.topology_id, campaign_id=campaign.id,
-            previous_campaign_id=previous_id, kind=kind,
-            subject=f"{r['check']} {r['arm']} {r['bs_mib']:.3g} MiB"[:64],
+        schedules.add_event(
+            session, campaign=campaign, previous_campaign_id=previous_id, kind=kind,
+            subject=f"{r['check']} {r['arm']} {r['bs_mib']:.3g} MiB",
             before=r["promised_mbps"], after=r["measured_mbps"], change_pct=change,
-            created_at=utcnow(),
-        ))
-    schedules.add_events(session, events=events)
+        )

@@ -127,10 +127,25 @@ def active_campaign_ids(session: Session) -> list[int]:
     )
 
 
+def site_names(session: Session, *, campaign_id: int) -> tuple[str, str]:
+    """(sender site, receiver site): the names of the campaign's topology's two sites."""
+    local, remote = aliased(Site), aliased(Site)
+    row = session.execute(
+        select(local.name, remote.name)
+        .select_from(Campaign)
+        .join(Topology, Topology.id == Campaign.topology_id)
+        .join(local, local.id == Topology.local_site_id)
+        .join(remote, remote.id == Topology.remote_site_id)
+        .where(Campaign.id == campaign_id)
+    ).one_or_none()
+    if row is None:
+        raise NotFound(f"campaign {campaign_id} not found")
+    return row[0], row[1]
+
+
 def fleet_rows(session: Session, *, now: datetime | None = None) -> list[dict[str, Any]]:
-    """Every active campaign, for the fleet policy: its id, its two site names, the probe time
-    it still needs (probes left, at least one, x its probe duration; an estimate in adaptive
-    mode), whether a live lease holds it, and when it last had to wait for its sites."""
+    """Every active campaign, for the fleet policy: the row, its two site names, whether a live
+    lease holds it, and when it last had to wait for its sites."""
     now = now or utcnow()
     local, remote = aliased(Site), aliased(Site)
     rows = session.execute(
@@ -143,9 +158,9 @@ def fleet_rows(session: Session, *, now: datetime | None = None) -> list[dict[st
     ).all()
     return [
         {
+            "campaign": c,
             "campaign_id": c.id,
             "sites": (a, b),
-            "remaining_s": max(1, c.probes_total - c.probes_done) * c.duration_s,
             "leased": c.lease_id is not None and c.lease_until is not None and c.lease_until > now,
             "site_wait_at": c.site_wait_at,
         }

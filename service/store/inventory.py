@@ -209,14 +209,14 @@ def list_topologies(
     return list(rows), total
 
 
-def topology_spec(topology: Topology) -> algo.Topology:
+def topology_spec(topology: Topology) -> algo.TopologySpec:
     """The row as the algorithm's validated Topology."""
-    return algo.Topology(
+    return algo.TopologySpec(
         local=site_spec(topology.local_site), remote=site_spec(topology.remote_site)
     )
 
 
-def _check_rtts(spec: algo.Topology, rtts_ms: Mapping[str, float] | None, loc: tuple) -> None:
+def _check_rtts(spec: algo.TopologySpec, rtts_ms: Mapping[str, float] | None, loc: tuple) -> None:
     names = spec.subflow_names()
     for name, value in (rtts_ms or {}).items():
         if name not in names:
@@ -265,7 +265,7 @@ def create_topology(
             f"topology {local.name} -> {remote.name} exists (id {existing.id})",
             ("body", "remote_site_id"),
         )
-    spec = algo.Topology(local=site_spec(local), remote=site_spec(remote))
+    spec = algo.TopologySpec(local=site_spec(local), remote=site_spec(remote))
     _check_rtts(spec, rtts_ms, ("body", "rtts_ms"))
     topology = Topology(local_site=local, remote_site=remote)
     session.add(topology)
@@ -290,7 +290,7 @@ def find_topology(
 def ensure_topology(
     session: Session,
     *,
-    spec: algo.Topology,
+    spec: algo.TopologySpec,
     rtts_ms: Mapping[str, float] | None = None,
     loc: tuple[str | int, ...] = ("body", "topology"),
 ) -> Topology:

@@ -1,4 +1,4 @@
-"""Named leases held by one process at a time: the embedded scheduler's election (issue 12).
+"""Named leases held by one process at a time: the embedded scheduler's election.
 
 A lease is a row of `scheduler_lease` (name, holder, expires_at). It is taken or renewed by one
 conditional UPDATE (`... WHERE name = :name AND (holder = :me OR holder IS NULL OR expires_at <=

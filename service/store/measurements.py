@@ -19,92 +19,95 @@ from .campaigns import get_campaign
 MeasurementKey = tuple[str, str, str, float, int, str]  # phase, pm, cc, bs, run, excluded
 
 
-def record_measurement(
-    session: Session,
-    *,
-    campaign_id: int,
-    phase: str,
-    pm: str,
-    cc: str,
-    bs_mib: float,
-    run: int,
-    subflows: Sequence[str],
-    duration_s: float,
-    goodput_mbps: Sequence[float],
-    tool: str,
-    started_at: datetime,
-    finished_at: datetime,
-    excluded_subflow: str | None = None,
-    interval_s: float = 1.0,
-    subflow_bytes: Mapping[str, int] | None = None,
-    rtt_ms: Mapping[str, float] | None = None,
-    rto_ms: Mapping[str, float] | None = None,
-    tool_version: str = "",
-    raw_output: str = "",
-    status: str = "ok",
-    error: str | None = None,
-    mean_goodput_mbps: float | None = None,
-    observed_subflows: Sequence[Mapping[str, Any]] = (),
-    effective_buffers: Mapping[str, Any] | None = None,
-    quiet_check: Mapping[str, Any] | None = None,
-    warmup_s: float = 0.0,
-) -> tuple[Measurement, bool]:
+@dataclass(frozen=True)
+class MeasurementRecord:
+    """One probe run as it is stored: its key (campaign, phase, PM, CC, buffer, run, excluded
+    subflow) and what it measured. Built from a probe's result in one place
+    (`flows.recording`); tests and benchmarks build it for the runs they seed."""
+
+    campaign_id: int
+    phase: str
+    pm: str
+    cc: str
+    bs_mib: float
+    run: int
+    subflows: Sequence[str]
+    duration_s: float
+    goodput_mbps: Sequence[float]
+    tool: str
+    started_at: datetime
+    finished_at: datetime
+    excluded_subflow: str | None = None
+    interval_s: float = 1.0
+    subflow_bytes: Mapping[str, int] | None = None
+    rtt_ms: Mapping[str, float] | None = None
+    rto_ms: Mapping[str, float] | None = None
+    tool_version: str = ""
+    raw_output: str = ""
+    status: str = "ok"
+    error: str | None = None
+    mean_goodput_mbps: float | None = None  # the mean after the warm-up; default the series'
+    observed_subflows: Sequence[Mapping[str, Any]] = ()
+    effective_buffers: Mapping[str, Any] | None = None
+    quiet_check: Mapping[str, Any] | None = None
+    warmup_s: float = 0.0
+
+
+def record_measurement(session: Session, record: MeasurementRecord) -> tuple[Measurement, bool]:
     """Store one probe run; (row, created). A second call with the same key returns the first row
-    unchanged (created False), so a re-executed task neither duplicates data nor double-counts
-    progress. `mean_goodput_mbps`: the probe's mean after its warm-up (default: the series'
-    mean)."""
-    campaign = get_campaign(session, campaign_id=campaign_id)
-    pm, cc = normalize_pm(pm), cc.strip().lower()
-    excluded = excluded_subflow or NO_EXCLUSION
+    unchanged (created False), so a re-executed task never duplicates data. The campaign's
+    progress counters are the caller's (`flows.recording` charges the budget when created)."""
+    r = record
+    campaign = get_campaign(session, campaign_id=r.campaign_id)
+    pm, cc = normalize_pm(r.pm), r.cc.strip().lower()
+    excluded = r.excluded_subflow or NO_EXCLUSION
     existing = session.scalar(
         select(Measurement).where(
             Measurement.campaign_id == campaign.id,
-            Measurement.phase == phase,
+            Measurement.phase == r.phase,
             Measurement.pm == pm,
             Measurement.cc == cc,
-            Measurement.bs_mib == float(bs_mib),
-            Measurement.run == run,
+            Measurement.bs_mib == float(r.bs_mib),
+            Measurement.run == r.run,
             Measurement.excluded_subflow == excluded,
         )
     )
     if existing is not None:
         return existing, False
-    series = [float(v) for v in goodput_mbps]
+    series = [float(v) for v in r.goodput_mbps]
     row = Measurement(
         campaign_id=campaign.id,
-        phase=phase,
+        phase=r.phase,
         pm=pm,
         cc=cc,
-        bs_mib=float(bs_mib),
-        run=run,
+        bs_mib=float(r.bs_mib),
+        run=r.run,
         excluded_subflow=excluded,
-        subflows=list(subflows),
-        duration_s=float(duration_s),
-        interval_s=float(interval_s),
+        subflows=list(r.subflows),
+        duration_s=float(r.duration_s),
+        interval_s=float(r.interval_s),
         goodput_mbps=series,
         mean_goodput_mbps=(
-            mean_goodput_mbps
-            if mean_goodput_mbps is not None
-            else (sum(series) / len(series) if series and status == "ok" else None)
+            r.mean_goodput_mbps
+            if r.mean_goodput_mbps is not None
+            else (sum(series) / len(series) if series and r.status == "ok" else None)
         ),
-        subflow_bytes=dict(subflow_bytes or {}),
-        rtt_ms=dict(rtt_ms or {}),
-        rto_ms=dict(rto_ms or {}),
-        observed_subflows=[dict(o) for o in observed_subflows],
-        effective_buffers=dict(effective_buffers or {}),
-        quiet_check=dict(quiet_check) if quiet_check is not None else None,
-        warmup_s=float(warmup_s),
-        tool=tool,
-        tool_version=tool_version,
-        raw_output=raw_output,
-        status=status,
-        error=error,
-        started_at=started_at,
-        finished_at=finished_at,
+        subflow_bytes=dict(r.subflow_bytes or {}),
+        rtt_ms=dict(r.rtt_ms or {}),
+        rto_ms=dict(r.rto_ms or {}),
+        observed_subflows=[dict(o) for o in r.observed_subflows],
+        effective_buffers=dict(r.effective_buffers or {}),
+        quiet_check=dict(r.quiet_check) if r.quiet_check is not None else None,
+        warmup_s=float(r.warmup_s),
+        tool=r.tool,
+        tool_version=r.tool_version,
+        raw_output=r.raw_output,
+        status=r.status,
+        error=r.error,
+        started_at=r.started_at,
+        finished_at=r.finished_at,
     )
     session.add(row)
-    campaign.probes_done += 1
-    campaign.probe_seconds_used += float(duration_s)
     session.flush()
     return row, True
 

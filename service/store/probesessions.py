@@ -39,12 +39,6 @@ def open_session(
     return row
 
 
-def mark_server(session: Session, *, row: ProbeSession, pid: int | None) -> None:
-    row.server_pid = pid
-    row.updated_at = utcnow()
-    session.flush()
-
-
 def mark_ready(
     session: Session, *, row: ProbeSession, port: int, receiver_addrs: dict[str, str],
     pid: int, report: dict[str, Any],

@@ -27,12 +27,6 @@ def get_recommendation(session: Session, *, recommendation_id: int) -> Recommend
     return rec
 
 
-def get_recommendation_or_none(
-    session: Session, *, recommendation_id: int
-) -> Recommendation | None:
-    return session.get(Recommendation, recommendation_id)
-
-
 def find_calibrated(
     session: Session, *, campaign_id: int, inputs: dict[str, Any], quality_flags: list[str]
 ) -> Recommendation | None:

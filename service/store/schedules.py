@@ -11,11 +11,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from models import Campaign, utcnow
-from models.history import RecalibrationEvent, RecalibrationSchedule
+from models.history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
 
 from ..errors import Invalid, NotFound
 from .inventory import get_topology
 from .recommendations import calibrated_recommendation_of
+
+SUBJECT_MAX = RecalibrationEvent.__table__.c.subject.type.length  # what the column holds
 
 
 def check_cron(cron: str) -> str:
@@ -120,6 +122,37 @@ def previous_calibration(session: Session, *, campaign: Campaign) -> Campaign | 
         .order_by(Campaign.id.desc())
         .limit(1)
     )
+
+
+def add_event(
+    session: Session,
+    *,
+    campaign: Campaign,
+    previous_campaign_id: int | None,
+    kind: str,
+    subject: str,
+    before: Any,
+    after: Any,
+    change_pct: float | None = None,
+) -> RecalibrationEvent:
+    """Record one change between `campaign` and an earlier calibration of its topology (the
+    one place these rows are built: the scheduled comparison and the warm check both call it)."""
+    if kind not in EVENT_KINDS:
+        raise ValueError(f"unknown recalibration event kind {kind!r}")
+    event = RecalibrationEvent(
+        topology_id=campaign.topology_id,
+        campaign_id=campaign.id,
+        previous_campaign_id=previous_campaign_id,
+        kind=kind,
+        subject=subject[:SUBJECT_MAX],
+        before=before,
+        after=after,
+        change_pct=change_pct,
+        created_at=utcnow(),
+    )
+    session.add(event)
+    session.flush()
+    return event
 
 
 def add_events(session: Session, *, events: list[RecalibrationEvent]) -> None:

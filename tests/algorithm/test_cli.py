@@ -160,6 +160,26 @@ def test_auto_model_writes_saturating_curves_that_solve_reads(tmp_path):
     assert out.returncode == 2 and "curves.0.knee_mib" in out.stderr
 
 
+def test_solve_reads_curves_of_mixed_kinds_and_names_the_bad_one():
+    """One reader for every kind: a quadratic beside a saturating curve is solved as given, and
+    an error names the curve's own index and field (no placeholder curve stands in for it)."""
+    quadratic = {"pm": "PCDC", "cc": "hybla", "a": 24.49, "b": 6.16, "c": -0.17}
+    saturating = {"kind": "saturating", "pm": "FullMesh", "cc": "cubic", "plateau_mbps": 36.7,
+                  "knee_mib": 0.05, "sharpness": 12.0}
+    solved = run("solve", "--curves", "-", stdin=json.dumps({"curves": [saturating, quadratic]}))
+    assert solved.returncode == 0, solved.stderr
+    answer = json.loads(solved.stdout)
+    assert [a["kind"] for a in answer["arms"]] == ["saturating", "quadratic"]
+    assert (answer["opm"], answer["occ"]) == ("PCDC", "hybla")
+    for bad, needle in [
+        ({**quadratic, "a": "24.49"}, "curves.1.a: must be a number"),
+        ({**quadratic, "same_as_fullmesh": "no"}, "curves.1.same_as_fullmesh"),
+        ({k: v for k, v in quadratic.items() if k != "c"}, "curves.1.c: missing"),
+    ]:
+        out = run("solve", "--curves", "-", stdin=json.dumps({"curves": [saturating, bad]}))
+        assert out.returncode == 2 and needle in out.stderr, out.stderr
+
+
 def test_recommend_reports_the_measured_need_and_never_promises_more():
     from .test_saturating import DEMO_GRID, two_path_rows
 

@@ -9,7 +9,7 @@ from service.algorithm.impact import (
     impact_from_series,
     pcdc_subset,
 )
-from service.algorithm.topology import ISP, Site, Topology
+from service.algorithm.topology import ISP, Site, TopologySpec
 from service.algorithm.traditional import rto_from_rtt, traditional_buffer
 
 from .paper_data import TABLE5
@@ -92,7 +92,7 @@ def test_topology_errors_name_the_field(site, field):
 def test_topology_needs_two_sites():
     site = Site(name="S", isps=[ISP(name="A", label="A", down_kbps=1, up_kbps=1)])
     with pytest.raises(ValidationError, match="both"):
-        Topology(local=site, remote=site)
+        TopologySpec(local=site, remote=site)
 
 
 def test_eq1_traditional_buffer_by_hand():

@@ -5,12 +5,12 @@ import pytest
 from service.algorithm.curve import Curve
 from service.algorithm.impact import impact_from_omegas
 from service.algorithm.solver import solve
-from service.algorithm.topology import ISP, Site, Topology
+from service.algorithm.topology import ISP, Site, TopologySpec
 
 from .paper_data import CCS, EQ13_FULLMESH, SCENARIOS, SITES, TABLE2, TABLE3, TABLE4, TABLE5, TSTAR
 
 
-def topology(scenario: str) -> Topology:
+def topology(scenario: str) -> TopologySpec:
     local, remote = SCENARIOS[scenario]
 
     def site(name):
@@ -19,7 +19,7 @@ def topology(scenario: str) -> Topology:
             isps=[ISP(name=n, label=lab, down_kbps=d, up_kbps=u) for n, lab, d, u in SITES[name]],
         )
 
-    return Topology(local=site(local), remote=site(remote))
+    return TopologySpec(local=site(local), remote=site(remote))
 
 
 def paper_curves(scenario: str) -> list[Curve]:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.algorithm.curve import Curve
-from service.algorithm.curve_store import curve_from_dict
+from service.algorithm.curve_store import curve_from_dict, curve_to_dict
 from service.algorithm.measured import measured_ceiling, smallest_measured_buffer
 from service.algorithm.regression import Sample, fit
 from service.algorithm.saturating_curve import SaturatingCurve
@@ -174,7 +174,7 @@ def test_saturating_min_buffer_is_the_exact_smallest_crossing(plateau, knee, sha
     ],
 )
 def test_curves_round_trip_through_json(curve):
-    data = json.loads(json.dumps(curve.to_dict()))
+    data = json.loads(json.dumps(curve_to_dict(curve)))
     assert data["kind"] == curve.kind
     assert curve_from_dict(data) == curve
 

@@ -10,8 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from service.flows import recording
 from service.flows.derive import fit_from_runs, impact_from_runs
-from service.store import campaigns, measurements, results
+from service.store import campaigns, results
+from service.store.measurements import MeasurementRecord
 from tests.algorithm.paper_data import CCS, TABLE2, TABLE4
 from tests.conftest import new_campaign
 
@@ -39,8 +41,8 @@ def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7,
     def record(**kw):
         nonlocal count
         start = t0 + timedelta(seconds=15 * count)
-        measurements.record_measurement(
-            session,
+        recording.record(
+            session, MeasurementRecord(
             campaign_id=campaign.id,
             duration_s=10,
             tool="synthetic",
@@ -49,7 +51,7 @@ def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7,
             started_at=start,
             finished_at=start + timedelta(seconds=10),
             rtt_ms={sf: RTT_MS for sf in kw["subflows"]},
-            **kw,
+            **kw),
         )
         count += 1
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from service.store import measurements
+from service.flows import recording
+from service.store.measurements import MeasurementRecord
 
 T0 = datetime(2026, 11, 3, tzinfo=UTC)
 
@@ -25,9 +26,10 @@ class KernelOffers:
 
 def record_step(session, campaign_id: int, step, tp: float, subflows=("U-C",)) -> None:
     """Store `step`'s probe with goodput `tp` (Mbit/s)."""
-    measurements.record_measurement(
-        session, campaign_id=campaign_id, phase=step.phase, pm=step.pm, cc=step.cc,
+    recording.record(
+        session, MeasurementRecord(
+            campaign_id=campaign_id, phase=step.phase, pm=step.pm, cc=step.cc,
         bs_mib=step.bs_mib, run=step.run, excluded_subflow=step.excluded_subflow,
         subflows=list(subflows), duration_s=2, goodput_mbps=[tp, tp], tool="test",
-        started_at=T0, finished_at=T0 + timedelta(seconds=2),
+        started_at=T0, finished_at=T0 + timedelta(seconds=2)),
     )

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from models import MeasurementArtifact
 from probes.base import MAX_ARTIFACT_BYTES, MeasurementRequest, MeasurementResult, utcnow
 from probes.netperfmeter import add_result_artifacts, parse_results
-from service.flows import calibration
+from service.flows import recording
 from service.flows.plan import ProbeStep
 from tests.conftest import new_campaign
 from tests.probes.conftest import testbed2x2  # noqa: F401 - the live testbed fixture
@@ -47,7 +47,7 @@ STEP = ProbeStep(phase="buffer", pm="FullMesh", cc="cubic", bs_mib=1.0, run=0)
 
 
 def _stored(db_session, campaign_id: int, result: MeasurementResult) -> int:
-    row = calibration.store_result(db_session, campaign_id=campaign_id, step=STEP, result=result)
+    row = recording.store_result(db_session, campaign_id=campaign_id, step=STEP, result=result)
     db_session.commit()
     return row.id
 

@@ -14,7 +14,7 @@ from sqlalchemy import text
 from models import utcnow
 from probes.vocabulary import ISP, Site
 from service import db
-from service.algorithm.topology import Topology
+from service.algorithm.topology import TopologySpec
 from service.store import campaigns, inventory
 from tests.conftest import migrated_database, new_campaign
 
@@ -28,7 +28,7 @@ def lease_db():
     with migrated_database("mpcoa_lease") as url:
         engine = db.make_engine(url, pool_size=4)
         with db.session_scope(engine) as s:
-            topology = inventory.ensure_topology(s, spec=Topology(local=ONE, remote=TWO))
+            topology = inventory.ensure_topology(s, spec=TopologySpec(local=ONE, remote=TWO))
             campaign_id = new_campaign(s, topology.id, runs=1, duration_s=5).id
         yield engine, campaign_id
         engine.dispose()
@@ -116,7 +116,7 @@ def test_migration_0003_moves_notes_into_columns_and_back(tmp_path):
 
 @pytest.mark.postgres
 def test_the_heartbeat_keeps_a_lease_that_would_run_out(lease_db):
-    from service.flows.calibration import lease_heartbeat
+    from service.flows.leasing import lease_heartbeat
     from service.settings import Settings
 
     engine, campaign_id = lease_db

@@ -10,8 +10,10 @@ from sqlalchemy import func, select
 
 from api.app import create_app
 from models import ApiToken, Measurement
+from service.flows import recording
 from service.settings import Settings
-from service.store import campaigns, measurements, tokens
+from service.store import campaigns, tokens
+from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
@@ -62,18 +64,20 @@ def test_measurements_are_idempotent_and_paginated(client, auth, db_session):
     c = new_campaign(db_session, topology_id, ccs=["cubic"], runs=1, duration_s=2)
     key = {"phase": "buffer", "pm": "pcdc", "cc": "Cubic", "run": 0}
     for k in range(5):
-        _row, created = measurements.record_measurement(
-            db_session, campaign_id=c.id, **key, bs_mib=0.5 * (k + 1), subflows=["K-C"],
+        _row, created = recording.record(
+            db_session, MeasurementRecord(
+            campaign_id=c.id, **key, bs_mib=0.5 * (k + 1), subflows=["K-C"],
             duration_s=2,
             goodput_mbps=[1.0 + k, 3.0 + k], tool="iperf3", tool_version="3.12",
             raw_output=f'{{"run": {k}}}', started_at=T0, finished_at=T0 + timedelta(seconds=2),
-            subflow_bytes={"K-C": 1000 * k},
+            subflow_bytes={"K-C": 1000 * k}),
         )
         assert created
     # Re-executing a task: same key, nothing new, progress unchanged.
-    again, created = measurements.record_measurement(
-        db_session, campaign_id=c.id, **key, bs_mib=0.5, subflows=["K-C"], duration_s=2,
-        goodput_mbps=[99.0], tool="iperf3", started_at=T0, finished_at=T0,
+    again, created = recording.record(
+        db_session, MeasurementRecord(
+            campaign_id=c.id, **key, bs_mib=0.5, subflows=["K-C"], duration_s=2,
+        goodput_mbps=[99.0], tool="iperf3", started_at=T0, finished_at=T0),
     )
     db_session.commit()
     assert not created and again.goodput_mbps == [1.0, 3.0]

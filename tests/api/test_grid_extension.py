@@ -1,13 +1,14 @@
 """The buffer sweep goes on above its grid while the best arm still climbs at the largest
-buffer (issue 10: a grid that stops below the plateau reads T* off a slope and gives every OBS
+buffer (a grid that stops below the plateau reads T* off a slope and gives every OBS
 too small), within `MAX_GRID_EXTENSIONS` points and the budget, and says so on the answer."""
 
 from __future__ import annotations
 
 import pytest
 
-from service.algorithm.topology import Topology
-from service.flows.calibration import MAX_GRID_EXTENSIONS, next_step
+from service.algorithm.topology import TopologySpec
+from service.flows.calibration import next_step
+from service.flows.phases.fitting import MAX_GRID_EXTENSIONS
 from service.settings import Settings
 from service.store import campaigns, inventory
 from tests.conftest import new_campaign
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.postgres
 
 
 def _campaign(session, **params):
-    spec = Topology.model_validate({"local": {**SRL, "isps": SRL["isps"][:1]},
+    spec = TopologySpec.model_validate({"local": {**SRL, "isps": SRL["isps"][:1]},
                                     "remote": {**HU, "isps": HU["isps"][:1]}})
     topology_id = inventory.ensure_topology(session, spec=spec).id
     return new_campaign(session, topology_id, ccs=["reno"], runs=1, duration_s=2,

@@ -7,10 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from service.algorithm.topology import Topology
-from service.flows.calibration import impact_runs, next_step
+from service.algorithm.topology import TopologySpec
+from service.flows import recording
+from service.flows.budget import impact_runs
+from service.flows.calibration import next_step
 from service.settings import Settings
-from service.store import campaigns, inventory, measurements
+from service.store import campaigns, inventory
+from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
@@ -22,17 +25,18 @@ T0 = datetime(2026, 11, 3, tzinfo=UTC)
 
 
 def _topology(session) -> int:
-    spec = Topology.model_validate({"local": {**SRL, "isps": SRL["isps"][:2]},
+    spec = TopologySpec.model_validate({"local": {**SRL, "isps": SRL["isps"][:2]},
                                     "remote": {**HU, "isps": HU["isps"][:1]}})
     return inventory.ensure_topology(session, spec=spec).id
 
 
 def _record_run(session, cid, run, tp0, tpi):
     for excluded, tp in [("", tp0), *tpi.items()]:
-        measurements.record_measurement(
-            session, campaign_id=cid, phase="impact", pm="FullMesh", cc="reno", bs_mib=0.0,
+        recording.record(
+            session, MeasurementRecord(
+                campaign_id=cid, phase="impact", pm="FullMesh", cc="reno", bs_mib=0.0,
             run=run, excluded_subflow=excluded, subflows=["U-C", "K-C"], duration_s=2,
-            goodput_mbps=[tp, tp], tool="test", started_at=T0, finished_at=T0 + timedelta(2),
+            goodput_mbps=[tp, tp], tool="test", started_at=T0, finished_at=T0 + timedelta(2)),
         )
 
 

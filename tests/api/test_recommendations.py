@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.algorithm.topology import Topology
+from service.algorithm.topology import TopologySpec
 from service.algorithm.traditional import rto_from_rtt, traditional_buffer
 from tests.algorithm.paper_data import TABLE3, TABLE5, TSTAR
 
@@ -38,7 +38,7 @@ def test_provisional_heterogeneous_is_pcdc_with_half_eq1_and_queues_a_campaign(c
     assert rec["provisional"] is True and rec["kind"] == "provisional"
     assert rec["opm"] == "PCDC"  # SRL-HU is heterogeneous (Section 5.3)
     assert "provisional" in rec["quality_flags"]
-    spec = Topology.model_validate({"local": SRL, "remote": HU})
+    spec = TopologySpec.model_validate({"local": SRL, "remote": HU})
     names = spec.subflow_names()
     rtt_s = [rtts[n] / 1000 for n in names]
     expected = traditional_buffer(

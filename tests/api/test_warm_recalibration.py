@@ -1,4 +1,4 @@
-"""Warm recalibration (issue 12 item 2): a scheduled campaign checks the last calibrated answer
+"""Warm recalibration: a scheduled campaign checks the last calibrated answer
 with a few probes (the chosen arm at OBS, T*'s arm at its buffer) and only sweeps again when they
 drifted; events say which happened."""
 

@@ -20,9 +20,11 @@ from sqlalchemy.orm import Session
 
 from probes.vocabulary import ISP, Site
 from service.algorithm.impact import impact_from_omegas
-from service.algorithm.topology import Topology as TopologySpec
+from service.algorithm.topology import TopologySpec
+from service.flows import recording
 from service.flows.derive import fit_from_runs
-from service.store import campaigns, inventory, measurements, results
+from service.store import campaigns, inventory, results
+from service.store.measurements import MeasurementRecord
 from tests.algorithm.paper_data import CCS, SITES, TABLE2, TABLE4
 from tests.api.calibration import seed_srl_hu
 from tests.conftest import new_campaign
@@ -122,8 +124,8 @@ def _noisy_calibration(session: Session, topology_id: int):
             for bs in GRID:
                 for run in range(RUNS):
                     tp = a + b * bs + c * bs * bs + rng.normal(0, 70.0)
-                    measurements.record_measurement(
-                        session,
+                    recording.record(
+                        session, MeasurementRecord(
                         campaign_id=campaign.id,
                         phase="buffer",
                         pm=pm,
@@ -135,7 +137,7 @@ def _noisy_calibration(session: Session, topology_id: int):
                         goodput_mbps=[max(tp, 1.0)] * 3,
                         tool="synthetic",
                         started_at=start,
-                        finished_at=start,
+                        finished_at=start),
                     )
     fits = fit_from_runs(session, campaign=campaign).fits
     results.store_fits(session, campaign_id=campaign.id, fits=fits)

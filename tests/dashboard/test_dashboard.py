@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from service.store import measurements, results
+from service.flows import recording
+from service.store import results
+from service.store.measurements import MeasurementRecord
 from tests.algorithm.paper_data import CCS, TABLE2, TABLE3, TSTAR
 
 from .seed import FLIPPED, HOSTILE_DESCRIPTION, RTT_MS
@@ -237,8 +239,8 @@ def test_a_provisional_recommendation_shows_its_flags_and_the_campaign_live(live
     # A worker records a probe run: the open page follows without a reload.
     with live.session_factory() as session:
         now = datetime.now(UTC)
-        measurements.record_measurement(
-            session,
+        recording.record(
+            session, MeasurementRecord(
             campaign_id=s.running_campaign_id,
             phase="impact",
             pm="FullMesh",
@@ -251,7 +253,7 @@ def test_a_provisional_recommendation_shows_its_flags_and_the_campaign_live(live
             tool="synthetic",
             started_at=now,
             finished_at=now,
-            rtt_ms={"P-D": RTT_MS},
+            rtt_ms={"P-D": RTT_MS}),
         )
         session.commit()
     deadline = time.monotonic() + 15

@@ -1,4 +1,4 @@
-"""calibration.claim takes the topology's two sites too (issue 11 item 5)."""
+"""leasing.claim takes the topology's two sites too."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from models import utcnow
 from probes.vocabulary import ISP, Site
 from service import db
-from service.algorithm.topology import Topology
-from service.flows import calibration
+from service.algorithm.topology import TopologySpec
+from service.flows import leasing
 from service.flows.plan import ProbeStep
 from service.settings import Settings
 from service.store import campaigns, inventory, sitelocks
@@ -32,7 +32,7 @@ def three_campaigns():
         ids = {}
         with db.session_scope(engine) as s:
             for key, (a, b) in pairs.items():
-                spec = Topology(local=_site(a), remote=_site(b))
+                spec = TopologySpec(local=_site(a), remote=_site(b))
                 topology = inventory.ensure_topology(s, spec=spec)
                 ids[key] = new_campaign(s, topology.id, runs=1, duration_s=5).id
         yield engine, ids
@@ -45,11 +45,11 @@ def test_a_probe_holds_its_sites_across_campaigns(three_campaigns):
     step = ProbeStep(phase="impact", pm="fullmesh", cc="cubic", bs_mib=1.0, run=0)
     settings = Settings()
     with db.session_scope(engine) as s:
-        ab = calibration.claim(s, campaign_id=ids["ab"], step=step, settings=settings)
+        ab = leasing.claim(s, campaign_id=ids["ab"], step=step, settings=settings)
     assert ab is not None
     with db.session_scope(engine) as s:
-        bc = calibration.claim(s, campaign_id=ids["bc"], step=step, settings=settings)
-        de = calibration.claim(s, campaign_id=ids["de"], step=step, settings=settings)
+        bc = leasing.claim(s, campaign_id=ids["bc"], step=step, settings=settings)
+        de = leasing.claim(s, campaign_id=ids["de"], step=step, settings=settings)
     assert bc is None, "SB is busy with A-B's probe"
     assert de is not None, "a disjoint pair runs in parallel"
     with db.session_scope(engine) as s:
@@ -57,14 +57,14 @@ def test_a_probe_holds_its_sites_across_campaigns(three_campaigns):
         assert campaigns.get_campaign(s, campaign_id=ids["bc"]).lease_id is None
         got = sitelocks.holders(s)
         assert got == {"SA": ab, "SB": ab, "SC": None, "SD": de, "SE": de}
-        calibration.release(s, campaign_id=ids["ab"], lease_id=ab)
+        leasing.release(s, campaign_id=ids["ab"], lease_id=ab)
     with db.session_scope(engine) as s:
-        bc = calibration.claim(s, campaign_id=ids["bc"], step=step, settings=settings)
+        bc = leasing.claim(s, campaign_id=ids["bc"], step=step, settings=settings)
     assert bc is not None
     with db.session_scope(engine) as s:
         assert sitelocks.holders(s)["SB"] == bc
-        calibration.release(s, campaign_id=ids["bc"], lease_id=bc)
-        calibration.release(s, campaign_id=ids["de"], lease_id=de)
+        leasing.release(s, campaign_id=ids["bc"], lease_id=bc)
+        leasing.release(s, campaign_id=ids["de"], lease_id=de)
         assert set(sitelocks.holders(s).values()) == {None}
 
 
@@ -78,11 +78,11 @@ def test_a_campaign_gives_its_sites_way_to_the_busier_site_s_asking_campaign(thr
 
     def claim(key: str) -> str | None:
         with db.session_scope(engine) as s:
-            return calibration.claim(s, campaign_id=ids[key], step=step, settings=settings)
+            return leasing.claim(s, campaign_id=ids[key], step=step, settings=settings)
 
     def release(key: str, lease: str) -> None:
         with db.session_scope(engine) as s:
-            calibration.release(s, campaign_id=ids[key], lease_id=lease)
+            leasing.release(s, campaign_id=ids[key], lease_id=lease)
 
     with db.session_scope(engine) as s:
         campaigns.get_campaign(s, campaign_id=ids["ab"]).probes_total = 40

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from probes.localsite import LocalSite, capability_report, parse_isp_option, resolve_local_site
 from service import db
-from service.algorithm.topology import Topology
+from service.algorithm.topology import TopologySpec
 from service.flows.calibration import next_step
 from service.settings import Settings
 from service.store import artifacts, inventory
@@ -105,7 +105,7 @@ def test_a_report_reaches_the_api(tmp_path):
             from sqlalchemy.orm import Session
 
             with Session(engine) as s:
-                topo = inventory.ensure_topology(s, spec=Topology.model_validate(
+                topo = inventory.ensure_topology(s, spec=TopologySpec.model_validate(
                     {"local": SRL, "remote": HU}))
                 srl, hu = topo.local_site_id, topo.remote_site_id
                 s.commit()
@@ -146,7 +146,7 @@ class KernelOffers:
 @pytest.mark.postgres
 def test_cc_set_from_both_sites_reports(db_session):
     settings = Settings(run_campaigns=False, _env_file=None)
-    topo = inventory.ensure_topology(db_session, spec=Topology.model_validate(
+    topo = inventory.ensure_topology(db_session, spec=TopologySpec.model_validate(
         {"local": {**SRL, "isps": SRL["isps"][:1]}, "remote": {**HU, "isps": HU["isps"][:1]}}))
     # one report only: the prober's view, as today
     artifacts.save_capabilities(db_session, site_name="SRL",

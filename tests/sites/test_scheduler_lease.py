@@ -14,7 +14,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from models import Campaign, utcnow
-from service.algorithm.topology import Topology
+from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope, upgrade
 from service.flows import embedded_scheduler
 from service.settings import Settings
@@ -121,7 +121,7 @@ def test_ticks_of_two_processes_queue_one_campaign_per_due_time(engine):
                                                  "up_kbps": 1000}]},
     }
     with session_scope(engine) as s:
-        topology_id = ensure_topology(s, spec=Topology.model_validate(body)).id
+        topology_id = ensure_topology(s, spec=TopologySpec.model_validate(body)).id
         row = schedules.set_schedule(s, topology_id=topology_id, cron="*/5 * * * *",
                                      parameters={"runs": 1, "ccs": ["reno"]})
         due = schedules.next_run(row) + timedelta(seconds=1)

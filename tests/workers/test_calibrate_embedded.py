@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from service.algorithm.topology import Topology
+from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope, upgrade
 from service.store.inventory import ensure_topology
 
@@ -25,7 +25,7 @@ def _embedded_database(sites, tmp_path) -> tuple[int, dict[str, str]]:
     upgrade(url)
     engine = make_engine(url)
     with session_scope(engine) as s:
-        topology_id = ensure_topology(s, spec=Topology.model_validate(topology_body(*sites))).id
+        topology_id = ensure_topology(s, spec=TopologySpec.model_validate(topology_body(*sites))).id
     engine.dispose()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPCOA_")}
     env.update({"MPCOA_DATABASE_URL": url, "MPCOA_DATA_DIR": str(tmp_path)})

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.algorithm.topology import Topology
+from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope
 from service.flows import embedded_scheduler
 from service.store import campaigns as campaign_store
@@ -185,7 +185,7 @@ def test_two_serves_one_scheduler_and_takeover_after_sigkill(serve):
     # A campaign left queued by an earlier run: the first holder of the lease resumes it.
     engine = make_engine(f"sqlite:///{serve.db}")
     with session_scope(engine) as s:
-        spec = Topology.model_validate({"local": local, "remote": remote})
+        spec = TopologySpec.model_validate({"local": local, "remote": remote})
         topology_id = ensure_topology(s, spec=spec).id
         left = new_campaign(s, topology_id, reason="left queued", runs=1, ccs=["reno"]).id
         # handed to the executor of a process that died (so no sweeper resends it)

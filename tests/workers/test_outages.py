@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.algorithm.topology import Topology
+from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope
 from service.flows.dispatch import start_campaign
 from service.flows.plan import CampaignParameters
@@ -229,7 +229,7 @@ def test_a_broker_restart_needs_no_worker_restart(committed_db, private_redis, t
         restarted = time.monotonic()
         with session_scope(engine) as s:
             topo = inventory.ensure_topology(
-                s, spec=Topology.model_validate(topology_body(local, remote)))
+                s, spec=TopologySpec.model_validate(topology_body(local, remote)))
             cid = start_campaign(s, topology_id=topo.id, params=CampaignParameters(runs=1),
                                  reason="outage-test", settings=settings).id
 

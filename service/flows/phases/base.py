@@ -1,0 +1,77 @@
+"""What a phase is: asked with the campaign's context, it answers a probe to run, done (the next
+phase's turn), final (it failed the campaign), or finish (the campaign needs nothing more).
+
+A phase does every piece of its work that needs no probe before it answers, re-reads what it
+needs from the database and is idempotent: a step is done when a measurement with its key exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Protocol
+
+from sqlalchemy.orm import Session
+
+from models import Campaign
+
+from ...settings import Settings
+from ...store import campaigns as campaign_store
+from ...store import measurements, results
+from ..plan import ProbeStep
+from ..probing import Prober
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A probe to run (`step`); or `final` (the phase failed the campaign); or `finish` (nothing
+    more to measure: the campaign finishes now, later phases skipped); or none: done."""
+
+    step: ProbeStep | None = None
+    final: bool = False
+    finish: bool = False
+
+
+DONE = Outcome()
+FINAL = Outcome(final=True)
+FINISH = Outcome(finish=True)
+
+
+def probe(step: ProbeStep) -> Outcome:
+    return Outcome(step=step)
+
+
+@dataclass
+class Context:
+    """One pass over the phases: the campaign row and what the phases share."""
+
+    session: Session
+    campaign: Campaign
+    settings: Settings
+    prober: Prober
+
+    @cached_property
+    def subflows(self) -> list[str]:
+        return [sf.name for sf in self.campaign.topology.subflows]
+
+    def done(self) -> set[tuple]:
+        """The keys of every stored run (read afresh: a phase may have added runs)."""
+        return measurements.done_keys(self.session, campaign_id=self.campaign.id)
+
+    def subsets(self) -> dict[str, list[str]]:
+        """SP* per CC, from the impact phase."""
+        return {
+            r.cc: r.subset
+            for r in results.impact_results(self.session, campaign_id=self.campaign.id)
+        }
+
+    def fail(self, why: str) -> Outcome:
+        campaign_store.set_state(self.session, campaign_id=self.campaign.id, state="failed",
+                                 error=why)
+        return FINAL
+
+
+class Phase(Protocol):
+    name: str
+
+    def advance(self, ctx: Context) -> Outcome: ...

@@ -1,0 +1,50 @@
+"""What both sweeps share: the buffer runs measured so far, growing the grid above its top, and
+the fit (f5) over the ok buffer runs."""
+
+from __future__ import annotations
+
+from ...store import campaigns as campaign_store
+from ...store import measurements, results
+from ..derive import fit_from_runs
+from .base import Context
+
+MAX_GRID_EXTENSIONS = 3
+
+
+def buffer_samples(ctx: Context):
+    """Per (PM, CC) the ok goodputs per buffer, and per (PM, CC, buffer) the runs stored (ok or
+    failed: a failed run's key is taken, the next run gets the next number)."""
+    samples: dict[tuple[str, str], dict[float, list[float]]] = {}
+    tried: dict[tuple[str, str, float], int] = {}
+    for m in measurements.list_buffer_runs(ctx.session, campaign_id=ctx.campaign.id):
+        bs = float(m.bs_mib)
+        tried[(m.pm, m.cc, bs)] = max(tried.get((m.pm, m.cc, bs), 0), m.run)
+        if m.status == "ok" and m.mean_goodput_mbps is not None:
+            samples.setdefault((m.pm, m.cc), {}).setdefault(bs, []).append(m.mean_goodput_mbps)
+    return samples, tried
+
+
+def grid_extensions(ctx: Context) -> list[float]:
+    return list((ctx.campaign.notes or {}).get("grid_extended", []))
+
+
+def grow_grid(ctx: Context, more: float) -> None:
+    """One more buffer above the grid, noted (`grid_extended`, flagged on the answer)."""
+    campaign = ctx.campaign
+    added = grid_extensions(ctx)
+    campaign.buffer_grid_mib = sorted([*campaign.buffer_grid_mib, more])
+    campaign_store.add_note(campaign, "grid_extended", [*added, more])
+
+
+def fit(ctx: Context) -> list | None:
+    """f5 over the ok buffer runs, stored; None (and the campaign failed) when no arm is
+    usable."""
+    campaign = ctx.campaign
+    outcome = fit_from_runs(ctx.session, campaign=campaign)
+    campaign_store.add_note(campaign, "unfitted_arms", outcome.unfitted_arms)
+    if not outcome.fits:
+        ctx.fail("buffer phase: no (PM, CC) has runs at 3 buffer sizes")
+        return None
+    results.store_fits(ctx.session, campaign_id=campaign.id, fits=outcome.fits)
+    ctx.session.flush()
+    return outcome.fits

@@ -1,0 +1,79 @@
+"""The buffer sweep of grid mode (Eq. 7): every (PM, CC, buffer, run), PCDC on SP* of its CC;
+the grid grows while the best arm still climbs at its top; then the fit, and one more run of the
+whole sweep while the quality gate fails and the budget allows."""
+
+from __future__ import annotations
+
+from statistics import fmean
+
+from ...algorithm.sweep import plateau_extension
+from ...store import campaigns as campaign_store
+from .. import budget
+from ..plan import buffer_steps
+from .base import DONE, FINAL, Context, Outcome, probe
+from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
+
+name = "sweep"
+MAX_EXTRA_ROUNDS_WITHOUT_BUDGET = 2
+
+
+def advance(ctx: Context) -> Outcome:
+    campaign = ctx.campaign
+    while True:
+        if not campaign.budget_exhausted:
+            done, subsets = ctx.done(), ctx.subsets()
+            for step in buffer_steps(
+                campaign.pms, campaign.active_ccs, campaign.buffer_grid_mib, campaign.runs,
+                subsets, ctx.subflows, campaign.seed,
+            ):
+                if step.key not in done:
+                    return probe(step)
+            if _extend_grid(ctx):
+                continue
+        fits = fit(ctx)
+        if fits is None:
+            return FINAL
+        if not all(f.gate_passed for f in fits) and _another_round(ctx):
+            continue
+        return DONE
+
+
+def _extend_grid(ctx: Context) -> bool:
+    """One more buffer above the grid, for every arm and run, while the best arm is still
+    climbing at the largest buffer (the plateau T* is read off would be a slope), up to
+    `MAX_GRID_EXTENSIONS` points and within the budget; flagged when the grid had to stop
+    below the plateau."""
+    campaign = ctx.campaign
+    samples, _tried = buffer_samples(ctx)
+    arm_means = {arm: {bs: fmean(v) for bs, v in per.items()} for arm, per in samples.items()}
+    more = plateau_extension(campaign.buffer_grid_mib, arm_means, campaign.delta)
+    if more is None:
+        return False
+    probes = len(campaign.pms) * len(campaign.active_ccs) * campaign.runs
+    if len(grid_extensions(ctx)) >= MAX_GRID_EXTENSIONS or not budget.affords(campaign, probes):
+        campaign_store.add_note(campaign, "grid_below_plateau", max(campaign.buffer_grid_mib))
+        return False
+    grow_grid(ctx, more)
+    budget.replan(campaign)
+    ctx.session.flush()
+    return True
+
+
+def _another_round(ctx: Context) -> bool:
+    """The gate failed: one more run of the whole buffer sweep, if the budget allows it."""
+    campaign = ctx.campaign
+    if campaign.budget_exhausted:
+        return False
+    if budget.left_s(campaign) is None:
+        if campaign.extra_rounds >= MAX_EXTRA_ROUNDS_WITHOUT_BUDGET:
+            return False
+    else:
+        round_probes = (
+            len(campaign.pms) * len(campaign.active_ccs) * len(campaign.buffer_grid_mib)
+        )
+        if not budget.affords(campaign, round_probes):
+            return False
+    campaign.extra_rounds += 1
+    campaign.runs += 1
+    budget.replan(campaign)
+    return True

@@ -1,0 +1,56 @@
+"""The budget's one formula per figure, on campaign rows that need no database: the plan per
+phase as the campaign's columns change, what a warm campaign plans before and after its verdict,
+and remaining_s, progress and affords."""
+
+from __future__ import annotations
+
+from models import Campaign
+from service.flows import budget
+
+
+def _campaign(**columns) -> Campaign:
+    base = dict(
+        state="running", ccs=["reno", "cubic"], pms=["PCDC", "FullMesh"],
+        buffer_grid_mib=[0.1, 0.2, 0.4], runs=2, duration_s=5.0, mode="grid",
+        probe_seconds_budget=None, probes_total=0, probes_done=0, probe_seconds_used=0.0,
+        active_ccs=None, impact_runs=None, extra_impact_runs={}, notes={},
+    )
+    return Campaign(**{**base, **columns})
+
+
+def test_the_plan_follows_the_columns():
+    c = _campaign()
+    # impact: 2 CCs x 2 runs x (TP_0 + 3 TP_i); sweep: 2 PMs x 2 CCs x 3 buffers x 2 runs
+    assert budget.planned(c, 3) == {"warm": 0, "impact": 16, "selection": 0, "sweep": 24}
+    c.active_ccs, c.impact_runs, c.extra_impact_runs = ["reno"], 2, {"reno": 1}
+    c.buffer_grid_mib = [0.1, 0.2, 0.4, 0.8]  # the grid grew
+    c.runs = 3  # the quality gate asked for another round
+    assert budget.planned(c, 3) == {"warm": 0, "impact": 12, "selection": 0, "sweep": 24}
+
+
+def test_an_adaptive_sweep_plans_an_estimate_then_what_it_asks():
+    c = _campaign(mode="adaptive", buffer_grid_mib=[0.1 * 2**k for k in range(8)])
+    # 4 arms x 2 runs x (1 + log2 8) steps
+    assert budget.planned(c, 3)["sweep"] == 4 * 2 * 4
+    c.notes = {budget.NOTE: {"asked": {"sweep": 40}}}
+    assert budget.planned(c, 3)["sweep"] == 40
+
+
+def test_a_warm_campaign_plans_its_checks_until_they_drifted():
+    c = _campaign(notes={"warm": {"probes": 6}})
+    assert budget.planned(c, 3) == {"warm": 6, "impact": 0, "selection": 0, "sweep": 0}
+    c.notes = {"warm": {"probes": 6, "verdict": "warm_drifted"}}
+    assert budget.planned(c, 3) == {"warm": 6, "impact": 16, "selection": 0, "sweep": 24}
+
+
+def test_remaining_progress_and_affords():
+    c = _campaign(probes_total=10, probes_done=4, probe_seconds_budget=30.0,
+                  probe_seconds_used=20.0)
+    assert budget.remaining_s(c) == 6 * 5.0 and budget.progress(c) == 0.4
+    assert budget.affords(c, 2) and not budget.affords(c, 3)
+    assert not budget.affords(c, 1, reserve_s=6.0)
+    c.probes_done = 10  # the estimate spent, the campaign still active: one probe at least
+    assert budget.remaining_s(c) == 5.0 and budget.progress(c) == 1.0
+    c.state = "done"
+    assert budget.remaining_s(c) == 0.0
+    assert budget.left_s(_campaign()) is None and budget.affords(_campaign(), 10**6)
