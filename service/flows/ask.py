@@ -41,7 +41,7 @@ def ask(
     render: Callable[[Recommendation], tuple[bytes, str | None]],
     settings: Settings,
     topology_id: int | None = None,
-    topology: algo.Topology | None = None,
+    topology: algo.TopologySpec | None = None,
     rtts_ms: Mapping[str, float] | None = None,
     delta: float,
     bs_min_mib: float | None = None,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from models import Campaign, FitRecord
+from probes.vocabulary import PCDC
 
 from ..algorithm.curve_store import AnyCurve
 from ..algorithm.measured_curve import MeasuredCurve
@@ -89,7 +90,7 @@ def _measured_curves(session, campaign, fitted, measured) -> list[MeasuredCurve]
     return [
         MeasuredCurve.from_points(
             pm, cc, points,
-            same.get((pm, cc), pm == "PCDC" and cc in impacts and impacts[cc].same_as_fullmesh),
+            same.get((pm, cc), pm == PCDC and cc in impacts and impacts[cc].same_as_fullmesh),
         )
         for (pm, cc), points in by_arm.items()
     ]

@@ -55,7 +55,7 @@ def recommend(
     session: Session,
     *,
     topology_id: int | None = None,
-    topology: algo.Topology | None = None,
+    topology: algo.TopologySpec | None = None,
     rtts_ms: Mapping[str, float] | None = None,
     delta: float = DEFAULT_DELTA,
     bs_min_mib: float | None = None,

@@ -20,7 +20,7 @@ class TopologySnapshot:
 
     id: int
     key: tuple
-    spec: algo.Topology
+    spec: algo.TopologySpec
     subflows: dict[str, tuple[float, float | None]]  # name -> (bandwidth kbit/s, configured RTT)
 
     @property
@@ -51,6 +51,6 @@ def _snapshot(topology_id: int, local: tuple, remote: tuple, subflows: tuple) ->
     return TopologySnapshot(
         id=topology_id,
         key=(topology_id, local, remote, subflows),
-        spec=algo.Topology(local=spec_site(*local), remote=spec_site(*remote)),
+        spec=algo.TopologySpec(local=spec_site(*local), remote=spec_site(*remote)),
         subflows={name: (bw, rtt) for name, bw, rtt in subflows},
     )

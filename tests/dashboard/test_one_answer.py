@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from probes.vocabulary import ISP, Site
-from service.algorithm.topology import Topology
+from service.algorithm.topology import TopologySpec
 from service.flows.derive import fit_from_runs
 from service.flows.finish import finish_campaign
 from service.store import campaigns, inventory, measurements, results
@@ -53,7 +53,7 @@ def _adaptive_topology(live) -> int:
     points: the fitted curves reach the target between measured buffers, the measured means only
     at one -- the answer is the measured buffer."""
     with live.session_factory() as session:
-        spec = Topology(
+        spec = TopologySpec(
             local=Site(name="AdaptLo", isps=[ISP(name="Fiber", label="F", down_kbps=20000,
                                                  up_kbps=20000)]),
             remote=Site(name="AdaptRe", isps=[ISP(name="Uni", label="U", down_kbps=20000,

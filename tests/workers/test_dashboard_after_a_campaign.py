@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from service.algorithm.topology import Topology
+from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope, upgrade
 from service.settings import Settings
 from service.store.inventory import ensure_topology
@@ -30,7 +30,7 @@ def test_every_page_and_link_answers_200_after_a_real_campaign(sites, testbed, t
     upgrade(url)
     engine = make_engine(url)
     with session_scope(engine) as s:
-        topology_id = ensure_topology(s, spec=Topology.model_validate(topology_body(*sites))).id
+        topology_id = ensure_topology(s, spec=TopologySpec.model_validate(topology_body(*sites))).id
     engine.dispose()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPCOA_")}
     env.update({"MPCOA_DATABASE_URL": url, "MPCOA_DATA_DIR": str(tmp_path)})
