@@ -12,9 +12,11 @@ import pytest
 
 from probes.vocabulary import ISP, Site
 from service.algorithm.topology import TopologySpec
+from service.flows import recording
 from service.flows.derive import fit_from_runs
 from service.flows.finish import finish_campaign
-from service.store import campaigns, inventory, measurements, results
+from service.store import campaigns, inventory, results
+from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign
 
 from .crawl import crawl
@@ -68,21 +70,21 @@ def _adaptive_topology(live) -> int:
         start = datetime.now(UTC) - timedelta(hours=1)
         for cc in plateau:
             for run in range(2):
-                measurements.record_measurement(
-                    session, campaign_id=campaign.id, phase="impact", pm="FullMesh", cc=cc,
+                recording.record(session, MeasurementRecord(
+                    campaign_id=campaign.id, phase="impact", pm="FullMesh", cc=cc,
                     bs_mib=8.0, run=run, subflows=["F-U"], duration_s=5,
                     goodput_mbps=[plateau[cc]] * 5, tool="synthetic", started_at=start,
-                    finished_at=start)
+                    finished_at=start))
         for pm, k in knee.items():
             for cc, top in plateau.items():
                 for bs in ADAPTIVE_GRID:
                     for run in range(2):
                         tp = top * min(1.0, bs / k) + (0.1 if run else -0.1)
-                        measurements.record_measurement(
-                            session, campaign_id=campaign.id, phase="buffer", pm=pm, cc=cc,
+                        recording.record(session, MeasurementRecord(
+                            campaign_id=campaign.id, phase="buffer", pm=pm, cc=cc,
                             bs_mib=bs, run=run, subflows=["F-U"], duration_s=5,
                             goodput_mbps=[tp] * 5, tool="synthetic", started_at=start,
-                            finished_at=start)
+                            finished_at=start))
         results.store_fits(session, campaign_id=campaign.id,
                            fits=fit_from_runs(session, campaign=campaign).fits)
         finish_campaign(session, campaign_id=campaign.id)
