@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -131,11 +132,14 @@ def serve(receiver_ns: str | None, cmd: ToolRun, argv: list[str] | None = None) 
 
 
 def drive(pair: HostPair, plan: SubflowPlan, cmd: ToolRun, out: RunOutput,
-          *, watch_receiver: bool = True) -> None:
+          *, watch_receiver: bool = True,
+          control_factory: Callable[..., SubflowControl] = SubflowControl) -> None:
     """The drive half: run the client on the sender under subflow control while ``ss`` watches
     the data port; fills `out` (client output, UPM events, observation). The caller aborts the
-    probe's connections afterwards. `watch_receiver` False: the receiver is another host."""
-    control = SubflowControl(pair, plan, cmd.data_port) if plan.controlled else None
+    probe's connections afterwards. `watch_receiver` False: the receiver is another host.
+    `control_factory(pair, plan, data_port)`: the subflow control (one that also switches
+    flags during the run, for phased probes)."""
+    control = control_factory(pair, plan, cmd.data_port) if plan.controlled else None
     poller = SsPoller(pair.sender_ns, cmd.data_port, receiver_ns=pair.receiver_ns,
                       watch_receiver=watch_receiver)
     try:

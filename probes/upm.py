@@ -14,6 +14,16 @@ Run inside the sender's namespace: ``python -m probes.upm CONFIG.json``. CONFIG:
 For every new client connection to ``dport`` it creates the missing subflows (with the backup
 flag where asked: the MP_JOIN then carries the backup bit) once the connection is established.
 Events are printed as JSON lines.
+
+Optional phases (one long connection whose subflows are switched to backup and back, the paper's
+single-connection impact method)::
+
+    "anchor_connection": 2,
+    "phases": [{"at_s": 8.0, "backup": [["10.1.0.1", "10.2.0.1"]]}, ...]
+
+Once the ``anchor_connection``-th connection to ``dport`` is established (iperf3's data
+connection follows its control connection), each phase's flags are set ``at_s`` seconds later on
+every connection handled so far: the listed (local, remote) subflows backup, every other one not.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 from typing import Any
 
@@ -224,6 +235,9 @@ def run(config: dict[str, Any]) -> int:
     def log(obj: dict[str, Any]) -> None:
         print(json.dumps(obj), flush=True)
 
+    phases = list(config.get("phases") or [])
+    anchor = int(config.get("anchor_connection", 1))
+    state = {(s["local"], s["remote"]): bool(s.get("backup")) for s in subflows}
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if config.get("ready_file"):
         with open(config["ready_file"], "w", encoding="ascii") as f:
@@ -256,7 +270,42 @@ def run(config: dict[str, Any]) -> int:
                     log({"action": "subflow_create", "token": token, "error": str(exc), **s})
             if initial in backups:
                 _set_backup(cmd, token, *initial, ev.get("sport"), dport, log)
+            if phases and len(handled) == anchor:
+                threading.Thread(target=_run_phases, daemon=True,
+                                 args=(phases, sorted(handled), state, dport, log)).start()
     return 0
+
+
+def _run_phases(phases: list[dict[str, Any]], tokens: list[int],
+                state: dict[tuple[str, str], bool], dport: int, log) -> None:
+    """Set each phase's backup flags at its time after the anchor connection (own socket: the
+    event loop's sockets are not shared between threads)."""
+    nl = GenlSocket()
+    t0 = time.monotonic()
+    log({"action": "phases_anchor", "t": time.time(), "tokens": tokens})
+    for k, phase in enumerate(phases):
+        time.sleep(max(0.0, t0 + float(phase["at_s"]) - time.monotonic()))
+        backup = {(lo, re_) for lo, re_ in phase.get("backup", [])}
+        for (lo, re_), was in sorted(state.items()):
+            want = (lo, re_) in backup
+            if want == was:
+                continue
+            errors = []
+            for token in tokens:
+                try:
+                    nl.request(
+                        MPTCP_PM_CMD_SET_FLAGS,
+                        token_attr(token)
+                        + addr_attr(MPTCP_PM_ATTR_ADDR, lo,
+                                    flags=MPTCP_PM_ADDR_FLAG_BACKUP if want else 0)
+                        + addr_attr(MPTCP_PM_ATTR_ADDR_REMOTE, re_, port=dport),
+                    )
+                except OSError as exc:
+                    errors.append(f"token {token}: {exc}")
+            state[(lo, re_)] = want
+            log({"action": "phase_flags", "phase": phase.get("phase", k), "t": time.time(),
+                 "local": lo, "remote": re_, "backup": want,
+                 **({"errors": errors} if errors else {})})
 
 
 def _set_backup(cmd: GenlSocket, token: int, local: str, remote: str, sport: int | None,

@@ -1,4 +1,4 @@
-"""Adaptive calibration (issue 12): the next probes from what has been measured, until the
+"""Adaptive calibration: the next probes from what has been measured, until the
 decision (OPM, OCC, OBS on the grid) is settled.
 
 The paper's grid probes every (PM, CC, buffer) the same number of times; a recommendation only
@@ -20,6 +20,20 @@ needs T* (the best arm's plateau) and, per competitive arm, the smallest buffer 
 4. **Decision**: the arm with the smallest such buffer (ties: the higher mean there). Every
    survivor ends with at least 3 measured buffers, so the regression can fit it.
 
+**A T* that holds.** T* is the largest mean measured, and the largest of many 2-run means is a
+lucky draw more often than not (on asymmetric.yaml a grid campaign's T* was 5 % low from
+2 x 5 s runs, and the answer 0.868 of the best). Before the target is read off it, the point
+that sets T* is repeated until its interval's half-width is under `T_STAR_PRECISION` (a third)
+of delta x T*, or it has `t_star_max_runs` runs. When a repeat pulls it down, another point may
+set T*: that one is then repeated in turn (between steps 1 and 2). Decision.t_star_held says
+whether the precision was reached (False: the run bound stopped it).
+
+**What the decision promises.** OTP is the chosen arm's mean at OBS with the half-width of its
+interval (`otp_interval`); `prediction_half_width(k)` is the wider interval in which the mean of
+k fresh runs should land. `alternatives` are the surviving arms whose interval at OBS overlaps
+the chosen one's; `pm_settled` / `cc_settled` say that none of them differs in the PM / the CC.
+`statement()` is the sentence a user reads first (`confidence_summary`).
+
 Intervals are Student-t with the pooled spread of all samples (goodput noise is a property of the
 network, not of the arm; with 2 runs per point a per-point t would excuse anything).
 """
@@ -33,13 +47,18 @@ from statistics import fmean
 
 from scipy import stats
 
-Arm = tuple[str, str]  # (PM, CC)
+from .arm import Arm
+from .confidence_summary import Alternative, confidence_statement
+
+# keys may be Arm or plain (pm, cc) tuples: an Arm equals and hashes like its tuple
 Samples = Mapping[Arm, Mapping[float, Sequence[float]]]
 
 DEFAULT_CONFIDENCE = 0.9
 MIN_RUNS = 2
 MAX_RUNS = 4
 MIN_BUFFERS = 3  # what a fit needs
+T_STAR_PRECISION = 1 / 3  # T*'s half-width must be under this share of delta x T*
+T_STAR_MAX_RUNS = 8
 
 
 @dataclass(frozen=True)
@@ -64,6 +83,45 @@ class Decision:
     target_mbps: float | None = None
     survivors: list[str] = field(default_factory=list)
     eliminated: list[str] = field(default_factory=list)
+    otp_runs: int = 0
+    t_star_half_width_mbps: float | None = None
+    t_star_runs: int = 0
+    t_star_held: bool = False  # T*'s half-width got under T_STAR_PRECISION x delta x T*
+    confidence: float = DEFAULT_CONFIDENCE
+    noise_sd_mbps: float | None = None  # the pooled spread of one run, and its dof
+    noise_dof: int = 0
+    alternatives: list[Alternative] = field(default_factory=list)
+    pm_settled: bool = False
+    cc_settled: bool = False
+
+    def otp_interval(self) -> tuple[float, float] | None:
+        """Where the chosen arm's mean at OBS lies, at `confidence`."""
+        if self.otp_mbps is None or self.otp_half_width_mbps is None:
+            return None
+        return self.otp_mbps - self.otp_half_width_mbps, self.otp_mbps + self.otp_half_width_mbps
+
+    def prediction_half_width(self, fresh_runs: int = 1) -> float | None:
+        """Half-width of the interval around OTP in which the mean of `fresh_runs` new runs of
+        the chosen configuration should land: t x sd x sqrt(1/n + 1/k)."""
+        if self.noise_sd_mbps is None or not self.otp_runs or fresh_runs < 1:
+            return None
+        if self.noise_dof == 0:
+            return math.inf
+        t = float(stats.t.ppf(0.5 + self.confidence / 2, self.noise_dof))
+        return t * self.noise_sd_mbps * math.sqrt(1 / self.otp_runs + 1 / fresh_runs)
+
+    def statement(
+        self, subset_settled: bool | None = None, subset_alternatives: Sequence[Alternative] = ()
+    ) -> str | None:
+        """The one sentence a user reads first; pass the subflow selection's `settled` and
+        `within_reach` when OPM is PCDC. None until settled."""
+        interval = self.otp_interval()
+        if not self.settled or interval is None or not math.isfinite(interval[1]):
+            return None
+        return confidence_statement(
+            *interval, self.confidence, pm_settled=self.pm_settled, cc_settled=self.cc_settled,
+            subset_settled=subset_settled,
+            alternatives=[*self.alternatives, *subset_alternatives])
 
 
 @dataclass(frozen=True)
@@ -98,9 +156,11 @@ def decide(
     confidence: float = DEFAULT_CONFIDENCE,
     min_runs: int = MIN_RUNS,
     max_runs: int = MAX_RUNS,
+    t_star_max_runs: int = T_STAR_MAX_RUNS,
 ) -> Decision:
     """The next batch of probes, or the settled decision."""
     grid = sorted(set(grid))
+    arms = [Arm(*a) for a in arms]
     noise = pooled_noise(samples)
 
     def values(arm: Arm, bs: float) -> Sequence[float]:
@@ -135,7 +195,12 @@ def decide(
     bests = {arm: best_point(arm) for arm in arms}
     leader = max(arms, key=lambda a: bests[a][1])
     t_star = bests[leader][1]
-    lead_low = t_star - hw(leader, bests[leader][0])
+    t_bs = bests[leader][0]
+    t_hw, t_runs = hw(leader, t_bs), len(values(leader, t_bs))
+    t_held = t_hw < T_STAR_PRECISION * delta * t_star
+    if not t_held and t_runs < t_star_max_runs:
+        return Decision(probes=[Probe(*leader, t_bs)])  # a T* that holds, before it is used
+    lead_low = t_star - t_hw
     line = (1 - delta) * lead_low
 
     # 2. successive elimination
@@ -180,13 +245,37 @@ def decide(
     # 4. the decision: smallest OBS, then the higher mean there
     chosen = min(survivors, key=lambda a: (obs[a], -fmean(values(a, grid[obs[a]]))))
     bs = grid[obs[chosen]]
+    otp, otp_hw = fmean(values(chosen, bs)), hw(chosen, bs)
+    alternatives = _within_reach(chosen, survivors, bs, otp, otp_hw, values, hw)
     return Decision(
-        settled=True, opm=chosen[0], occ=chosen[1], obs_mib=bs,
-        otp_mbps=fmean(values(chosen, bs)), otp_half_width_mbps=hw(chosen, bs),
+        settled=True, opm=chosen.pm, occ=chosen.cc, obs_mib=bs,
+        otp_mbps=otp, otp_half_width_mbps=otp_hw,
         t_star_mbps=t_star, target_mbps=target,
-        survivors=[f"{a[0]}/{a[1]}" for a in survivors],
-        eliminated=[f"{a[0]}/{a[1]}" for a in eliminated],
+        survivors=[a.label for a in survivors],
+        eliminated=[a.label for a in eliminated],
+        otp_runs=len(values(chosen, bs)), t_star_half_width_mbps=t_hw, t_star_runs=t_runs,
+        t_star_held=t_held, confidence=confidence, noise_sd_mbps=noise.sd, noise_dof=noise.dof,
+        alternatives=alternatives,
+        pm_settled=not any("pm" in a.differs_in for a in alternatives),
+        cc_settled=not any("cc" in a.differs_in for a in alternatives),
     )
+
+
+def _within_reach(chosen, survivors, bs, otp, otp_hw, values, hw) -> list[Alternative]:
+    """Surviving arms measured at OBS whose interval there overlaps the chosen one's. Arms not
+    measured at OBS were settled by the bisection (they need a larger buffer); eliminated arms
+    were settled below the target."""
+    out = []
+    for arm in survivors:
+        v = values(arm, bs)
+        if arm == chosen or not v or otp <= 0:
+            continue
+        mean, h = fmean(v), hw(arm, bs)
+        if mean - h <= otp + otp_hw and otp - otp_hw <= mean + h:
+            differs = tuple(k for k, same in (("pm", arm.pm == chosen.pm),
+                                              ("cc", arm.cc == chosen.cc)) if not same)
+            out.append(Alternative(arm.label, mean / otp - 1, differs))
+    return sorted(out, key=lambda a: -a.relative)
 
 
 def top_pair_means(

@@ -4,12 +4,17 @@ benchmarks/scenarios/asymmetric.yaml (6 arms x 7 buffers x 4 runs of 5 s; comman
 The replay answers each probe with the next recorded run of that (arm, buffer)."""
 
 import json
+import random
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from service.algorithm.adaptive import decide
+from service.algorithm.adaptive import T_STAR_MAX_RUNS, T_STAR_PRECISION, decide
+from service.algorithm.arm import Arm
+from service.algorithm.confidence_summary import format_rate, format_relative
 from service.algorithm.measured_curve import MeasuredCurve
 from service.algorithm.solver import solve
 
@@ -96,3 +101,97 @@ def test_every_survivor_has_three_buffers_for_the_fit():
     curves = {("PCDC", "reno"): lambda b: 9.0}  # flat: reaches the target everywhere
     d, _ = _replay(_synthetic(curves, grid, noise=0.05), sorted(curves), grid, 0.07)
     assert d.obs_mib == 0.125
+
+
+def _replay_table(table, arms, grid, delta, **kwargs):
+    """As `_replay`, each probe answered with the next recorded run of its point (cycling)."""
+    samples = defaultdict(lambda: defaultdict(list))
+    probes = 0
+    for _ in range(500):
+        d = decide(arms, grid, samples, delta, **kwargs)
+        if d.settled:
+            return d, probes
+        for p in d.probes:
+            recorded = table[(p.pm, p.cc, p.bs_mib)]
+            have = samples[(p.pm, p.cc)][p.bs_mib]
+            have.append(recorded[len(have) % len(recorded)])
+            probes += 1
+    raise AssertionError("never settled")
+
+
+def test_a_high_first_draw_does_not_set_the_target():
+    # true plateau 10 Mbit/s from 1 MiB; 9.6 at 0.5 MiB is within 7 % of it. The top's first two
+    # runs drew high (11.0, 10.8): taken as T*, the target 10.14 would push OBS up to 1 MiB.
+    grid = [0.125, 0.25, 0.5, 1.0, 2.0]
+    arm = ("PCDC", "cubic")
+    table = {(*arm, 0.125): [2.4, 2.6], (*arm, 0.25): [5.0, 5.2, 4.8, 5.0],
+             (*arm, 0.5): [9.5, 9.7, 9.6, 9.6], (*arm, 1.0): [9.9, 10.1, 10.0, 10.0],
+             (*arm, 2.0): [11.0, 10.8, 9.6, 9.7, 9.8, 9.9, 9.7, 9.8]}
+    held, _ = _replay_table(table, [arm], grid, 0.07)
+    assert held.obs_mib == 0.5
+    assert held.t_star_runs > 2 and held.t_star_mbps < 10.5
+    assert held.t_star_held or held.t_star_runs == T_STAR_MAX_RUNS
+    # the same runs without the repeats (T* from 2 runs): the lucky draw sets the target
+    lucky, _ = _replay_table(table, [arm], grid, 0.07, t_star_max_runs=2)
+    assert lucky.t_star_mbps == pytest.approx(10.9) and lucky.obs_mib > 0.5
+
+
+def test_an_arm_within_reach_is_named_and_unsettles_what_it_differs_in():
+    grid = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]
+    curves = {("PCDC", "cubic"): lambda b: 10.0 * min(1, b / 0.5),
+              ("FullMesh", "cubic"): lambda b: 9.9 * min(1, b / 0.5),
+              ("FullMesh", "reno"): lambda b: 4.0 * min(1, b / 0.5)}
+    d, _ = _replay(_synthetic(curves, grid, noise=0.2), sorted(curves), grid, 0.07)
+    assert (d.opm, d.occ, d.obs_mib) == ("PCDC", "cubic", 0.5)
+    assert [a.label for a in d.alternatives] == ["FullMesh/cubic"]
+    assert d.alternatives[0].differs_in == ("pm",)
+    relative = d.alternatives[0].relative
+    assert -0.03 < relative <= 0  # the tie goes to the higher mean
+    assert not d.pm_settled and d.cc_settled
+    low, high = d.otp_interval()
+    assert low < d.otp_mbps < high
+    assert d.statement() == (f"Expect {format_rate(low, high)} Mbit/s (90 %); CC settled, PM open; "
+                             f"FullMesh/cubic ({format_relative(relative)}) is within reach.")
+    # the subflow selection's verdict joins the same sentence
+    assert "CC and subset settled, PM open" in d.statement(subset_settled=True)
+
+
+def test_a_lone_winner_is_settled_and_fresh_runs_get_a_wider_interval():
+    grid = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]
+    curves = {("PCDC", "cubic"): lambda b: 20 * min(1, b / 0.5),
+              ("FullMesh", "cubic"): lambda b: 8 * min(1, b / 0.5)}
+    d, _ = _replay(_synthetic(curves, grid, noise=0.2), sorted(curves), grid, 0.07)
+    assert d.pm_settled and d.cc_settled and not d.alternatives
+    assert d.statement().endswith("PM and CC settled.")
+    one, many = d.prediction_half_width(1), d.prediction_half_width(100)
+    assert one > many > d.otp_half_width_mbps
+
+
+def test_arms_are_one_type_that_equals_its_tuple():
+    assert Arm("PCDC", "bbr") == ("PCDC", "bbr")
+    assert hash(Arm("PCDC", "bbr")) == hash(("PCDC", "bbr"))
+    assert Arm("PCDC", "bbr").label == "PCDC/bbr"
+    grid = [0.125, 0.25, 0.5, 1.0]
+    table = _synthetic({("PCDC", "bbr"): lambda b: 5 * min(1, b / 0.25)}, grid, noise=0.1)
+    as_tuples, _ = _replay(table, [("PCDC", "bbr")], grid, 0.07)
+    as_arms, _ = _replay(table, [Arm("PCDC", "bbr")], grid, 0.07)
+    assert as_tuples == as_arms
+
+
+@settings(max_examples=60, deadline=None)
+@given(plateau=st.floats(1.0, 100.0), knee=st.sampled_from([0.125, 0.25, 0.5, 1.0]),
+       noise=st.floats(0.0, 0.1), seed=st.integers(0, 2**32 - 1),
+       delta=st.sampled_from([0.05, 0.07, 0.15]))
+def test_t_star_holds_or_has_its_run_bound(plateau, knee, noise, seed, delta):
+    rng = random.Random(seed)
+    grid = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]
+    arms = [("PCDC", "cubic"), ("FullMesh", "cubic")]
+    scale = {arms[0]: 1.0, arms[1]: 0.9}
+    table = {(*arm, bs): [plateau * scale[arm] * min(1, bs / knee) * rng.gauss(1, noise)
+                          for _ in range(T_STAR_MAX_RUNS)]
+             for arm in arms for bs in grid}
+    d, _ = _replay_table(table, arms, grid, delta)
+    assert d.t_star_held or d.t_star_runs >= T_STAR_MAX_RUNS
+    if d.t_star_held:
+        assert d.t_star_half_width_mbps < T_STAR_PRECISION * delta * d.t_star_mbps
+    assert d.otp_mbps >= d.target_mbps

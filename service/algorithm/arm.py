@@ -1,0 +1,19 @@
+"""One (path manager, congestion control) arm: the unit every calibration phase decides over.
+
+A NamedTuple, so that it is hashable, orders like the (pm, cc) pair and compares equal to it:
+code that still builds plain `(pm, cc)` tuples finds the same dictionary entries.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Arm(NamedTuple):
+    pm: str
+    cc: str
+
+    @property
+    def label(self) -> str:
+        """How answers and statements name it: `PCDC/bbr`."""
+        return f"{self.pm}/{self.cc}"
