@@ -119,7 +119,7 @@ def _server_pids(pid: int) -> list[int]:
 def seed(url: str) -> tuple[int, str]:
     """A calibrated SRL-HU topology (buffer-phase runs from Table 4 + noise, fitted) and a token."""
     from service import db
-    from service.algorithm.topology import Topology
+    from service.algorithm.topology import TopologySpec
     from service.flows import recording
     from service.flows.derive import fit_from_runs
     from service.flows.dispatch import start_campaign
@@ -133,7 +133,7 @@ def seed(url: str) -> tuple[int, str]:
     engine = db.make_engine(url)
     with db.session_scope(engine) as s:
         topo = inventory.ensure_topology(
-            s, spec=Topology.model_validate({"local": SRL, "remote": HU}),
+            s, spec=TopologySpec.model_validate({"local": SRL, "remote": HU}),
             rtts_ms={f"{a}-{b}": 310.0 for a in "UKPT" for b in ("C", "CU")},
         )
         params = CampaignParameters(buffer_grid_mib=[0.5 * k for k in range(1, 61)], runs=3,

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
     Float,
@@ -366,3 +367,14 @@ class ApiToken(Base):
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
     scope: Mapped[str] = mapped_column(String(8), default="write", server_default="write")
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class AnswerGeneration(Base):
+    """One row whose `value` grows whenever something an answer depends on changes (a topology,
+    a site, a calibration, a token): cached answers are valid for one value only, and every API
+    process reads it, so a change made by any process is seen by all of them."""
+
+    __tablename__ = "answer_generation"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -33,6 +33,10 @@ class LRU(Generic[V]):
             while len(self._data) > self._size:
                 self._data.popitem(last=False)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
     def get_or_make(self, key: Hashable, make: Callable[[], V]) -> V:
         """The cached value, or `make()` stored under `key` (made outside the lock)."""
         value = self.get(key)

@@ -61,10 +61,6 @@ class Settings(BaseSettings):
     # The largest request body accepted (413 above it). Legitimate bodies are a few kB: an inline
     # topology with 2 x 16 ISPs and 256 RTTs is about 20 kB.
     max_body_bytes: int = Field(default=1_048_576, ge=1024, le=1_073_741_824)
-    # Opt-in: a calibrated answer by topology_id sent again from memory for this long (seconds)
-    # without asking the database; a changed topology, a new calibration or a revoked token then
-    # take up to this long to show. 0: off.
-    answer_cache_s: float = Field(default=0.0, ge=0, le=3600)
     # Defaults of a campaign queued by POST /recommendations (the paper's plan, Section 4).
     campaign_ccs: list[str] = ["cubic", "olia", "hybla", "reno", "scalable", "vegas"]
     campaign_runs: int = Field(default=9, ge=1)

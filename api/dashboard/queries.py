@@ -1,8 +1,10 @@
 """Read-only queries behind the dashboard pages.
 
-Everything here reads the database through the store (`service.store`) or, where the store has
-no such query, through the SQLAlchemy models directly. Nothing here writes. Each function returns
-plain dicts/lists that the templates render and that are safe to serialise to JSON for the charts.
+Everything here reads the database through the store (`service.store`, the dashboard's own reads
+in `service.store.dashboard`) and answers through the same flow as the API
+(`service.flows.campaign_answer.solve_campaign`), so a page never shows another buffer than the
+answer a user got. Nothing here writes. Each function returns plain dicts/lists that the
+templates render and that are safe to serialise to JSON for the charts.
 """
 
 from __future__ import annotations
@@ -11,38 +13,25 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from models import Campaign, FitRecord, ImpactFactor, Measurement, Recommendation, Topology
-from service.algorithm.impact import is_harmful
-from service.algorithm.solver import solve
+from models import Campaign, FitRecord, ImpactFactor, Topology
+from service.algorithm.impact import sign_changes
+from service.flows.campaign_answer import CampaignSolution, solve_campaign
 from service.store import artifacts as artifact_store
 from service.store import campaigns as campaign_store
+from service.store import dashboard as reads
 from service.store import inventory, recommendations, results
 
 CURVE_POINTS = 120  # points per fitted curve drawn on the Fits page
 
 
 # --- overview ------------------------------------------------------------------------------------
-def _latest_by_topology(session: Session, model, topology_ids: list[int]) -> dict[int, Any]:
-    """The newest row of `model` (by id) for each topology id."""
-    if not topology_ids:
-        return {}
-    newest = (
-        select(func.max(model.id))
-        .where(model.topology_id.in_(topology_ids))
-        .group_by(model.topology_id)
-    )
-    rows = session.scalars(select(model).where(model.id.in_(newest)))
-    return {row.topology_id: row for row in rows}
-
-
 def overview(session: Session, limit: int = 200) -> dict:
     topologies, total = inventory.list_topologies(session, limit=limit)
     ids = [t.id for t in topologies]
-    latest_rec = _latest_by_topology(session, Recommendation, ids)
-    latest_campaign = _latest_by_topology(session, Campaign, ids)
+    latest_rec = reads.latest_recommendations(session, ids)
+    latest_campaign = reads.latest_campaigns(session, ids)
     recent_campaigns, campaigns_total = campaign_store.list_campaigns(session, limit=10)
     return {
         "topologies": [
@@ -166,11 +155,7 @@ def impact_page(session: Session, topology_id: int, campaign_id: int | None) -> 
     if with_impact:
         ids = [c.id for c in with_impact]
         column = {cid: k for k, cid in enumerate(ids)}
-        rows = session.execute(
-            select(
-                ImpactFactor.campaign_id, ImpactFactor.subflow, ImpactFactor.cc, ImpactFactor.omega
-            ).where(ImpactFactor.campaign_id.in_(ids))
-        )
+        rows = reads.omega_history(session, ids)
         values: dict[tuple[str, str], list[float | None]] = {}
         ccs_seen: list[str] = []
         subflows_seen: list[str] = list(names)
@@ -187,12 +172,7 @@ def impact_page(session: Session, topology_id: int, campaign_id: int | None) -> 
                 if series is None:
                     continue
                 # A change is a flip of Eq. 6's rule (harmful or not), as the events count it.
-                changes, previous = [], None
-                for value in series:
-                    harmful = None if value is None else is_harmful(value)
-                    changes.append(None not in (harmful, previous) and harmful != previous)
-                    if harmful is not None:
-                        previous = harmful
+                changes = sign_changes(series)
                 view.history.append(HistoryRow(subflow, cc, series, changes))
                 view.sign_change_count += sum(changes)
     return view
@@ -201,37 +181,7 @@ def impact_page(session: Session, topology_id: int, campaign_id: int | None) -> 
 # --- fits (Table 4, Figure 5) --------------------------------------------------------------------
 def measured_points(session: Session, campaign_id: int) -> list[dict]:
     """Buffer-phase runs grouped per (PM, CC, buffer): mean, min, max goodput and run count."""
-    rows = session.execute(
-        select(
-            Measurement.pm,
-            Measurement.cc,
-            Measurement.bs_mib,
-            func.avg(Measurement.mean_goodput_mbps),
-            func.min(Measurement.mean_goodput_mbps),
-            func.max(Measurement.mean_goodput_mbps),
-            func.count(Measurement.id),
-        )
-        .where(
-            Measurement.campaign_id == campaign_id,
-            Measurement.phase == "buffer",
-            Measurement.status == "ok",
-            Measurement.mean_goodput_mbps.is_not(None),
-        )
-        .group_by(Measurement.pm, Measurement.cc, Measurement.bs_mib)
-        .order_by(Measurement.pm, Measurement.cc, Measurement.bs_mib)
-    )
-    return [
-        {
-            "pm": pm,
-            "cc": cc,
-            "bs": float(bs),
-            "tp": float(mean),
-            "min": float(lo),
-            "max": float(hi),
-            "n": int(n),
-        }
-        for pm, cc, bs, mean, lo, hi, n in rows
-    ]
+    return reads.measured_points(session, campaign_id)
 
 
 def _finite(value: float | None) -> float | None:
@@ -262,13 +212,10 @@ def fits_page(
     all_kinds = {f.model_kind for f in results.list_fits(session, campaign_id=campaign.id)}
     page["other_kinds"] = sorted(all_kinds - {campaign.model_kind})
     page["fits"] = fits
-    lo, hi = campaign_store.buffer_range(campaign)
-    curves_of, solution, page["solve_error"] = _solve_fits(fits, page["delta"], lo, hi)
-    page["solution"] = solution
+    solved = solve_campaign(session, campaign, page["delta"])
+    page["solution"], page["solve_error"] = solved.solution, solved.error
     points = measured_points(session, campaign.id)
-    page["charts"] = [
-        _fit_chart(rec, curves_of[rec.id], solution, points, lo, hi) for rec in fits
-    ]
+    page["charts"] = [_fit_chart(rec, solved, points) for rec in fits]
     # Table rows per fit, with the stored quality numbers.
     page["fit_rows"] = [
         {"fit": rec, "adj_r2": _finite(rec.adj_r2), "chart": chart}
@@ -277,46 +224,37 @@ def fits_page(
     return page
 
 
-def _solve_fits(fits, delta: float, lo: float, hi: float):
-    """(curves per fit id, the solution or None, the error that stopped it or None)."""
-    curves_of: dict[int, list] = {}
-    error = None
-    for rec in fits:
-        try:
-            curves_of[rec.id] = results.fit_curves(rec)
-        except ValueError as exc:  # a stored curve with a non-finite coefficient
-            curves_of[rec.id] = []
-            error = f"{rec.pm}: {exc}"
-    curves = [c for rec in fits for c in curves_of[rec.id]]
-    solution = None
-    if curves and error is None:
-        try:
-            solution = solve(curves, delta, lo, hi)
-        except ValueError as exc:
-            error = str(exc)
-    return curves_of, solution, error
+def _parameters(curve) -> list[dict]:
+    """A curve's own parameters, named as its model names them (none for measured means)."""
+    names = {
+        "quadratic": (("a", "a"), ("b", "b"), ("c", "c")),
+        "saturating": (("plateau", "plateau_mbps"), ("knee", "knee_mib"),
+                       ("sharpness", "sharpness")),
+    }.get(curve.kind, ())
+    return [{"name": label, "value": _finite(getattr(curve, attr))} for label, attr in names]
 
 
-def _fit_chart(rec, curves, solution, points, lo: float, hi: float) -> dict:
-    """One PM's chart: every CC's fitted curve and measured points, T*, the target, the answer."""
+def _fit_chart(rec, solved: CampaignSolution, points) -> dict:
+    """One PM's chart: every CC's curve -- the one the answer was read off, whatever its kind,
+    drawn through its own tp(bs) -- and measured points, T*, the target, the answer."""
+    solution, lo, hi = solved.solution, solved.lo, solved.hi
     arms = {(a.pm, a.cc): a for a in solution.arms} if solution else {}
     xs = [lo + k * (hi - lo) / CURVE_POINTS for k in range(CURVE_POINTS + 1)]
     series = []
-    for curve in curves:
+    for curve in solved.curves_of(rec.pm):
         arm = arms.get((curve.pm, curve.cc))
         series.append(
             {
                 "cc": curve.cc,
-                "a": curve.a,
-                "b": curve.b,
-                "c": curve.c,
-                "curve": [[x, curve.tp(x)] for x in xs],
+                "kind": curve.kind,
+                "parameters": _parameters(curve),
+                "curve": [[x, _finite(curve.tp(x))] for x in xs],
                 "points": [p for p in points if p["pm"] == rec.pm and p["cc"] == curve.cc],
                 "obs": arm.obs_mib if arm else None,
                 "tp_at_obs": arm.tp_at_obs_mbps if arm else None,
                 "peak_bs": arm.peak_bs_mib if arm else None,
                 "peak_tp": arm.peak_tp_mbps if arm else None,
-                "p_values": rec.curve_p_values.get(curve.cc, {}),
+                "p_values": (rec.curve_p_values or {}).get(curve.cc, {}),
             }
         )
     chart = {
@@ -363,8 +301,8 @@ def recommendations_page(session: Session, topology_id: int, limit: int, offset:
 
 def recommendation_page(session: Session, recommendation_id: int) -> dict:
     rec = recommendations.get_recommendation(session, recommendation_id=recommendation_id)
-    topology = session.get(Topology, rec.topology_id)
-    campaign = session.get(Campaign, rec.campaign_id) if rec.campaign_id else None
+    topology = reads.topology_or_none(session, rec.topology_id)
+    campaign = reads.campaign_or_none(session, rec.campaign_id)
     return {"rec": rec, "topology": topology, "campaign": campaign}
 
 
@@ -375,28 +313,8 @@ MEASUREMENT_ROWS = 50
 
 def campaign_page(session: Session, campaign_id: int) -> dict:
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
-    topology = session.get(Topology, campaign.topology_id)
-    counts = session.execute(
-        select(Measurement.phase, Measurement.status, func.count(Measurement.id))
-        .where(Measurement.campaign_id == campaign.id)
-        .group_by(Measurement.phase, Measurement.status)
-    )
-    by_phase: dict[str, dict[str, int]] = {}
-    for phase, status, n in counts:
-        by_phase.setdefault(phase, {})[status] = int(n)
-    impact_n = session.scalar(
-        select(func.count(ImpactFactor.id)).where(ImpactFactor.campaign_id == campaign.id)
-    )
-    fits_n = session.scalar(
-        select(func.count(FitRecord.id)).where(FitRecord.campaign_id == campaign.id)
-    )
-    recs = session.scalar(
-        select(func.count(Recommendation.id)).where(Recommendation.campaign_id == campaign.id)
-    )
-    # The latest probes, each with links to its raw outputs (the API serves the download).
-    rows = list(session.scalars(
-        select(Measurement).where(Measurement.campaign_id == campaign.id)
-        .order_by(Measurement.id.desc()).limit(MEASUREMENT_ROWS)))
+    topology = reads.topology_or_none(session, campaign.topology_id)
+    rows = reads.latest_measurements(session, campaign.id, MEASUREMENT_ROWS)
     names = artifact_store.artifact_names(session, measurement_ids=[r.id for r in rows])
     return {
         "campaign": campaign,
@@ -404,10 +322,8 @@ def campaign_page(session: Session, campaign_id: int) -> dict:
         "progress": progress(campaign),
         "measurements": [{"row": r, "artifacts": names.get(r.id, [])} for r in rows],
         "measurement_rows": MEASUREMENT_ROWS,
-        "by_phase": by_phase,
-        "impact_count": impact_n or 0,
-        "fit_count": fits_n or 0,
-        "recommendation_count": recs or 0,
+        "by_phase": reads.measurement_counts(session, campaign.id),
+        **reads.derived_counts(session, campaign.id),
     }
 
 

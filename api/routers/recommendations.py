@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
+from functools import partial
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response, status
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from api.deps import (
     Credentials,
@@ -26,11 +24,10 @@ from api.schemas import (
     RecommendationIn,
     RecommendationOut,
 )
-from service.cache import LRU
-from service.flows.recommend import recommend
-from service.settings import Settings
+from service.flows.answer_cache import GenerationReader, answers
+from service.flows.ask import Asked, ask, database_of
+from service.store import answer_generation, tokens
 from service.store import recommendations as store
-from service.store import tokens
 
 router = APIRouter(tags=["recommendations"])
 
@@ -56,131 +53,78 @@ async def create_recommendation(
     credentials: Credentials,
     body: Annotated[RecommendationIn, Body(openapi_examples=RECOMMENDATION_EXAMPLES)],
 ):
-    # async, with the token check and the blocking work in one thread hop (the token was already
-    # found live by api.middleware.WriteGate before the body was read; this is the authoritative
-    # check: revocation, expiry, scope). The body is sent as cached bytes: a repeated question
-    # costs no response validation either.
-    memory = _memory(request.app)
-    content = memory.answer(credentials, body)
-    if content is not None:
-        return Response(content, media_type="application/json")
-    content, provisional, poll_url = await in_lane(
-        "work", _checked, session, credentials, body, request.app.state.settings, memory
+    # A question by topology id that this process answered under the current answer generation,
+    # from a token it found live under it, is sent from the cache with no thread hop of its own:
+    # the generation is read once for all the requests waiting (`GenerationReader`). Otherwise
+    # one thread hop does the token check (the authoritative one: revocation, expiry, scope;
+    # api.middleware.WriteGate only turned away writes without a live token before the body was
+    # read) and the answer.
+    desk = _desk(request.app)
+    digest = tokens.hash_token(credentials.credentials) if credentials is not None else None
+    generation = None
+    if body.topology_id is not None and digest is not None and desk.database is not None:
+        generation = await desk.reader.fresh()
+        if answers.token(desk.database, digest, generation, "write"):
+            question = answers.question(desk.database, body.topology_id, body.delta,
+                                        body.bs_min_mib, body.bs_max_mib)
+            hit = answers.answer(question, generation)
+            if hit is not None:
+                return Response(hit.content, media_type="application/json")
+    asked = await in_lane(
+        "work", _checked, session, credentials, digest, body, request.app.state.settings, desk
     )
-    if provisional:
-        return Response(content, status.HTTP_202_ACCEPTED, {"Location": poll_url or ""},
-                        media_type="application/json")
-    return Response(content, media_type="application/json")
+    if asked.provisional:
+        return Response(asked.content, status.HTTP_202_ACCEPTED,
+                        {"Location": asked.poll_url or ""}, media_type="application/json")
+    return Response(asked.content, media_type="application/json")
 
 
-def _checked(session, credentials, body, settings, memory) -> tuple[bytes, bool, str | None]:
-    check_token(session, credentials, scope="write")
-    memory.token_checked(credentials)
-    content, provisional, poll_url = _recommend(session, body, settings)
-    if not provisional:
-        memory.remember(body, content)
-    return content, provisional, poll_url
-
-
-class AnswerMemory:
-    """Opt-in (`MPCOA_ANSWER_CACHE_S` > 0, default off): a calibrated answer to a question by
-    topology_id is sent again from memory for that many seconds, with no thread hop and no
-    database, to a token this process checked within that time. The price: a PATCHed topology, a
-    new calibration or a revoked token take up to that long to show in this process."""
-
-    def __init__(self, ttl_s: float) -> None:
-        self.ttl_s = ttl_s
-        self._answers: dict[tuple, tuple[float, bytes]] = {}
-        self._tokens: dict[str, float] = {}
-
-    @staticmethod
-    def _key(body: RecommendationIn) -> tuple:
-        return body.topology_id, body.delta, body.bs_min_mib, body.bs_max_mib
-
-    def answer(self, credentials, body: RecommendationIn) -> bytes | None:
-        if self.ttl_s <= 0 or body.topology_id is None or credentials is None:
-            return None
-        now = time.monotonic()
-        checked = self._tokens.get(tokens.hash_token(credentials.credentials))
-        hit = self._answers.get(self._key(body))
-        if checked is None or hit is None or now - checked > self.ttl_s:
-            return None
-        return hit[1] if now - hit[0] <= self.ttl_s else None
-
-    def token_checked(self, credentials) -> None:
-        if self.ttl_s > 0:
-            self._bounded(self._tokens)[tokens.hash_token(credentials.credentials)] = (
-                time.monotonic()
-            )
-
-    def remember(self, body: RecommendationIn, content: bytes) -> None:
-        if self.ttl_s > 0 and body.topology_id is not None:
-            self._bounded(self._answers)[self._key(body)] = (time.monotonic(), content)
-
-    @staticmethod
-    def _bounded(mapping: dict) -> dict:
-        if len(mapping) > 10_000:
-            mapping.clear()
-        return mapping
-
-
-def _memory(app) -> AnswerMemory:
-    memory = getattr(app.state, "answer_memory", None)
-    if memory is None:
-        memory = app.state.answer_memory = AnswerMemory(app.state.settings.answer_cache_s)
-    return memory
-
-
-def _recommend(
-    session: Session, body: RecommendationIn, settings: Settings
-) -> tuple[bytes, bool, str | None]:
-    try:
-        return _answer(session, body, settings)
-    except IntegrityError:
-        # Lost a race to a concurrent request (an inline site or topology, the topology's one
-        # active campaign): after the rollback the winner's rows are visible and are reused.
-        session.rollback()
-        return _answer(session, body, settings)
-
-
-def _answer(
-    session: Session, body: RecommendationIn, settings: Settings
-) -> tuple[bytes, bool, str | None]:
-    outcome = recommend(
+def _checked(session, credentials, digest, body, settings, desk) -> Asked:
+    # The generation first: whatever this request caches is then at least as new as it.
+    generation = answer_generation.current(session)
+    row = check_token(session, credentials, scope="write")
+    database = database_of(session)
+    desk.database = database
+    answers.remember_token(database, digest, generation, row)
+    return ask(
         session,
+        render=_render,
+        settings=settings,
         topology_id=body.topology_id,
         topology=body.topology.spec() if body.topology else None,
         rtts_ms=body.topology.rtts_ms if body.topology else None,
         delta=body.delta,
         bs_min_mib=body.bs_min_mib,
         bs_max_mib=body.bs_max_mib,
-        settings=settings,
-        reuse=True,
+        generation=generation,
     )
-    if outcome.recommendation is not None:
-        session.commit()
-        out = RecommendationOut.of(outcome.recommendation)
-        content = out.model_dump_json().encode()
-        if not outcome.provisional:
-            _outs.put((_db(session), out.id), content)
-        return content, outcome.provisional, out.poll_url
-    # The question was answered before: nothing to write, and the answer's body is cached.
-    session.rollback()
-    key = (_db(session), outcome.recommendation_id)
-    content = _outs.get(key)
-    if content is None:
-        rec = store.get_recommendation(session, recommendation_id=outcome.recommendation_id)
-        content = RecommendationOut.of(rec).model_dump_json().encode()
-        _outs.put(key, content)
-    return content, False, None
 
 
-# Stored calibrated answers as sent (a row is not changed once its transaction committed).
-_outs: LRU[bytes] = LRU(1024)
+def _render(rec) -> tuple[bytes, str | None]:
+    out = RecommendationOut.of(rec)
+    return out.model_dump_json().encode(), out.poll_url
 
 
-def _db(session: Session) -> str:
-    return str(session.get_bind().engine.url)
+class _Desk:
+    """Per app: which database it answers from (known after its first request) and the shared
+    reader of that database's answer generation."""
+
+    def __init__(self, session_factory) -> None:
+        self.database: str | None = None
+        self.reader = GenerationReader(partial(in_lane, "work", _read_generation,
+                                               session_factory))
+
+
+def _read_generation(session_factory) -> int:
+    with session_factory() as session:
+        return answer_generation.current(session)
+
+
+def _desk(app) -> _Desk:
+    desk = getattr(app.state, "answer_desk", None)
+    if desk is None:
+        desk = app.state.answer_desk = _Desk(app.state.session_factory)
+    return desk
 
 
 @router.get(

@@ -37,6 +37,23 @@ def is_harmful(omega: float) -> bool:
     return omega < 0
 
 
+def sign_flipped(before: float, after: float) -> bool:
+    """An impact factor changed sign: Eq. 6's verdict (harmful or not) differs."""
+    return is_harmful(before) != is_harmful(after)
+
+
+def sign_changes(series: list[float | None]) -> list[bool]:
+    """Per value of a series (one per campaign, None where not measured): whether it flipped
+    sign against the previous known value."""
+    changes, previous = [], None
+    for value in series:
+        changes.append(value is not None and previous is not None
+                       and sign_flipped(previous, value))
+        if value is not None:
+            previous = value
+    return changes
+
+
 def pcdc_subset(omegas: Mapping[str, float]) -> list[str]:
     """Eq. 6: SP* = SP minus every subflow with Omega < 0, in SP's order; never empty.
 

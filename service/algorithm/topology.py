@@ -73,7 +73,3 @@ class TopologySpec(BaseModel):
         """
         bws = [sf.bandwidth_kbps for sf in self.subflows()]
         return min(bws) >= (1.0 - tolerance) * max(bws)
-
-
-# The old name, kept until the last caller (flows.recommend) says TopologySpec; not for new code.
-Topology = TopologySpec

@@ -15,6 +15,8 @@ def finish_campaign(session: Session, *, campaign_id: int) -> int | None:
     """Finish a campaign whose probes are all stored; returns its recommendation's id.
 
     Idempotent: a campaign that is already final is left as it is (a redelivered task).
+    The answer is computed once, with the campaign's own flags and notes (`finished`), and
+    stored as it is: nothing patches it afterwards.
     """
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
     if campaign_store.is_final(campaign):
@@ -33,13 +35,9 @@ def finish_campaign(session: Session, *, campaign_id: int) -> int | None:
         bs_min_mib=lo,
         bs_max_mib=hi,
         queue_campaign=False,
+        finished=campaign,
     )
-    rec = outcome.recommendation
-    flags = list(rec.quality_flags or [])
-    flags += [f for f in campaign_store.flags(campaign) if f not in flags]
-    rec.quality_flags = flags
-    rec.provenance = {**(rec.provenance or {}), "campaign_notes": campaign_store.report(campaign)}
-    campaign.recommendation_id = rec.id
+    campaign.recommendation_id = outcome.recommendation_id
     session.flush()
     record_events(session, campaign=campaign)
-    return rec.id
+    return outcome.recommendation_id

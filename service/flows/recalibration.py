@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from models import Campaign, utcnow
 from models.history import RecalibrationEvent
 
-from ..algorithm.impact import is_harmful
+from ..algorithm.impact import sign_flipped
 from ..settings import Settings
 from ..store import campaigns as campaign_store
 from ..store import recommendations, results, schedules
@@ -102,7 +102,7 @@ def record_events(session: Session, *, campaign: Campaign) -> list[Recalibration
             add("obs_moved", "obs_mib", old.obs_mib, new.obs_mib, 100.0 * moved)
     before = results.omegas_of(session, campaign_id=previous.id)
     for key, omega in results.omegas_of(session, campaign_id=campaign.id).items():
-        if key in before and is_harmful(before[key]) != is_harmful(omega):
+        if key in before and sign_flipped(before[key], omega):
             add("omega_sign_changed", f"{key[0]}/{key[1]}", before[key], omega)
     schedules.add_events(session, events=events)
     return events

@@ -23,12 +23,15 @@ RTT_MS = 310.0
 
 
 def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7,
-                runs: int = RUNS, t0: datetime | None = None, commit: bool = True) -> dict:
-    """A finished SRL-HU campaign with measurements, impact factors and fits; returns counts."""
+                runs: int = RUNS, t0: datetime | None = None, commit: bool = True,
+                model_kind: str | None = "paper") -> dict:
+    """A finished SRL-HU campaign with measurements, impact factors and fits; returns counts.
+    `model_kind` None: production's default model."""
     rng = np.random.default_rng(seed)
+    kind = {} if model_kind is None else {"model_kind": model_kind}
     campaign = new_campaign(
         session, topology_id, ccs=list(CCS), buffer_grid_mib=GRID, runs=runs, duration_s=10,
-        model_kind="paper",
+        **kind,
     )
     campaigns.set_state(session, campaign_id=campaign.id, state="running")
     t0 = t0 or datetime(2026, 11, 1, tzinfo=UTC)

@@ -1,5 +1,5 @@
-"""Issue 14, item 11: the same question answered again returns the stored answer (same id, no
-INSERT); another question, or the same one in another process, is still right."""
+"""The same question answered again returns the stored answer (same id, no INSERT) from the
+answer cache; another question, or the same one in another process, is still right."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import event, func, select
 
 from models import Recommendation
-from service.flows import recommend as flow
+from service.flows.answer_cache import answers
 
 from .calibration import seed_srl_hu
 from .conftest import HU, SRL
@@ -44,7 +44,7 @@ def test_a_repeated_calibrated_question_reuses_the_stored_answer(client, auth, d
     assert [r.json() for r in again] == [first.json()] * 3
     assert _count(db_session) == before
     # Another process (an empty cache) finds the stored row instead of adding one.
-    flow._stored_ids._data.clear()
+    answers.clear()
     other = client.post("/recommendations", json=question, headers=auth)
     assert other.json()["id"] == first.json()["id"] and _count(db_session) == before
     # Another question is another answer.
@@ -64,35 +64,32 @@ def test_a_changed_topology_is_a_new_question(client, auth, db_session):
     assert second["id"] != first["id"]
 
 
-def test_opt_in_answer_memory_serves_a_repeat_without_the_database(
-        pg_database_url, session_factory, pg_connection, db_session, tmp_path):
-    from fastapi.testclient import TestClient
+def test_a_repeat_is_served_from_the_cache_with_one_primary_key_read(
+        client, auth, db_session, pg_connection):
+    """On by default: the cached answer costs one read of the answer generation, no INSERT, no
+    token query, no solve; another token, or none, is never served from the cache."""
+    topo = _topology(client, auth, SRL, HU)
+    seed_srl_hu(db_session, topo["id"])
+    question = {"topology_id": topo["id"], "delta": 0.07}
+    first = client.post("/recommendations", json=question, headers=auth)
+    assert first.status_code == 200, first.text
+    client.post("/recommendations", json=question, headers=auth)  # the token is now known
+    statements = []
 
-    from api.app import create_app
-    from service.settings import Settings
-    from service.store import tokens
+    def watch(_conn, _cursor, statement, *_args):
+        statements.append(statement)
 
-    token = tokens.create_token(db_session, name="memory")
-    db_session.commit()
-    auth = {"Authorization": f"Bearer {token}"}
-    settings = Settings(database_url=pg_database_url, data_dir=tmp_path, run_campaigns=False,
-                        answer_cache_s=30, _env_file=None)
-    with TestClient(create_app(settings, session_factory=session_factory)) as client:
-        topo = _topology(client, auth, SRL, HU)
-        seed_srl_hu(db_session, topo["id"])
-        question = {"topology_id": topo["id"], "delta": 0.07}
-        first = client.post("/recommendations", json=question, headers=auth)
-        statements = []
-
-        def watch(_conn, _cursor, statement, *_args):
-            statements.append(statement)
-
-        event.listen(pg_connection, "before_cursor_execute", watch)
-        try:
-            again = client.post("/recommendations", json=question, headers=auth)
-        finally:
-            event.remove(pg_connection, "before_cursor_execute", watch)
-        assert statements == []
-        assert again.status_code == 200 and again.json() == first.json()
-        # Another token, or no token, is never served from memory.
-        assert client.post("/recommendations", json=question).status_code == 401
+    event.listen(pg_connection, "before_cursor_execute", watch)
+    try:
+        again = client.post("/recommendations", json=question, headers=auth)
+    finally:
+        event.remove(pg_connection, "before_cursor_execute", watch)
+    assert again.status_code == 200 and again.json() == first.json()
+    reads = [s for s in statements if "answer_generation" in s]
+    assert len(reads) == 1 and all(
+        s.lstrip().upper().startswith(("SELECT", "SAVEPOINT", "RELEASE", "ROLLBACK"))
+        for s in statements
+    ), statements
+    assert client.post("/recommendations", json=question).status_code == 401
+    other = {"Authorization": "Bearer mpcoa_not-a-token"}
+    assert client.post("/recommendations", json=question, headers=other).status_code == 401

@@ -5,6 +5,9 @@
   are derived by the service from recorded runs (Table 2 Omegas; Table 4 curves plus noise).
 - UiT -> HAW with a running campaign (for the live progress) and nothing else (empty states).
 - UNIS -> HiN with a finished campaign whose runs are so noisy that its fits fail the quality gate.
+
+Campaigns take production's default settings (model kind, mode), as `mpcoa demo` and the API's
+queued campaigns do.
 """
 
 from __future__ import annotations
@@ -112,8 +115,7 @@ def _noisy_calibration(session: Session, topology_id: int):
     """Buffer-phase runs of UNIS-HiN (Table 4) drowned in noise: R^2 well below 0.90."""
     rng = np.random.default_rng(5)
     campaign = new_campaign(
-        session, topology_id, ccs=list(CCS), buffer_grid_mib=GRID, runs=RUNS, duration_s=10,
-        model_kind="paper",
+        session, topology_id, ccs=list(CCS), buffer_grid_mib=GRID, runs=RUNS, duration_s=10
     )
     campaigns.set_state(session, campaign_id=campaign.id, state="running")
     start = datetime.now(UTC) - timedelta(days=1)
@@ -147,4 +149,6 @@ def _calibrate(session: Session, topology_id: int, subflows: list[str]):
     """A finished campaign: runs recorded, then Omegas, SP* and fits derived by the service."""
     del subflows  # the SRL-HU topology's own
     t0 = datetime.now(UTC) - timedelta(days=2)
-    return seed_srl_hu(session, topology_id, seed=11, runs=RUNS, t0=t0, commit=False)["campaign"]
+    return seed_srl_hu(
+        session, topology_id, seed=11, runs=RUNS, t0=t0, commit=False, model_kind=None
+    )["campaign"]

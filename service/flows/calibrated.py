@@ -1,0 +1,168 @@
+"""A calibrated answer: the campaign's solution (`solve_campaign`) with what a recommendation says
+beside OPM / OCC / OBS / OTP -- the subflows it runs, Eq. 1 over them, per-arm details, the
+provenance and the quality flags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from models import Campaign
+from probes.vocabulary import FULLMESH
+
+from ..algorithm.solver import Solution
+from ..store import campaigns as campaign_store
+from ..store import measurements, results
+from .answer import Arm, Eq1, Outputs, TStar
+from .campaign_answer import solve_campaign
+from .eq1 import traditional_eq1
+from .snapshot import TopologySnapshot
+
+
+@dataclass(frozen=True)
+class CalibratedAnswer:
+    """A calibrated answer without what depends on the clock (data age, stale flag)."""
+
+    error: str | None = None
+    solution: Solution | None = None
+    outputs: Outputs = field(default_factory=Outputs)
+    eq1: Eq1 | None = None
+    provenance: dict = field(default_factory=dict)
+    flags_before_stale: tuple[str, ...] = ()
+    flags_after_stale: tuple[str, ...] = ()
+    newest_at: datetime | None = None
+    bs_min_mib: float | None = None  # the bounds it was solved on (within the measured range)
+    bs_max_mib: float | None = None
+
+
+def calibrated_answer(
+    session: Session,
+    snap: TopologySnapshot,
+    campaign: Campaign,
+    delta: float,
+    bs_min: float | None,
+    bs_max: float | None,
+) -> CalibratedAnswer:
+    solved = solve_campaign(session, campaign, delta, bs_min, bs_max)
+    if solved.solution is None:
+        return CalibratedAnswer(
+            error=f"calibration_unusable: campaign {campaign.id}: {solved.error}",
+            flags_after_stale=tuple(campaign_store.flags(campaign)),
+        )
+    solution, fits = solved.solution, solved.fits
+    flags = [*solved.flags, *solution.flags]
+    impacts = {r.cc: r for r in results.impact_results(session, campaign_id=campaign.id)}
+    used, standby = _subflows_used(snap, solution, impacts, flags)
+    unsettled = (campaign.notes or {}).get("unsettled_omegas", {}).get(solution.occ, [])
+    if unsettled:
+        flags.append("omega_unsettled:" + ",".join(unsettled))
+    summary = measurements.summarize(session, campaign_id=campaign.id)
+    eq1 = traditional_eq1(snap, used, summary, solution.obs_mib)
+    if not eq1.available:
+        flags.append("eq1_rtt_unknown")
+    after_stale = [f"quality_gate_failed:{rec.pm}" for rec in fits if not rec.gate_passed]
+    # What the campaign could not measure (failed probes, dropped CCs, ...) goes with every answer.
+    after_stale.extend(campaign_store.flags(campaign))
+    outputs = _outputs(solution, used, standby, _model_reasons(fits))
+    outputs.unsettled_omegas = list(unsettled)
+    return CalibratedAnswer(
+        solution=solution,
+        outputs=outputs,
+        eq1=eq1,
+        provenance=_provenance(campaign, fits, summary),
+        flags_before_stale=tuple(flags),
+        flags_after_stale=tuple(after_stale),
+        newest_at=summary.newest_at or campaign.finished_at,
+        bs_min_mib=solved.lo,
+        bs_max_mib=solved.hi,
+    )
+
+
+def _subflows_used(snap, solution, impacts, flags) -> tuple[list[str], list[str]]:
+    """The subflows the answer runs and, for PCDC, the standby ones best Omega first."""
+    names = snap.spec.subflow_names()
+    if solution.opm == FULLMESH:
+        return names, []
+    if solution.occ not in impacts:
+        flags.append("pcdc_subset_unknown")
+        return names, []
+    impact = impacts[solution.occ]
+    return [n for n in impact.subset if n in names], impact.standby
+
+
+def _model_reasons(fits) -> dict[tuple[str, str], str]:
+    """(PM, CC) -> which model the arm's curve is and why (from the stored per-arm fits)."""
+    return {
+        (rec.pm, arm["cc"]): f"{arm.get('model')}: {arm.get('reason')}"
+        for rec in fits
+        for arm in (rec.arms or [])
+    }
+
+
+def _outputs(solution: Solution, used: list[str], standby: list[str], reasons) -> Outputs:
+    return Outputs(
+        t_star=TStar(
+            tp_mbps=solution.tp_max_mbps,
+            bs_mib=solution.tp_max_bs_mib,
+            pm=solution.tp_max_pm,
+            cc=solution.tp_max_cc,
+        ),
+        target_mbps=solution.target_mbps,
+        arms=[
+            Arm(
+                pm=a.pm,
+                cc=a.cc,
+                peak_bs_mib=a.peak_bs_mib,
+                peak_tp_mbps=a.peak_tp_mbps,
+                obs_mib=a.obs_mib,
+                tp_at_obs_mbps=a.tp_at_obs_mbps,
+                same_as_fullmesh=a.same_as_fullmesh,
+                kind=a.kind,
+                model_reason=reasons.get((a.pm, a.cc)),
+                measured_obs_mib=a.measured_obs_mib,
+                measured_max_mbps=a.measured_max_mbps,
+            )
+            for a in solution.arms
+        ],
+        subflows_used=used,
+        standby_subflows=standby,
+        otp_fitted_mbps=solution.otp_fitted_mbps,
+        measured_obs_mib=solution.measured_obs_mib,
+    )
+
+
+def _provenance(campaign: Campaign, fits, summary: measurements.MeasurementSummary) -> dict:
+    return {
+        "source": "calibrated",
+        "campaign_id": campaign.id,
+        "campaign_finished_at": _iso(campaign.finished_at),
+        "model_kind": campaign.model_kind,
+        "fit_ids": [rec.id for rec in fits],
+        "fits": [
+            {
+                "id": rec.id,
+                "pm": rec.pm,
+                "n": rec.n,
+                "r2": rec.r2,
+                "adj_r2": rec.adj_r2,
+                "buffer_p_value": rec.buffer_p_value,
+                "gate_passed": rec.gate_passed,
+            }
+            for rec in fits
+        ],
+        "measurement_count": summary.measurement_count,
+        "buffer_measurement_count": summary.buffer_measurement_count,
+        "run_count": summary.run_count,
+        "oldest_measurement_at": _iso(summary.oldest_at),
+        "newest_measurement_at": _iso(summary.newest_at),
+        "data_age_s": None,
+        "warnings": [f"{rec.pm}: {w}" for rec in fits for w in rec.warnings],
+        # What the campaign decided and met on the way (dropped CCs, failed probes, ...).
+        "campaign_notes": campaign_store.report(campaign),
+    }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None

@@ -1,0 +1,114 @@
+"""A provisional answer, before any calibration: the paper's rules (Section 5.3 and 6) --
+FullMesh for a homogeneous topology, PCDC for a heterogeneous one, buffer 50 % of Eq. 1 -- and a
+campaign queued (or the one already queued/running reused) so that a later request gets a
+calibrated answer."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from models import Campaign, Recommendation, utcnow
+from probes.vocabulary import FULLMESH, PCDC
+
+from ..settings import Settings
+from ..store import campaigns as campaign_store
+from ..store import recommendations
+from .answer import Outputs
+from .dispatch import start_campaign
+from .eq1 import traditional_eq1
+from .plan import CampaignParameters
+from .snapshot import TopologySnapshot
+
+
+def provisional_answer(
+    session: Session,
+    snap: TopologySnapshot,
+    delta: float,
+    lo: float,
+    hi: float,
+    flags: list[str],
+    inputs: dict,
+    settings: Settings | None,
+    more_provenance: dict | None = None,
+) -> tuple[Recommendation, Campaign | None, bool]:
+    """The stored answer, the campaign that will calibrate the topology (None when `settings`
+    is None and none is active) and whether it was created now."""
+    spec = snap.spec
+    homogeneous = spec.is_homogeneous()
+    opm = FULLMESH if homogeneous else PCDC
+    names = spec.subflow_names()
+    eq1 = traditional_eq1(snap, names, None, None)
+    notes = _notes(opm, homogeneous)
+    obs = None
+    if eq1.available:
+        obs = eq1.fallback_mib
+        eq1.obs_ratio = 0.5
+        notes.append("OBS = 50 % of the traditional buffer (Eq. 1), the paper's fallback")
+    else:
+        flags.append("eq1_rtt_unknown")
+        notes.append("OBS unknown: Eq. 1 needs the subflows' RTTs")
+    flags.append("provisional")
+    campaign, created = _campaign_for(session, snap.id, delta, settings)
+    outputs = Outputs(subflows_used=names, notes=notes)
+    if campaign is not None:
+        outputs.poll_url = f"/campaigns/{campaign.id}"
+    rec = recommendations.add_recommendation(
+        session,
+        topology_id=snap.id,
+        campaign_id=campaign.id if campaign else None,
+        kind="provisional",
+        delta=delta,
+        bs_min_mib=lo,
+        bs_max_mib=hi,
+        inputs=inputs,
+        opm=opm,
+        occ=None,
+        obs_mib=obs,
+        otp_mbps=None,
+        tp_max_mbps=None,
+        outputs=outputs.model_dump(mode="json"),
+        traditional=eq1.model_dump(mode="json"),
+        provenance={
+            "source": "provisional",
+            "rule": "homogeneous -> FullMesh, heterogeneous -> PCDC; buffer 50 % of Eq. 1",
+            "homogeneous": homogeneous,
+            "campaign_id": campaign.id if campaign else None,
+            "campaign_state": campaign.state if campaign else None,
+            "fit_ids": [],
+            "measurement_count": 0,
+            "run_count": 0,
+            "data_age_s": None,
+            "warnings": [],
+            **(more_provenance or {}),
+        },
+        quality_flags=flags,
+        created_at=utcnow(),
+    )
+    return rec, campaign, created
+
+
+def _notes(opm: str, homogeneous: bool) -> list[str]:
+    notes = [
+        f"provisional: no calibrated data yet; {opm} because the topology is "
+        f"{'homogeneous' if homogeneous else 'heterogeneous'} (paper, Section 5.3)",
+        "OCC: the paper gives no rule without measurements; keep the kernel's default until "
+        "the campaign finishes",
+    ]
+    if opm == PCDC:
+        notes.append("PCDC's subset SP* needs impact factors; until then it uses every subflow")
+    return notes
+
+
+def _campaign_for(session, topology_id, delta, settings) -> tuple[Campaign | None, bool]:
+    """The topology's active campaign, or a new one when `settings` allow queueing."""
+    campaign = campaign_store.active_campaign(session, topology_id=topology_id)
+    if campaign is not None or settings is None:
+        return campaign, False
+    campaign = start_campaign(
+        session,
+        topology_id=topology_id,
+        params=CampaignParameters(delta=delta),
+        reason="recommendation",
+        settings=settings,
+    )
+    return campaign, True
