@@ -12,7 +12,7 @@ from probes.vocabulary import Description, PathManager, Site, SubflowName
 from service.algorithm import topology as algo
 from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA
 from service.flows import budget
-from service.flows.answer import Arm, Eq1, TStar
+from service.flows.answer import Arm, Eq1, Promise, SubsetChoice, TStar
 from service.flows.plan import CampaignParameters
 from service.store.campaigns import report
 
@@ -226,6 +226,12 @@ class RecommendationOut(BaseModel):
     occ: str | None
     obs_mib: float | None
     otp_mbps: float | None
+    promise: Promise | None = Field(
+        default=None, description="read this first: where a fresh probe of the answer should "
+        "land, and what is settled or within reach (adaptive campaigns)")
+    subset_choice: SubsetChoice | None = Field(
+        default=None, description="how PCDC's subflows were chosen: the measured selection's "
+        "path, and where the paper's leave-one-out Omega disagrees")
     t_star: TStar | None
     target_mbps: float | None
     arms: list[Arm]
@@ -254,6 +260,8 @@ class RecommendationOut(BaseModel):
             occ=rec.occ,
             obs_mib=rec.obs_mib,
             otp_mbps=rec.otp_mbps,
+            promise=out.get("promise"),
+            subset_choice=out.get("subset_choice"),
             t_star=out.get("t_star"),
             target_mbps=out.get("target_mbps"),
             arms=out.get("arms", []),

@@ -49,9 +49,37 @@ class Eq1(BaseModel):
     missing_rtt_subflows: list[str] = []
 
 
+class Promise(BaseModel):
+    """What the answer promises, first: where a fresh probe of the recommended configuration
+    should land (`of`: "one fresh probe", or "the mean" when no spread is known), and the one
+    sentence a user reads before the figures (what is settled, what is within reach)."""
+
+    statement: str | None = None
+    low_mbps: float | None = None
+    high_mbps: float | None = None
+    of: str | None = None
+    confidence: float | None = None
+
+
+class SubsetChoice(BaseModel):
+    """How SP* was chosen for OCC: the measured selection's path (each step's subset, goodput
+    and interval, the gain weighed) and where the paper's leave-one-out Ω disagrees."""
+
+    method: str  # "measured selection" | "omega"
+    subset: list[str]
+    settled: bool | None = None
+    shared_from: str | None = None
+    path: list[dict] = []
+    omega_subset: list[str] | None = None
+    omega_agrees: bool | None = None
+    omega_statement: str | None = None
+
+
 class Outputs(BaseModel):
     """Everything of an answer beyond OPM / OCC / OBS / OTP."""
 
+    promise: Promise | None = None
+    subset_choice: SubsetChoice | None = None
     t_star: TStar | None = None
     target_mbps: float | None = None
     arms: list[Arm] = []

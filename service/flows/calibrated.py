@@ -15,9 +15,10 @@ from probes.vocabulary import FULLMESH
 from ..algorithm.solver import Solution
 from ..store import campaigns as campaign_store
 from ..store import measurements, results
-from .answer import Arm, Eq1, Outputs, TStar
+from .answer import Arm, Eq1, Outputs, Promise, SubsetChoice, TStar
 from .campaign_answer import solve_campaign
 from .eq1 import traditional_eq1
+from .selected import selection_note
 from .snapshot import TopologySnapshot
 
 
@@ -54,19 +55,30 @@ def calibrated_answer(
     solution, fits = solved.solution, solved.fits
     flags = [*solved.flags, *solution.flags]
     impacts = {r.cc: r for r in results.impact_results(session, campaign_id=campaign.id)}
-    used, standby = _subflows_used(snap, solution, impacts, flags)
+    selection = (selection_note(campaign) or {}).get("ccs", {}).get(solution.occ)
+    if selection is not None and selection.get("usable"):
+        used, standby = _selected_subflows(snap, solution, selection)
+    else:
+        used, standby = _subflows_used(snap, solution, impacts, flags)
     unsettled = (campaign.notes or {}).get("unsettled_omegas", {}).get(solution.occ, [])
-    if unsettled:
+    # Omega decides SP* only where no measured selection ran: then its doubts are the answer's.
+    if unsettled and selection is None:
         flags.append("omega_unsettled:" + ",".join(unsettled))
+    if selection is not None and solution.opm != FULLMESH and not selection.get("settled"):
+        flags.append(f"selection_unsettled:{solution.occ}")
     summary = measurements.summarize(session, campaign_id=campaign.id)
     eq1 = traditional_eq1(snap, used, summary, solution.obs_mib)
     if not eq1.available:
         flags.append("eq1_rtt_unknown")
-    after_stale = [f"quality_gate_failed:{rec.pm}" for rec in fits if not rec.gate_passed]
+    # An adaptive answer is read off measured buffers: the regression's gate does not decide it.
+    after_stale = [] if campaign.mode == "adaptive" else [
+        f"quality_gate_failed:{rec.pm}" for rec in fits if not rec.gate_passed]
     # What the campaign could not measure (failed probes, dropped CCs, ...) goes with every answer.
     after_stale.extend(campaign_store.flags(campaign))
     outputs = _outputs(solution, used, standby, _model_reasons(fits))
     outputs.unsettled_omegas = list(unsettled)
+    outputs.promise = _promise(campaign, solution)
+    outputs.subset_choice = _subset_choice(solution, selection, impacts)
     return CalibratedAnswer(
         solution=solution,
         outputs=outputs,
@@ -90,6 +102,43 @@ def _subflows_used(snap, solution, impacts, flags) -> tuple[list[str], list[str]
         return names, []
     impact = impacts[solution.occ]
     return [n for n in impact.subset if n in names], impact.standby
+
+
+def _selected_subflows(snap, solution, selection: dict) -> tuple[list[str], list[str]]:
+    """The measured selection's SP* for OCC (PCDC) and its standbys, best alone first."""
+    names = snap.spec.subflow_names()
+    if solution.opm == FULLMESH:
+        return names, []
+    return ([n for n in selection["subset"] if n in names],
+            [n for n in selection.get("standby_subflows", []) if n in names])
+
+
+def _promise(campaign: Campaign, solution: Solution) -> Promise | None:
+    """The settled adaptive decision's promise, when it is the answer's configuration."""
+    note = (campaign.notes or {}).get("adaptive") or {}
+    promise = note.get("promise")
+    if not promise or (note.get("opm"), note.get("occ")) != (solution.opm, solution.occ):
+        return None
+    return Promise(statement=note.get("statement"), low_mbps=promise["low_mbps"],
+                   high_mbps=promise["high_mbps"], of=promise["of"],
+                   confidence=note.get("confidence"))
+
+
+def _subset_choice(solution: Solution, selection: dict | None, impacts) -> SubsetChoice | None:
+    if solution.opm == FULLMESH or solution.occ is None:
+        return None
+    impact = impacts.get(solution.occ)
+    omega = None if impact is None else list(impact.subset)
+    if selection is None:
+        return None if omega is None else SubsetChoice(method="omega", subset=omega,
+                                                         omega_subset=omega, omega_agrees=True)
+    view = selection.get("omega") or {}
+    return SubsetChoice(
+        method="measured selection", subset=list(selection["subset"]),
+        settled=selection.get("settled"), shared_from=selection.get("shared_from"),
+        path=list(selection.get("path", [])), omega_subset=view.get("subset", omega),
+        omega_agrees=view.get("agree"), omega_statement=view.get("statement"),
+    )
 
 
 def _model_reasons(fits) -> dict[tuple[str, str], str]:
