@@ -46,7 +46,7 @@ def test_adaptive_campaign_settles_with_a_fraction_of_the_grid(db_session):
     plateau = {"cubic": 10.0, "reno": 6.0}
 
     def goodput(step):
-        if step.phase == "impact":
+        if step.phase in ("impact", "selection"):
             return 10.0
         jitter = 0.05 if step.run % 2 else -0.05
         return plateau[step.cc] * min(1.0, step.bs_mib / knee[(step.pm, step.cc)]) + jitter

@@ -34,7 +34,8 @@ def _topology(client, auth) -> int:
 def test_campaign_create_progress_and_cancel(client, auth):
     topology_id = _topology(client, auth)
     body = {"topology_id": topology_id, "ccs": ["cubic", "hybla"], "pms": ["PCDC"],
-            "buffer_grid_mib": [1, 2, 4, 8], "runs": 2, "duration_s": 5}
+            "buffer_grid_mib": [1, 2, 4, 8], "runs": 2, "duration_s": 5,
+            "mode": "grid"}
     r = client.post("/campaigns", json=body, headers=auth)
     assert r.status_code == 202, r.text
     c = r.json()

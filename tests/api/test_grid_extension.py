@@ -24,7 +24,7 @@ def _campaign(session, **params):
                                     "remote": {**HU, "isps": HU["isps"][:1]}})
     topology_id = inventory.ensure_topology(session, spec=spec).id
     return new_campaign(session, topology_id, ccs=["reno"], runs=1, duration_s=2,
-                        buffer_grid_mib=[0.1, 0.2, 0.4], **params)
+                        buffer_grid_mib=[0.1, 0.2, 0.4], mode="grid", **params)
 
 
 def _drive(session, campaign, goodput, settings) -> list[float]:

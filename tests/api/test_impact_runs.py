@@ -44,7 +44,7 @@ def test_unsettled_signs_get_more_runs_then_are_flagged(db_session):
     settings = Settings(run_campaigns=False, impact_max_runs=3, _env_file=None)
     topology_id = _topology(db_session)
     c = new_campaign(db_session, topology_id, ccs=["reno"], runs=1, duration_s=2,
-                     buffer_grid_mib=[0.1, 0.2, 0.4])
+                     buffer_grid_mib=[0.1, 0.2, 0.4], mode="grid")
     # Run 1: U-C clearly helps (Omega 0.5), K-C is near 0 (Omega -0.02).
     _record_run(db_session, c.id, 1, 10.0, {"U-C": 5.0, "K-C": 10.2})
     advance = next_step(db_session, campaign_id=c.id, prober=RENO, settings=settings)
@@ -68,7 +68,8 @@ def test_no_extra_impact_run_past_the_budget(db_session):
     topology_id = _topology(db_session)
     # Budget: the one impact run (3 probes) and the sweep (2 PM x 3 buffers), 2 s each.
     c = new_campaign(db_session, topology_id, ccs=["reno"], runs=1, duration_s=2,
-                     buffer_grid_mib=[0.1, 0.2, 0.4], probe_seconds_budget=18)
+                     buffer_grid_mib=[0.1, 0.2, 0.4], probe_seconds_budget=18,
+                     mode="grid")
     _record_run(db_session, c.id, 1, 10.0, {"U-C": 5.0, "K-C": 10.2})
     advance = next_step(db_session, campaign_id=c.id, prober=RENO, settings=settings)
     assert advance.step.phase == "buffer"

@@ -26,7 +26,7 @@ def _campaign(session):
                                     "remote": {**HU, "isps": HU["isps"][:2]}})
     topology_id = inventory.ensure_topology(session, spec=spec).id
     return new_campaign(session, topology_id, ccs=["reno"], runs=1, duration_s=DURATION_S,
-                        buffer_grid_mib=[0.1, 0.2, 0.4])
+                        buffer_grid_mib=[0.1, 0.2, 0.4], mode="grid")
 
 
 def test_the_plan_and_the_spending_per_phase(client, auth, db_session):

@@ -115,7 +115,8 @@ def _noisy_calibration(session: Session, topology_id: int):
     """Buffer-phase runs of UNIS-HiN (Table 4) drowned in noise: R^2 well below 0.90."""
     rng = np.random.default_rng(5)
     campaign = new_campaign(
-        session, topology_id, ccs=list(CCS), buffer_grid_mib=GRID, runs=RUNS, duration_s=10
+        session, topology_id, ccs=list(CCS), buffer_grid_mib=GRID, runs=RUNS, duration_s=10,
+        mode="grid",
     )
     campaigns.set_state(session, campaign_id=campaign.id, state="running")
     start = datetime.now(UTC) - timedelta(days=1)

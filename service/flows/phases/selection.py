@@ -43,8 +43,8 @@ name = "selection"
 
 def advance(ctx: Context) -> Outcome:
     campaign = ctx.campaign
-    if selection_note(campaign) is not None:
-        return DONE
+    if selection_note(campaign) is not None or len(ctx.subflows) < 2:
+        return DONE  # decided already, or nothing to choose between
     runs = _runs(ctx)
     order = _reference_first(campaign.active_ccs, runs)
     done: dict[str, SelectionResult] = {}
