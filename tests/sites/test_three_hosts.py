@@ -36,7 +36,8 @@ pytestmark = [pytest.mark.netns, pytest.mark.postgres, pytest.mark.broker]
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
 LABELS = {"A": ["F", "D"], "B": ["U"], "C": ["F", "D"]}
-PLAN = {"ccs": ["cubic"], "buffer_grid_mib": [0.0625, 0.25, 1.0], "runs": 1, "duration_s": 1.5}
+PLAN = {"ccs": ["cubic"], "buffer_grid_mib": [0.0625, 0.25, 1.0], "runs": 1, "duration_s": 1.5,
+        "mode": "grid"}  # exact probe counts: the paper's procedure
 PROBES = 1 * 3 + 2 * 1 * 3  # impact: 1 + 2 subflows; buffers: 2 PMs x 1 CC x 3 buffers
 BUDGET = PROBES * PLAN["duration_s"]
 

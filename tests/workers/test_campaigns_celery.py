@@ -27,7 +27,7 @@ from .conftest import topology_body, wait_for, worker_env
 pytestmark = [pytest.mark.netns, pytest.mark.postgres, pytest.mark.broker]
 
 # A campaign small enough for CI: 2 CCs x (impact: 1 + 2 subflows) + 2 PM x 2 CC x 3 buffers.
-PLAN = {"ccs": ["reno", "cubic"], "buffer_grid_mib": [0.03125, 0.125, 0.5], "runs": 1,
+PLAN = {"ccs": ["reno", "cubic"], "buffer_grid_mib": [0.03125, 0.125, 0.5], "runs": 1, "mode": "grid",
         "duration_s": 2.0}
 PROBES = 2 * 3 + 2 * 2 * 3
 BUDGET = PROBES * PLAN["duration_s"]  # no extra rounds: the run time stays bounded
@@ -40,7 +40,7 @@ def api(committed_db, broker_url, tmp_path):
         database_url=committed_db, broker_url=broker_url, data_dir=tmp_path, _env_file=None,
         campaign_ccs=PLAN["ccs"], campaign_buffer_grid_mib=PLAN["buffer_grid_mib"],
         campaign_runs=PLAN["runs"], campaign_duration_s=PLAN["duration_s"],
-        campaign_probe_seconds_budget=BUDGET)
+        campaign_probe_seconds_budget=BUDGET, campaign_mode=PLAN["mode"])
     with session_scope(get_engine(settings)) as s:
         token = tokens.create_token(s, name=f"t{os.getpid()}{id(tmp_path)}")
     with TestClient(create_app(settings)) as client:
