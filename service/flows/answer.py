@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from probes.vocabulary import PathManager
+
 
 class TStar(BaseModel):
     """T*: the largest throughput any (PM, CC) curve reaches on the buffer range (Eq. 9)."""
 
     tp_mbps: float
     bs_mib: float
-    pm: str
+    pm: PathManager
     cc: str
 
 
@@ -19,7 +21,7 @@ class Arm(BaseModel):
     """One (PM, CC) curve's peak and its own relaxed minimum buffer (Eq. 10-12), beside what was
     measured: the smallest measured buffer whose mean reaches the target, the largest mean."""
 
-    pm: str
+    pm: PathManager
     cc: str
     peak_bs_mib: float
     peak_tp_mbps: float

@@ -67,7 +67,7 @@ class Plan:
     """A campaign's parameters with every default filled in and checked."""
 
     ccs: list[str]
-    pms: list[str]
+    pms: list[PathManager]
     buffer_grid_mib: list[float]
     runs: int
     duration_s: float
@@ -155,8 +155,8 @@ def planned_probes(n_subflows: int, ccs: int, pms: int, grid: int, runs: int) ->
 class ProbeStep:
     """One probe of a campaign; `key` is its measurement's unique key."""
 
-    phase: str  # "impact" | "buffer"
-    pm: str
+    phase: str  # "impact" | "selection" | "buffer" | "warm"
+    pm: PathManager
     cc: str
     bs_mib: float
     run: int
@@ -183,7 +183,9 @@ class ProbeStep:
         what = f"{self.phase} {self.pm}/{self.cc} run {self.run}"
         if self.phase == "buffer":
             what += f" bs {self.bs_mib:g} MiB"
-        if self.excluded_subflow:
+        if self.phase == "selection":
+            what += f" on {'+'.join(self.allowed_subflows or ()) or 'every subflow'}"
+        elif self.excluded_subflow:
             what += f" without {self.excluded_subflow}"
         return what
 

@@ -32,7 +32,7 @@ def queue_due_campaigns(
 
     Each schedule runs in a savepoint of its own: one that fails (a cron stored before it was
     checked that never fires, a plan too large, a race on the one-active-campaign index) is
-    logged and skipped, and the others are still queued (issue 14: one bad cron stopped all).
+    logged and skipped, and the others are still queued (one bad cron must not stop the others).
     """
     now = now or utcnow()
     queued = []
@@ -76,19 +76,9 @@ def record_events(session: Session, *, campaign: Campaign) -> list[Recalibration
     events: list[RecalibrationEvent] = []
 
     def add(kind: str, subject: str, before, after, change_pct=None) -> None:
-        events.append(
-            RecalibrationEvent(
-                topology_id=campaign.topology_id,
-                campaign_id=campaign.id,
-                previous_campaign_id=previous.id,
-                kind=kind,
-                subject=subject,
-                before=before,
-                after=after,
-                change_pct=change_pct,
-                created_at=utcnow(),
-            )
-        )
+        events.append(schedules.add_event(
+            session, campaign=campaign, previous_campaign_id=previous.id, kind=kind,
+            subject=subject, before=before, after=after, change_pct=change_pct))
 
     new = recommendations.calibrated_recommendation_of(session, campaign_id=campaign.id)
     old = recommendations.calibrated_recommendation_of(session, campaign_id=previous.id)
@@ -104,7 +94,6 @@ def record_events(session: Session, *, campaign: Campaign) -> list[Recalibration
     for key, omega in results.omegas_of(session, campaign_id=campaign.id).items():
         if key in before and sign_flipped(before[key], omega):
             add("omega_sign_changed", f"{key[0]}/{key[1]}", before[key], omega)
-    schedules.add_events(session, events=events)
     return events
 
 

@@ -155,11 +155,6 @@ def add_event(
     return event
 
 
-def add_events(session: Session, *, events: list[RecalibrationEvent]) -> None:
-    session.add_all(events)
-    session.flush()
-
-
 def list_events(
     session: Session, *, topology_id: int, limit: int = 100, offset: int = 0
 ) -> list[RecalibrationEvent]:
