@@ -39,6 +39,14 @@ def grid_sweep_probes(campaign: Campaign) -> int:
     return len(campaign.pms) * len(_ccs(campaign)) * len(campaign.buffer_grid_mib) * campaign.runs
 
 
+def adaptive_sweep_cap(campaign: Campaign) -> int:
+    """The most an adaptive sweep may probe: the grid with at least the runs an interval needs,
+    and the repeats that make T* hold."""
+    runs = max(campaign.runs, adaptive.MIN_RUNS)
+    grid = len(campaign.pms) * len(_ccs(campaign)) * len(campaign.buffer_grid_mib) * runs
+    return grid + adaptive.T_STAR_MAX_RUNS
+
+
 def adaptive_sweep_estimate(campaign: Campaign) -> int:
     """An adaptive sweep's estimate: per arm the top of the grid, then a bisection."""
     arms = len(_ccs(campaign)) * len(campaign.pms)

@@ -23,6 +23,7 @@ from ..algorithm.regression import Sample
 from ..algorithm.solver import Solution, solve
 from ..store import campaigns as campaign_store
 from ..store import measurements, results
+from .selected import selected_subsets
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,9 @@ def _measured_curves(session, campaign, fitted, measured) -> list[MeasuredCurve]
     """An adaptive campaign's arms as their measured means."""
     same = {c.arm: c.same_as_fullmesh for c in fitted}
     impacts = {r.cc: r for r in results.impact_results(session, campaign_id=campaign.id)}
+    n_subflows = len(campaign.topology.subflows)
+    for cc, subset in selected_subsets(campaign).items():  # the measured selection's SP*
+        same.setdefault((PCDC, cc), len(subset) == n_subflows)
     by_arm: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for m in measured:
         by_arm.setdefault((m.pm, m.cc), []).append((m.bs_mib, m.tp_mbps))

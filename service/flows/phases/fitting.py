@@ -36,14 +36,15 @@ def grow_grid(ctx: Context, more: float) -> None:
     campaign_store.add_note(campaign, "grid_extended", [*added, more])
 
 
-def fit(ctx: Context) -> list | None:
-    """f5 over the ok buffer runs, stored; None (and the campaign failed) when no arm is
-    usable."""
+def fit(ctx: Context, *, required: bool = True) -> list | None:
+    """f5 over the ok buffer runs, stored; None when no arm is usable (and, when the answer
+    needs the fit, the campaign failed)."""
     campaign = ctx.campaign
     outcome = fit_from_runs(ctx.session, campaign=campaign)
     campaign_store.add_note(campaign, "unfitted_arms", outcome.unfitted_arms)
     if not outcome.fits:
-        ctx.fail("buffer phase: no (PM, CC) has runs at 3 buffer sizes")
+        if required:
+            ctx.fail("buffer phase: no (PM, CC) has runs at 3 buffer sizes")
         return None
     results.store_fits(ctx.session, campaign_id=campaign.id, fits=outcome.fits)
     ctx.session.flush()
