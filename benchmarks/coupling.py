@@ -84,4 +84,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from probes.interrupts import run_stoppable  # SIGTERM tears the testbed down too
+
+    raise SystemExit(run_stoppable(main))

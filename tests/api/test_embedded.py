@@ -7,7 +7,6 @@ a topology, a provisional recommendation and its queued campaign.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,16 +16,11 @@ import httpx
 from alembic.script import ScriptDirectory
 
 from service import db
+from tests.support import free_port
 
 from .conftest import HU, SRL
 
 BIN = Path(sys.executable).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _clean_env(home: Path) -> dict[str, str]:
@@ -42,7 +36,7 @@ def test_serve_with_no_configuration_uses_sqlite(tmp_path):
     assert token.startswith("mpcoa_")
     db_file = tmp_path / "data" / "mpcoa" / "mpcoa.sqlite3"
     assert db_file.exists()
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([str(BIN / "mpcoa"), "serve", "--port", str(port)], env=env,
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
