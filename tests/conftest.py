@@ -20,6 +20,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tests import support
 
+#: the xdist group of every test marked netns (see pytest_collection_modifyitems)
+LIVE_GROUP = "live"
+
 PG_HOST = os.environ.get("MPCOA_TEST_PG_HOST", "localhost")
 PG_USER = os.environ.get("MPCOA_TEST_PG_USER", "postgres")
 
@@ -95,6 +98,20 @@ def redis_database() -> Iterator[int]:
     finally:
         client.flushdb()
         client.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`--dist loadgroup`) the tests that use the testbed run one after
+    another on one worker: they measure throughput (a probe beside another probe would halve
+    it) and some register congestion controls host-wide. The others share the other workers."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        if item.get_closest_marker("netns"):
+            item.add_marker(pytest.mark.xdist_group(LIVE_GROUP))
+        elif "browser" in getattr(item, "fixturenames", ()):
+            # one Chromium and one seeded server per run, not one per worker
+            item.add_marker(pytest.mark.xdist_group("browser"))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -24,9 +24,9 @@ from probes.spec import load_spec, scenario_path
 from tests.processes import kill_group, tail_logs
 from tests.support import free_port, wait_for
 
-# The demo's campaign uses every congestion control the kernel offers at that moment: it runs
-# apart from the tests that register BPF controls host-wide.
-pytestmark = [pytest.mark.netns, pytest.mark.xdist_group("host-ccs")]
+# The demo's campaign uses every congestion control the kernel offers at that moment: like every
+# netns test it runs in the one live group, never beside a test that registers BPF controls.
+pytestmark = pytest.mark.netns
 
 BIN = Path(sys.executable).parent
 SCENARIO = "uit-haw"
