@@ -109,9 +109,9 @@ def pytest_collection_modifyitems(config, items):
             continue
         if item.get_closest_marker("netns"):
             item.add_marker(pytest.mark.xdist_group(LIVE_GROUP))
-        elif "browser" in getattr(item, "fixturenames", ()):
-            # one Chromium and one seeded server per run, not one per worker
-            item.add_marker(pytest.mark.xdist_group("browser"))
+        elif {"browser", "live", "dashboard_db"} & set(getattr(item, "fixturenames", ())):
+            # one seeded database, server and Chromium per run, not one per worker
+            item.add_marker(pytest.mark.xdist_group("dashboard"))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -143,13 +143,11 @@ class Demo:
 
 @pytest.mark.parametrize(
     ("sig", "phase"),
-    [
-        (signal.SIGTERM, "testbed"),
+    [  # each signal in two phases; one full campaign in all (the serving phase's)
         (signal.SIGINT, "testbed"),
         (signal.SIGTERM, "campaign"),
         (signal.SIGINT, "campaign"),
         (signal.SIGTERM, "serving"),
-        (signal.SIGINT, "serving"),
     ],
     ids=lambda v: v.name if isinstance(v, signal.Signals) else v,
 )
