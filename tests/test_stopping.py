@@ -111,7 +111,7 @@ class Demo:
             wait_for(probed, 180, "the demo's campaign to store a probe", interval=0.3)
         elif phase == "serving":  # the answer is printed and the API serves
             wait_for(lambda: self.running() and "serving the API" in self.log.read_text(),
-                     900, "the demo's answer", interval=1.0)
+                     480, "the demo's answer", interval=1.0)
         else:
             raise AssertionError(phase)
 
