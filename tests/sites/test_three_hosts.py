@@ -127,7 +127,7 @@ class SiteWorkers:
 
 
 @pytest.fixture(scope="module")
-def workers(network, forwarder, db, redis_db, names, tmp_path_factory):
+def site_workers(network, forwarder, db, redis_db, names, tmp_path_factory):
     w = SiteWorkers(tmp_path_factory.mktemp("sites"), network, db, redis_db)
     try:
         for site in names.values():
@@ -138,7 +138,7 @@ def workers(network, forwarder, db, redis_db, names, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def api(db, redis_db, tmp_path_factory):
+def hosts_api(db, redis_db, tmp_path_factory):
     settings = Settings(database_url=db, broker_url=f"redis://127.0.0.1:6379/{redis_db}",
                         data_dir=tmp_path_factory.mktemp("api"), _env_file=None)
     with session_scope(get_engine(settings)) as s:

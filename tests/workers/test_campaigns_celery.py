@@ -35,7 +35,7 @@ BUDGET = PROBES * PLAN["duration_s"]  # no extra rounds: the run time stays boun
 
 
 @pytest.fixture
-def api(committed_db, broker_url, tmp_path):
+def broker_api(committed_db, broker_url, tmp_path):
     # The server's default plan is the small one: POST /recommendations queues it as it is.
     settings = Settings(
         database_url=committed_db, broker_url=broker_url, data_dir=tmp_path, _env_file=None,
