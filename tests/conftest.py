@@ -20,9 +20,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tests import support
 
-#: the xdist group of every test marked netns (see pytest_itemcollected)
-LIVE_GROUP = "live"
-
 PG_HOST = os.environ.get("MPCOA_TEST_PG_HOST", "localhost")
 PG_USER = os.environ.get("MPCOA_TEST_PG_USER", "postgres")
 
@@ -98,21 +95,6 @@ def redis_database() -> Iterator[int]:
     finally:
         client.flushdb()
         client.close()
-
-
-def pytest_itemcollected(item):
-    """Under pytest-xdist (`--dist loadgroup`) the tests that use the testbed run one after
-    another on one worker: they measure throughput (a probe beside another probe would halve
-    it) and some register congestion controls host-wide. The others share the other workers.
-    (Marked as each test is collected: xdist reads the groups before any conftest's
-    pytest_collection_modifyitems.)"""
-    if item.get_closest_marker("xdist_group"):
-        return
-    if item.get_closest_marker("netns"):
-        item.add_marker(pytest.mark.xdist_group(LIVE_GROUP))
-    elif {"browser", "live", "dashboard_db"} & set(getattr(item, "fixturenames", ())):
-        # one seeded database, server and Chromium per run, not one per worker
-        item.add_marker(pytest.mark.xdist_group("dashboard"))
 
 
 @pytest.hookimpl(wrapper=True)
