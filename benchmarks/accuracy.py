@@ -446,4 +446,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from probes.interrupts import run_stoppable  # SIGTERM tears the testbed down too
+
+    raise SystemExit(run_stoppable(main))

@@ -114,4 +114,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from probes.interrupts import run_stoppable  # SIGTERM tears the testbed down too
+
+    raise SystemExit(run_stoppable(main))

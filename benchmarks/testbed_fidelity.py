@@ -22,7 +22,6 @@ import re
 import secrets
 import statistics
 import subprocess
-import sys
 import time
 
 from probes import testbed as tbmod
@@ -220,4 +219,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from probes.interrupts import run_stoppable  # SIGTERM tears the testbed down too
+
+    raise SystemExit(run_stoppable(main))

@@ -3,13 +3,14 @@
 An emulated two-site testbed (a scaled paper scenario), the REST API with its dashboard on the
 embedded default (SQLite, campaigns run in-process by the same steps Celery workers run), the
 topology POSTed like a user would, a reduced campaign with a progress bar, and the answer.
-Ctrl-C (or the end, with --no-serve) tears everything down.
+Ctrl-C or SIGTERM, in any phase (or the end, with --no-serve), tears everything down.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import tempfile
 import threading
@@ -94,15 +95,53 @@ def demo(
     _configure(data, runs, duration, port)
 
     from probes import bpf_cc, testbed
-    from probes.vocabulary import PATH_MANAGERS
+    from probes.interrupts import Stopped, shielded, stop_on_signals
 
     loaded: dict[str, int] = {}
-    if paper_ccs:
+    server = None
+    stopped: Stopped | None = None
+    # SIGTERM tears down like Ctrl-C, in every phase: what was built is removed (the BPF
+    # controls this demo registered, the testbed, the API and the in-process executor).
+    with stop_on_signals():
         try:
-            with console.status("compiling and registering hybla, scalable, vegas, olia (BPF)"):
-                loaded = bpf_cc.load(["hybla", "scalable", "vegas", "olia"])
-        except Exception as exc:  # CapabilityError or a compiler error: say it, don't go on
-            fail(f"--paper-ccs: {exc}")
+            if paper_ccs:
+                loaded = _load_paper_ccs(bpf_cc)
+            _announce(spec, scenario, data, runs, duration, testbed)
+            with console.status("bringing the emulated testbed up"):
+                testbed.up(spec)
+            server = _start_api(port)
+            _run(spec, port, serve)
+        except Stopped as exc:
+            stopped = exc
+            console.print(f"\ninterrupted ({exc})")
+        finally:
+            with shielded(), console.status("tearing down"):
+                from service.flows.runner import install
+                from service.settings import get_settings
+
+                install(get_settings()).stop()
+                if server is not None:
+                    server.should_exit = True
+                testbed.down(spec.name)
+                if loaded:  # exactly what this demo registered, never anyone else's
+                    bpf_cc.unload(list(loaded), map_ids=loaded)
+            console.print(f"testbed {spec.name} removed; the data stays in {data}")
+    if stopped is not None and stopped.signum != signal.SIGINT:
+        raise typer.Exit(stopped.exit_code)  # what a shell expects of a process sent SIGTERM
+
+
+def _load_paper_ccs(bpf_cc) -> dict[str, int]:
+    try:
+        with console.status("compiling and registering hybla, scalable, vegas, olia (BPF)"):
+            return bpf_cc.load(["hybla", "scalable", "vegas", "olia"])
+    except Exception as exc:  # CapabilityError or a compiler error: say it, don't go on
+        fail(f"--paper-ccs: {exc}")
+
+
+def _announce(spec, scenario: str, data: Path, runs: int, duration: float, testbed) -> None:
+    """Fix the campaign's CCs and budget (through the environment) and print the plan."""
+    from probes.vocabulary import PATH_MANAGERS
+
     ccs = sorted(testbed.available_congestion_controls())
     per_run = len(ccs) * (1 + len(spec.subflow_names(*[s.name for s in spec.sites])))
     per_run += len(PATH_MANAGERS) * len(ccs) * len(DEMO_BUFFERS_MIB)
@@ -115,26 +154,6 @@ def demo(
         f"buffers x {runs} runs x {duration:g} s, plus the impact phase: "
         f"{per_run * runs} probes, {per_run * runs * duration / 60:.1f} probe-minutes"
     )
-    server = None
-    try:
-        with console.status("bringing the emulated testbed up"):
-            testbed.up(spec)
-        server = _start_api(port)
-        _run(spec, port, serve)
-    except KeyboardInterrupt:
-        console.print("\ninterrupted")
-    finally:
-        with console.status("tearing down"):
-            from service.flows.runner import install
-            from service.settings import get_settings
-
-            install(get_settings()).stop()
-            if server is not None:
-                server.should_exit = True
-            testbed.down(spec.name)
-            if loaded:  # exactly what this demo registered, never anyone else's
-                bpf_cc.unload(list(loaded), map_ids=loaded)
-        console.print(f"testbed {spec.name} removed; the data stays in {data}")
 
 
 def _configure(data: Path, runs: int, duration: float, port: int) -> None:

@@ -9,6 +9,7 @@ import typer
 
 from probes import testbed as tb
 from probes.base import ProbeError
+from probes.interrupts import Stopped, stop_on_signals
 from probes.spec import SpecError, load_spec, scenario_path
 
 app = typer.Typer(help="Emulated multi-homed MPTCP testbed (namespaces, shaping, delay line).",
@@ -29,10 +30,15 @@ def up_cmd(
         else:
             path = scenario_path(file)
         spec = load_spec(path)
-        bed = tb.up(spec)
+        # A stop signal mid-build unwinds `up`, which removes what it had built so far.
+        with stop_on_signals():
+            bed = tb.up(spec)
     except (SpecError, ProbeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    except Stopped as exc:
+        typer.echo(f"stopped by {exc}: nothing left up", err=True)
+        raise typer.Exit(exc.exit_code) from None
     st = bed.status()
     typer.echo(f"testbed {bed.name} up: namespaces {', '.join(st['namespaces'])}")
     for site in spec.sites:

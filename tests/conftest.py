@@ -18,6 +18,8 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from tests import support
+
 PG_HOST = os.environ.get("MPCOA_TEST_PG_HOST", "localhost")
 PG_USER = os.environ.get("MPCOA_TEST_PG_USER", "postgres")
 
@@ -47,6 +49,7 @@ def pg_url(dbname: str) -> str:
 
 
 def create_database(prefix: str = "mpcoa_test") -> str:
+    support.require("postgres", "PostgreSQL")
     name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     with pg_admin() as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -83,6 +86,7 @@ def redis_database() -> Iterator[int]:
     afterwards even when the tests failed."""
     import redis
 
+    support.require("broker", "Redis")
     index = secrets.randbelow(14) + 2
     client = redis.Redis(host=REDIS_HOST, port=6379, db=index)
     client.ping()
@@ -91,6 +95,35 @@ def redis_database() -> Iterator[int]:
     finally:
         client.flushdb()
         client.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Keep `support.current_item` on the running test, for `support.require`."""
+    support.current_item = item
+    try:
+        return (yield)
+    finally:
+        support.current_item = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _testbeds_need_the_netns_marker():
+    """Every testbed the tests bring up (fixtures, the demo run in-process) goes through
+    `Testbed.up`: an unmarked test that reaches it fails instead of needing root unseen."""
+    from probes.testbed import Testbed
+
+    real_up = Testbed.up
+
+    def up(self):
+        support.require("netns", f"the testbed {self.name} (root, network namespaces)")
+        return real_up(self)
+
+    Testbed.up = up
+    try:
+        yield
+    finally:
+        Testbed.up = real_up
 
 
 @pytest.fixture(scope="session")

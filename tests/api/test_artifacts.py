@@ -53,6 +53,7 @@ def _stored(db_session, campaign_id: int, result: MeasurementResult) -> int:
 
 
 @pytest.mark.netns
+@pytest.mark.postgres
 def test_iperf3_json_of_a_real_probe_downloads_intact(client, auth, db_session, testbed2x2):  # noqa: F811
     cid = _campaign(client, auth, db_session)
     result = testbed2x2.measure(MeasurementRequest(sender="A", receiver="B", duration_s=3))
@@ -100,6 +101,7 @@ def _npm_result(directory: Path) -> MeasurementResult:
     return result
 
 
+@pytest.mark.postgres
 @pytest.mark.parametrize("run", ["mptcp-bulk-cubic-4MiB", "mptcp-bulk-reno-1MiB-bz2"])
 def test_netperfmeter_files_go_through_the_same_path(client, auth, db_session, tmp_path, run):
     directory = tmp_path / run
@@ -147,6 +149,7 @@ def test_artifacts_are_capped():
         r.add_artifact("../etc/passwd", b"")
 
 
+@pytest.mark.postgres
 def test_unknown_ids_and_bad_names(client, auth, db_session, tmp_path):
     directory = tmp_path / "run"
     shutil.copytree(FIXTURES / "mptcp-bulk-cubic-4MiB", directory)

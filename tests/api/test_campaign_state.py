@@ -17,6 +17,7 @@ from service import db
 from service.algorithm.topology import TopologySpec
 from service.store import campaigns, inventory
 from tests.conftest import migrated_database, new_campaign
+from tests.support import wait_for
 
 ONE = Site(name="LeaseA", isps=[ISP(name="Uninett", label="U", down_kbps=1e4, up_kbps=1e4)])
 TWO = Site(name="LeaseB", isps=[ISP(name="DFN", label="D", down_kbps=1e4, up_kbps=1e4)])
@@ -125,11 +126,31 @@ def test_the_heartbeat_keeps_a_lease_that_would_run_out(lease_db):
         lease = campaigns.claim_lease(s, campaign_id=campaign_id, step_key=["impact", 9],
                                       lasts=timedelta(seconds=settings.lease_ttl_s))
     assert lease
+    claimed_until = utcnow() + timedelta(seconds=settings.lease_ttl_s)
+
+    def lease_until():
+        with db.session_scope(engine) as s:
+            return campaigns.get_campaign(s, campaign_id=campaign_id).lease_until
+
     with lease_heartbeat(engine, campaign_id=campaign_id, lease_id=lease, settings=settings):
-        time.sleep(3.0)  # longer than the lease lives without renewal
+        # past the end the claim gave the lease, renewed by the beats all along
+        wait_for(lambda: utcnow() > claimed_until + timedelta(seconds=0.5), 10,
+                 "the claimed lease's end to pass")
+        assert _aware(lease_until()) > utcnow()
         with db.session_scope(engine) as s:
             assert campaign_id not in campaigns.expired_lease_campaign_ids(s)
-    time.sleep(2.5)  # the holder is gone (no more beats): the lease runs out
+
+    def expired() -> bool:  # the holder is gone (no more beats): the lease runs out
+        with db.session_scope(engine) as s:
+            return campaign_id in campaigns.expired_lease_campaign_ids(s)
+
+    wait_for(expired, settings.lease_ttl_s + 5, "the lease to run out without its beats")
     with db.session_scope(engine) as s:
-        assert campaign_id in campaigns.expired_lease_campaign_ids(s)
         assert campaigns.release_lease(s, campaign_id=campaign_id, lease_id=lease)
+
+
+def _aware(stamp):
+    """SQLite hands back naive UTC stamps; PostgreSQL aware ones."""
+    from datetime import UTC
+
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)

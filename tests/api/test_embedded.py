@@ -7,26 +7,19 @@ a topology, a provisional recommendation and its queued campaign.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 from alembic.script import ScriptDirectory
 
 from service import db
+from tests.support import free_port, wait_for
 
 from .conftest import HU, SRL
 
 BIN = Path(sys.executable).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _clean_env(home: Path) -> dict[str, str]:
@@ -42,20 +35,20 @@ def test_serve_with_no_configuration_uses_sqlite(tmp_path):
     assert token.startswith("mpcoa_")
     db_file = tmp_path / "data" / "mpcoa" / "mpcoa.sqlite3"
     assert db_file.exists()
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([str(BIN / "mpcoa"), "serve", "--port", str(port)], env=env,
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
+
+        def health():
             try:
-                health = httpx.get(f"{base}/health", timeout=2)
-                break
+                return httpx.get(f"{base}/health", timeout=2)
             except httpx.TransportError:
                 assert proc.poll() is None, proc.stdout.read().decode()
-                assert time.monotonic() < deadline, "mpcoa serve did not start"
-                time.sleep(0.2)
+                return None
+
+        health = wait_for(health, 60, "mpcoa serve to answer")
         assert health.json() == {"status": "ok", "database": "sqlite", "executor": "inprocess",
                                  "reads_need_token": False}
         auth = {"Authorization": f"Bearer {token}"}
@@ -69,10 +62,9 @@ def test_serve_with_no_configuration_uses_sqlite(tmp_path):
             assert campaign["executor"] == "inprocess"
             # The embedded executor takes it at once; with no testbed for SRL/HU it cannot run
             # and says so (tests/workers run campaigns on a real testbed).
-            deadline = time.monotonic() + 30
-            while campaign["state"] in ("queued", "running") and time.monotonic() < deadline:
-                time.sleep(0.2)
-                campaign = c.get(rec["poll_url"]).json()
+            campaign = wait_for(
+                lambda: (x := c.get(rec["poll_url"]).json())["state"] not in ("queued", "running")
+                and x, 30, "the campaign to end")
             assert campaign["state"] == "failed"
             assert "no running testbed has the sites 'SRL' and 'HU'" in campaign["error"]
             assert c.get("/recommendations").json()["total"] == 1

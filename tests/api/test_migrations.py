@@ -89,7 +89,8 @@ def _two_active_campaigns_at_0003(url: str) -> None:
         engine.dispose()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_0004_keeps_one_active_campaign_per_topology(backend, tmp_path):
     """Two active campaigns a race left behind: the upgrade cancels the newer, then the index
     refuses a second active one."""

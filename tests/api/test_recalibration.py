@@ -18,6 +18,8 @@ from .calibration import seed_srl_hu
 from .conftest import HAW, HU, SRL, UIT
 from .test_recommendations import _topology
 
+pytestmark = pytest.mark.postgres
+
 
 def test_schedule_crud_and_validation(client, auth):
     topo = _topology(client, auth, SRL, HU)

@@ -26,7 +26,7 @@ from tests.conftest import migrated_database
 LEASE = timedelta(seconds=30)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def engine(request, tmp_path) -> Iterator[Engine]:
     """A migrated database of its own on each backend, committed to for real."""
     if request.param == "sqlite":

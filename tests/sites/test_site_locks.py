@@ -5,11 +5,14 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from models import SiteLock, utcnow
 from service.store.sitelocks import acquire_sites, holders, release_sites, renew_sites
+
+pytestmark = pytest.mark.postgres
 
 LEASE = timedelta(minutes=5)
 

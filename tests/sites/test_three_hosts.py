@@ -12,7 +12,6 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from service.settings import Settings
 from service.store import tokens
 from tests.conftest import PG_USER, migrated_database, redis_database
 from tests.processes import kill_group, stop_group, tail_logs
+from tests.support import wait_for
 
 from . import threehosts as th
 
@@ -128,7 +128,7 @@ class SiteWorkers:
 
 
 @pytest.fixture(scope="module")
-def workers(network, forwarder, db, redis_db, names, tmp_path_factory):
+def site_workers(network, forwarder, db, redis_db, names, tmp_path_factory):
     w = SiteWorkers(tmp_path_factory.mktemp("sites"), network, db, redis_db)
     try:
         for site in names.values():
@@ -139,7 +139,7 @@ def workers(network, forwarder, db, redis_db, names, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def api(db, redis_db, tmp_path_factory):
+def hosts_api(db, redis_db, tmp_path_factory):
     settings = Settings(database_url=db, broker_url=f"redis://127.0.0.1:6379/{redis_db}",
                         data_dir=tmp_path_factory.mktemp("api"), _env_file=None)
     with session_scope(get_engine(settings)) as s:
@@ -155,41 +155,31 @@ def site_body(name: str, labels: list[str]) -> dict:
 
 
 @pytest.fixture(scope="module")
-def site_ids(api, names) -> dict[str, int]:
+def site_ids(hosts_api, names) -> dict[str, int]:
     ids = {}
     for k, labels in LABELS.items():
-        r = api.post("/sites", json=site_body(names[k], labels))
+        r = hosts_api.post("/sites", json=site_body(names[k], labels))
         assert r.status_code == 201, r.text
         ids[k] = r.json()["id"]
     return ids
 
 
-def topology(api, site_ids, local: str, remote: str) -> int:
-    r = api.post("/topologies", json={"local_site_id": site_ids[local],
+def topology(hosts_api, site_ids, local: str, remote: str) -> int:
+    r = hosts_api.post("/topologies", json={"local_site_id": site_ids[local],
                                       "remote_site_id": site_ids[remote]})
     assert r.status_code == 201, r.text
     return r.json()["id"]
 
 
-def start(api, tid: int) -> int:
-    r = api.post("/campaigns", json={"topology_id": tid, **PLAN, "probe_seconds_budget": BUDGET})
+def start(hosts_api, tid: int) -> int:
+    body = {"topology_id": tid, **PLAN, "probe_seconds_budget": BUDGET}
+    r = hosts_api.post("/campaigns", json=body)
     assert r.status_code == 202, r.text
     return r.json()["id"]
 
 
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.3):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
-
-
-def finished(api, cid):
-    c = api.get(f"/campaigns/{cid}").json()
+def finished(hosts_api, cid):
+    c = hosts_api.get(f"/campaigns/{cid}").json()
     return c if c["state"] in ("done", "failed", "cancelled") else None
 
 
@@ -210,12 +200,13 @@ def no_server_left(network, site: str) -> bool:
     return not [p for p in th.ns_pids(ns) if th.comm(p) == "iperf3"]
 
 
-def test_two_campaigns_share_b_without_overlap(api, site_ids, names, workers, db, network):
-    cids = [start(api, topology(api, site_ids, "A", "B")),
-            start(api, topology(api, site_ids, "C", "B"))]
-    done = [wait_for(lambda c=c: finished(api, c), 300, f"campaign {c}") for c in cids]
+def test_two_campaigns_share_b_without_overlap(
+        hosts_api, site_ids, names, site_workers, db, network):
+    cids = [start(hosts_api, topology(hosts_api, site_ids, "A", "B")),
+            start(hosts_api, topology(hosts_api, site_ids, "C", "B"))]
+    done = [wait_for(lambda c=c: finished(hosts_api, c), 300, f"campaign {c}") for c in cids]
     for d in done:
-        assert d["state"] == "done", (d, workers.logs())
+        assert d["state"] == "done", (d, site_workers.logs())
         assert d["probes_done"] == d["probes_total"] == PROBES
     spans = []
     for cid, sender in zip(cids, ("A", "C"), strict=True):
@@ -238,11 +229,11 @@ def test_two_campaigns_share_b_without_overlap(api, site_ids, names, workers, db
     assert no_server_left(network, names["B"])
 
 
-def test_sigkill_b_during_passive_side(api, site_ids, names, workers, db, network):
+def test_sigkill_b_during_passive_side(hosts_api, site_ids, names, site_workers, db, network):
     # the A->B topology of the first test (one topology per site pair)
-    tops = api.get("/topologies").json()["items"]
+    tops = hosts_api.get("/topologies").json()["items"]
     tid = next(t["id"] for t in tops if t["local_site"]["id"] == site_ids["A"])
-    cid = start(api, tid)
+    cid = start(hosts_api, tid)
     engine = get_engine(Settings(database_url=db, _env_file=None))
 
     def ready_session():
@@ -251,11 +242,11 @@ def test_sigkill_b_during_passive_side(api, site_ids, names, workers, db, networ
                 ProbeSession.campaign_id == cid, ProbeSession.state == "ready")).first()
 
     killed = wait_for(ready_session, 120, "a passive side to be ready")
-    workers.kill(names["B"])
+    site_workers.kill(names["B"])
     wait_for(lambda: no_server_left(network, names["B"]), 10, "B's server to be gone")
-    workers.start(names["B"])
-    d = wait_for(lambda: finished(api, cid), 300, f"campaign {cid}")
-    assert d["state"] == "done", (d, workers.logs())
+    site_workers.start(names["B"])
+    d = wait_for(lambda: finished(hosts_api, cid), 300, f"campaign {cid}")
+    assert d["state"] == "done", (d, site_workers.logs())
     rows = measurements(db, cid)
     keys = step_keys(rows)
     assert len(keys) == PROBES and set(keys.values()) == {1}

@@ -9,8 +9,7 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -131,20 +130,9 @@ class Workers:
 
 
 @pytest.fixture
-def workers(tmp_path) -> Iterator[Workers]:
+def worker_launcher(tmp_path) -> Iterator[Workers]:
     w = Workers(tmp_path)
     try:
         yield w
     finally:
         w.stop_all()
-
-
-def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval=0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)

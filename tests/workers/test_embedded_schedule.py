@@ -2,42 +2,42 @@
 broker) runs due schedules itself, one process per database by the scheduler lease.
 
 Real `mpcoa serve` processes on a SQLite file in a tmp dir (and `mpcoa serve --workers 2` on
-PostgreSQL); a per-minute cron comes due during the test (so each waits up to a minute for it),
-a beat of 1 s and a lease of 4 s.
+PostgreSQL), a beat of 1 s and a lease of 4 s. The first test waits for a per-minute cron to come
+due on the wall clock; the others use a yearly cron and move the schedule's last run back before
+its yearly due time (`_come_due`), so a due time arrives at the next tick and no other arrives
+during the test.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
+from croniter import croniter
 
+from models import utcnow
 from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope
 from service.flows import embedded_scheduler
 from service.store import campaigns as campaign_store
+from service.store import schedules
 from service.store.inventory import ensure_topology
 from service.store.leases import lease_holder
 from tests.conftest import migrated_database, new_campaign
 from tests.processes import kill_group, stop_group, tail_logs
+from tests.support import free_port, wait_for
 
-from .conftest import BIN, topology_body, wait_for
+from .conftest import BIN, topology_body
 
 EVERY_MINUTE = "* * * * *"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+YEARLY = "0 0 1 1 *"
 
 
 def _env(tmp: Path) -> dict[str, str]:
@@ -63,7 +63,7 @@ class Serve:
         return self.tmp / "data" / "mpcoa.sqlite3"
 
     def start(self) -> tuple[subprocess.Popen, str]:
-        port = _free_port()
+        port = free_port()
         log = open(self.tmp / f"serve-{len(self.procs)}.log", "w")  # noqa: SIM115
         proc = subprocess.Popen([str(BIN / "mpcoa"), "serve", "--port", str(port)],
                                 env=self.env, stdout=log, stderr=subprocess.STDOUT,
@@ -111,6 +111,22 @@ def serve(tmp_path):
         s.stop_all()
 
 
+def _come_due(engine, topology_id: int) -> None:
+    """Make the schedule due now: its last run (or creation) goes back to just before the cron's
+    latest due time, as if the process that ran it then had stopped since."""
+    with session_scope(engine) as s:
+        row = schedules.get_schedule(s, topology_id=topology_id)
+        due = croniter(row.cron, utcnow()).get_prev(datetime)
+        row.created_at = due - timedelta(seconds=1)
+        row.last_run_at = row.last_run_at and row.created_at
+
+
+def _ticks(read_expiry, n: int = 2) -> None:
+    """Wait for `n` more ticks of the lease holder: each renews the lease, moving its expiry."""
+    seen = {read_expiry()}
+    wait_for(lambda: seen.add(read_expiry()) or len(seen) > n, 15, f"{n} more scheduler ticks")
+
+
 def _pid_of(holder: str | None) -> int | None:
     return int(holder.split(":")[1]) if holder else None
 
@@ -131,10 +147,6 @@ def _scheduled(c: httpx.Client, topology_id: int) -> list[dict]:
     assert r.status_code == 200, r.text
     return sorted((x for x in r.json()["items"] if x["reason"] == "scheduled"),
                   key=lambda x: x["id"])
-
-
-def _minute(stamp: str) -> datetime:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).replace(second=0, microsecond=0)
 
 
 @pytest.mark.netns
@@ -190,7 +202,13 @@ def test_two_serves_one_scheduler_and_takeover_after_sigkill(serve):
         left = new_campaign(s, topology_id, reason="left queued", runs=1, ccs=["reno"]).id
         # handed to the executor of a process that died (so no sweeper resends it)
         campaign_store.mark_dispatched(s, campaign_id=left)
-    engine.dispose()
+    try:
+        _two_serves(serve, engine, topology_id, left)
+    finally:
+        engine.dispose()
+
+
+def _two_serves(serve, engine, topology_id: int, left: int) -> None:
     a, base_a = serve.start()
     b, base_b = serve.start()
     procs = {a.pid: a, b.pid: b}
@@ -198,7 +216,7 @@ def test_two_serves_one_scheduler_and_takeover_after_sigkill(serve):
         wait_for(lambda: c.get(f"/campaigns/{left}").json()["state"] == "failed", 30,
                  "the campaign left queued to be resumed (and fail: no testbed)")
         r = c.put(f"/topologies/{topology_id}/schedule",
-                  json={"cron": EVERY_MINUTE, "parameters": {"runs": 1, "ccs": ["reno"]}})
+                  json={"cron": YEARLY, "parameters": {"runs": 1, "ccs": ["reno"]}})
         assert r.status_code == 200, r.text
         holder = wait_for(lambda: serve.holder()[0], 10, "the lease")
         assert _pid_of(holder) in procs
@@ -208,10 +226,12 @@ def test_two_serves_one_scheduler_and_takeover_after_sigkill(serve):
             seen.add(serve.holder()[0])
             time.sleep(0.5)
         assert seen == {holder}
-        first = wait_for(lambda: _scheduled(c, topology_id), 75, "the first due time")
+        assert _scheduled(c, topology_id) == []  # not due yet
+        _come_due(engine, topology_id)
+        first = wait_for(lambda: _scheduled(c, topology_id), 15, "the first due time")
         wait_for(lambda: c.get(f"/campaigns/{first[0]['id']}").json()["state"] == "failed",
                  30, "the first scheduled campaign to fail (no testbed)")
-        time.sleep(3)  # more ticks of both processes after the due time: nothing more queued
+        _ticks(lambda: serve.holder()[1])  # more ticks after the due time: nothing more queued
         assert len(_scheduled(c, topology_id)) == 1
         assert serve.holder()[0] == holder
 
@@ -228,13 +248,13 @@ def test_two_serves_one_scheduler_and_takeover_after_sigkill(serve):
 
     base_survivor = base_a if survivor == a.pid else base_b
     with serve.client(base_survivor) as c:
-        wait_for(lambda: len(_scheduled(c, topology_id)) >= 2, 75,
+        _come_due(engine, topology_id)
+        wait_for(lambda: len(_scheduled(c, topology_id)) >= 2, 15,
                  "the next due time, queued by the survivor")
-        time.sleep(3)  # more ticks after it: still one campaign for that due time
+        _ticks(lambda: serve.holder()[1])  # more ticks after it: still one campaign for it
         both = _scheduled(c, topology_id)
         assert len(both) == 2
-        minutes = [_minute(x["created_at"]) for x in both]
-        assert minutes[0] < minutes[1]  # one campaign per due time
+        assert both[0]["created_at"] < both[1]["created_at"]  # one campaign per due time
         assert c.get(f"/topologies/{topology_id}/schedule").json()["last_campaign_id"] == (
             both[1]["id"])
     print(f"takeover after SIGKILL: {took:.1f} s")
@@ -257,7 +277,7 @@ def test_serve_workers_on_postgresql_run_one_scheduler(tmp_path):
         token = subprocess.run([str(BIN / "mpcoa"), "token", "create", "sched"], env=env,
                                capture_output=True, text=True, timeout=120,
                                check=True).stdout.strip()
-        port = _free_port()
+        port = free_port()
         log_path = tmp_path / "serve-workers.log"
         with open(log_path, "w") as log:
             proc = subprocess.Popen(
@@ -289,11 +309,12 @@ def test_serve_workers_on_postgresql_run_one_scheduler(tmp_path):
                               headers={"Authorization": f"Bearer {token}"}) as c:
                 topology_id = _topology(c, local, remote)
                 r = c.put(f"/topologies/{topology_id}/schedule",
-                          json={"cron": EVERY_MINUTE, "parameters": {"runs": 1, "ccs": ["reno"]}})
+                          json={"cron": YEARLY, "parameters": {"runs": 1, "ccs": ["reno"]}})
                 assert r.status_code == 200, r.text
                 first = wait_for(holder, 10, "the lease")
                 assert _parent_pid(_pid_of(first)) == proc.pid  # one of the two workers
-                wait_for(lambda: _scheduled(c, topology_id), 75, "the due time")
+                _come_due(engine, topology_id)
+                wait_for(lambda: _scheduled(c, topology_id), 15, "the due time")
                 samples = set()
                 for _ in range(8):  # both workers go on ticking: nothing more, no other holder
                     samples.add(holder())

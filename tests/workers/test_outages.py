@@ -7,7 +7,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -24,16 +23,11 @@ from service.flows.dispatch import start_campaign
 from service.flows.plan import CampaignParameters
 from service.settings import Settings
 from service.store import campaigns, inventory
+from tests.support import free_port, listening, wait_for
 
-from .conftest import BIN, site_names, topology_body, wait_for
+from .conftest import BIN, site_names, topology_body
 
 pytestmark = [pytest.mark.postgres, pytest.mark.broker]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PrivatePostgres:
@@ -86,7 +80,7 @@ class PrivateRedis:
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
              str(self.dir), "--appendonly", "yes", "--save", ""],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(lambda: _listening(self.port), 20, "redis to listen")
+        wait_for(lambda: listening(self.port), 20, "redis to listen")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -96,11 +90,6 @@ class PrivateRedis:
     def destroy(self) -> None:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 @pytest.fixture
@@ -134,7 +123,7 @@ def _serve(url: str, tmp: Path):
     log = open(tmp / "serve.log", "w")  # noqa: SIM115
     proc = subprocess.Popen([str(BIN / "mpcoa"), "serve"], env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
-    wait_for(lambda: _listening(port), 60, "the API to listen")
+    wait_for(lambda: listening(port), 60, "the API to listen")
     return proc, f"http://127.0.0.1:{port}", token
 
 
@@ -222,7 +211,9 @@ def test_a_broker_restart_needs_no_worker_restart(committed_db, private_redis, t
                         data_dir=tmp_path, _env_file=None)
     engine = make_engine(committed_db)
     try:
-        time.sleep(5)  # the worker is up and consuming
+        # Celery logs "ready." once it consumes from the broker
+        wait_for(lambda: " ready." in (tmp_path / "worker.log").read_text(), 60,
+                 "the worker to log that it is ready")
         private_redis.stop()
         time.sleep(3)
         private_redis.start()

@@ -1,0 +1,61 @@
+"""Small helpers every test folder shares: waiting for a condition, a free local port, and the
+guard that makes a test touching PostgreSQL, Redis or the testbed without its marker fail.
+
+The markers (`postgres`, `broker`, `netns`) decide what the fast tier deselects
+(`pytest -m "not netns and not postgres and not broker"`); a forgotten one would put a test that
+needs a server or root into that tier, where it would fail or hang for a reason nobody sees. So
+the fixtures and helpers that reach those things call `require(marker, what)` first: an
+unmarked test fails at once and says which marker it lacks.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
+
+T = TypeVar("T")
+
+#: the test being set up or run (tests/conftest.py keeps it current); None between tests
+current_item: pytest.Item | None = None
+
+
+def require(marker: str, what: str) -> None:
+    """Fail the current test unless it carries `marker` (it is about to use `what`)."""
+    item = current_item
+    if item is not None and item.get_closest_marker(marker) is None:
+        pytest.fail(
+            f"{item.nodeid} uses {what} but is not marked @pytest.mark.{marker}: add the marker "
+            "(the fast tier deselects by it)",
+            pytrace=False,
+        )
+
+
+def wait_for(
+    predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.2
+) -> T:
+    """Call `predicate` until it returns something true, and return that; fail after
+    `timeout` seconds naming `what` was awaited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on right now (the OS's pick)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def listening(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        return s.connect_ex((host, port)) == 0
