@@ -28,8 +28,8 @@ from .conftest import topology_body, worker_env
 pytestmark = [pytest.mark.netns, pytest.mark.postgres, pytest.mark.broker]
 
 # A campaign small enough for CI: 2 CCs x (impact: 1 + 2 subflows) + 2 PM x 2 CC x 3 buffers.
-PLAN = {"ccs": ["reno", "cubic"], "buffer_grid_mib": [0.03125, 0.125, 0.5], "runs": 1, "mode": "grid",
-        "duration_s": 2.0}
+PLAN = {"ccs": ["reno", "cubic"], "buffer_grid_mib": [0.03125, 0.125, 0.5], "runs": 1,
+        "duration_s": 2.0, "mode": "grid"}  # exact probe counts: the paper's procedure
 PROBES = 2 * 3 + 2 * 2 * 3
 BUDGET = PROBES * PLAN["duration_s"]  # no extra rounds: the run time stays bounded
 
