@@ -145,14 +145,18 @@ def _announce(spec, scenario: str, data: Path, runs: int, duration: float, testb
     ccs = sorted(testbed.available_congestion_controls())
     per_run = len(ccs) * (1 + len(spec.subflow_names(*[s.name for s in spec.sites])))
     per_run += len(PATH_MANAGERS) * len(ccs) * len(DEMO_BUFFERS_MIB)
+    budget_s = per_run * runs * duration
     os.environ["MPCOA_CAMPAIGN_CCS"] = json.dumps(ccs)
-    # The budget is the plan: no extra rounds, so the demo's length is known in advance.
-    os.environ["MPCOA_CAMPAIGN_PROBE_SECONDS_BUDGET"] = str(per_run * runs * duration)
+    # The budget is what the paper's grid would take: the demo's length is known in advance,
+    # and the default (adaptive) campaign spends only what its decisions need of it.
+    os.environ["MPCOA_CAMPAIGN_PROBE_SECONDS_BUDGET"] = str(budget_s)
     console.print(f"[bold]mpcoa demo[/]: scenario {scenario} ({spec.description}); data in {data}")
     console.print(
-        f"plan: {len(ccs)} CCs ({', '.join(ccs)}) x 2 PM x {len(DEMO_BUFFERS_MIB)} "
-        f"buffers x {runs} runs x {duration:g} s, plus the impact phase: "
-        f"{per_run * runs} probes, {per_run * runs * duration / 60:.1f} probe-minutes"
+        f"plan (adaptive, the default): {len(ccs)} CCs ({', '.join(ccs)}); Ω with one impact run "
+        f"per CC, the measured subflow selection, then the buffer sweep over 2 PM x "
+        f"{len(DEMO_BUFFERS_MIB)} buffers, probes chosen as measured ({duration:g} s or longer "
+        f"where the paths' RTTs need it); budget {budget_s:.0f} probe-seconds "
+        f"({budget_s / 60:.1f} min, what the paper's grid of {per_run * runs} probes would take)"
     )
 
 
@@ -255,6 +259,13 @@ def _mib(value) -> str:
 
 
 def _show(rec: dict, campaign: dict) -> None:
+    promise = rec.get("promise") or {}
+    if promise.get("statement"):
+        console.print(f"\n[bold green]{promise['statement']}[/] "
+                      f"[dim](where {promise.get('of')} of this configuration should land)[/]")
+    choice = rec.get("subset_choice") or {}
+    if choice.get("omega_statement"):
+        console.print(f"[bold]subflows[/]: {choice['omega_statement']}")
     kind = "provisional" if rec["provisional"] else "calibrated"
     table = Table(title=f"Recommendation {rec['id']} ({kind}, campaign {campaign['id']})")
     table.add_column("")
@@ -275,6 +286,7 @@ def _show(rec: dict, campaign: dict) -> None:
             "OBS / B",
             "unknown" if trad.get("obs_ratio") is None else f"{100 * trad['obs_ratio']:.1f} %",
         ),
+        ("subflows carrying data", ", ".join(rec.get("subflows_used") or []) or "—"),
         ("dropped CCs", ", ".join(campaign["notes"].get("dropped_ccs", {})) or "none"),
         ("quality flags", ", ".join(rec["quality_flags"]) or "none"),
         (
@@ -282,10 +294,16 @@ def _show(rec: dict, campaign: dict) -> None:
             f"{campaign['probes_done']} / "
             f"{campaign['probe_seconds_used']:.0f} s / {campaign['elapsed_s']:.0f} s",
         ),
+        ("probe-seconds by phase", _by_phase(campaign)),
     ]
     for row in rows:
         table.add_row(*row)
     console.print(table)
+
+
+def _by_phase(campaign: dict) -> str:
+    spent = ((campaign.get("notes") or {}).get("probe_budget") or {}).get("spent") or {}
+    return ", ".join(f"{phase} {v['probe_seconds']:.0f} s" for phase, v in spent.items()) or "—"
 
 
 def register(app: typer.Typer) -> None:

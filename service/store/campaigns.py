@@ -225,7 +225,9 @@ def flags(campaign: Campaign) -> list[str]:
         out.append(f"missing_measurements:{len(notes['failed_probes'])}")
     if campaign.dropped_ccs:
         out.append("dropped_ccs:" + ",".join(sorted(campaign.dropped_ccs)))
-    if notes.get("unfitted_arms"):
+    # An adaptive answer is read off measured means: arms it eliminated early have no fit, and
+    # need none.
+    if notes.get("unfitted_arms") and campaign.mode != "adaptive":
         out.append("unfitted_arms:" + ",".join(notes["unfitted_arms"]))
     if campaign.budget_exhausted:
         out.append("budget_exhausted")
