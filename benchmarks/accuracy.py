@@ -234,7 +234,11 @@ def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode=
 def stated_interval(outputs: dict) -> list[float] | None:
     """The interval the answer states for OTP (Mbit/s), [low, high]; None when it states none.
     Read by shape, not by one key, so the benchmark follows the answer as it grows: any output
-    whose key names OTP and an interval (or CI), given as a pair or as low/high fields."""
+    whose key names OTP and an interval (or CI), given as a pair or as low/high fields; first
+    the answer's promise (where one fresh probe of the answer should land)."""
+    promise = outputs.get("promise") or {}
+    if promise.get("low_mbps") is not None and promise.get("high_mbps") is not None:
+        return [float(promise["low_mbps"]), float(promise["high_mbps"])]
     for key, value in outputs.items():
         k = key.lower()
         if "otp" not in k or not ("interval" in k or "ci" in k.split("_")):
