@@ -71,7 +71,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from probes import testbed
-    from probes.phased_impact import PhasedRequest, impact_phases, measure_phased
+    from probes.phased_impact import TAIL_S, PhasedRequest, impact_phases, measure_phased
     from probes.spec import load_spec
 
     spec = load_spec(args.scenario)
@@ -97,7 +97,7 @@ def main() -> int:
                                             settle_s=args.settle, measure_s=args.measure,
                                             first_settle_s=first)
                         res = measure_phased(bed, req)
-                        probe_s["phased"] += req.duration_s
+                        probe_s["phased"] += req.duration_s + TAIL_S
                         errors.extend(res.flag_errors)
                         vals = [p.goodput_mbps for p in res.phases]
                         for p in res.phases:

@@ -2,7 +2,8 @@
 subflows are switched to backup and back in phases, each phase measured after a settle time.
 
 Separate probes pay a connection setup and a slow start per subset; here only the first phase
-does. One iperf3 run lasts ``first_settle + settle x (phases - 1) + measure x phases``; the
+does. One iperf3 run lasts ``first_settle + settle x (phases - 1) + measure x phases`` (and a
+1 s tail, so that the last window has whole intervals); the
 userspace path manager (``probes/upm.py``) creates every subflow, then at each phase boundary
 sets the kernel's backup flag (MPTCP_PM_CMD_SET_FLAGS, an MP_PRIO to the peer) on the subflows the
 phase excludes and clears it on the others. A phase's goodput is the mean of the receiver's
@@ -35,6 +36,9 @@ from probes.subflowctl import SubflowControl, SubflowPlan, plan_subflows
 
 #: iperf3's data connection is the second one to the data port (the control connection first)
 DATA_CONNECTION = 2
+#: the run goes on this long past the last window: iperf3's last interval is often a stub of a
+#: few ms (dropped from the series), which would cut the last phase's window short
+TAIL_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -210,7 +214,7 @@ def measure_phased(bed: Any, request: PhasedRequest, *, binary: str = "iperf3",
     if abs(duration - round(duration)) > 1e-9:
         raise ValueError(f"phases last {duration:g} s: iperf3 runs whole seconds")
     probe = MeasurementRequest(sender=request.sender, receiver=request.receiver, cc=request.cc,
-                               buffer_bytes=request.buffer_bytes, duration_s=duration,
+                               buffer_bytes=request.buffer_bytes, duration_s=duration + TAIL_S,
                                allowed_subflows=None)
     with bed.lock():
         bed.set_direction(request.sender, request.receiver)
