@@ -275,12 +275,8 @@ def _show(rec: dict, campaign: dict) -> None:
         ("OPM (path manager)", rec["opm"]),
         ("OCC (congestion control)", rec["occ"]),
         ("OBS (buffer)", _mib(rec["obs_mib"])),
-        ("OTP (throughput)", f"{rec['otp_mbps']:.2f} Mbit/s"),
-        (
-            "T* (best curve's peak)",
-            f"{rec['t_star']['tp_mbps']:.2f} Mbit/s at "
-            f"{rec['t_star']['bs_mib']:.3f} MiB ({rec['t_star']['pm']}/{rec['t_star']['cc']})",
-        ),
+        ("OTP (throughput)", _mbps(rec["otp_mbps"])),
+        ("T* (best curve's peak)", _t_star(rec.get("t_star"))),
         ("Eq. 1 buffer B", _mib(trad.get("buffer_mib"))),
         (
             "OBS / B",
@@ -299,6 +295,16 @@ def _show(rec: dict, campaign: dict) -> None:
     for row in rows:
         table.add_row(*row)
     console.print(table)
+
+
+def _mbps(value) -> str:
+    return "unknown" if value is None else f"{value:.2f} Mbit/s"
+
+
+def _t_star(t: dict | None) -> str:
+    if not t:
+        return "unknown"
+    return f"{t['tp_mbps']:.2f} Mbit/s at {t['bs_mib']:.3f} MiB ({t['pm']}/{t['cc']})"
 
 
 def _by_phase(campaign: dict) -> str:

@@ -109,11 +109,18 @@ def _print_outcome(cid: int, state: str) -> None:
         rec = recommendations.get_recommendation(
             s, recommendation_id=campaign.recommendation_id
         )
+        promise = (rec.outputs or {}).get("promise") or {}
+        if promise.get("statement"):
+            typer.echo(promise["statement"])
         typer.echo(
-            f"campaign {cid} done: OPM={rec.opm} OCC={rec.occ} OBS={rec.obs_mib:.3f} MiB "
-            f"OTP={rec.otp_mbps:.3f} Mbit/s (T*={rec.tp_max_mbps:.3f}); "
+            f"campaign {cid} done: OPM={rec.opm} OCC={rec.occ} OBS={_fmt(rec.obs_mib)} MiB "
+            f"OTP={_fmt(rec.otp_mbps)} Mbit/s (T*={_fmt(rec.tp_max_mbps)}); "
             f"flags: {', '.join(rec.quality_flags) or 'none'}"
         )
+
+
+def _fmt(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.3f}"
 
 
 def worker(

@@ -3,8 +3,9 @@
 
 RTTs: the topology's, where the operator gave them; else the smallest RTT the campaign's earlier
 probes observed on that subflow. Without an RTT for every used subflow the plan's duration and
-the probes' default warm-up stand. The rule only ever lengthens a probe: on short paths the
-plan's figures already cover slow start, and they stay what they were.
+the probes' default warm-up stand. The rule only lengthens a probe that would otherwise be mostly
+slow start (SRL-HU's 300 ms paths: 8 doublings and the joins take 3.5 s, past a 2 s warm-up); on
+short paths the plan's figures already cover slow start, and they stay what they were.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from models import Campaign
+from probes.base import DEFAULT_WARMUP_S
 
 from ..algorithm.probe_duration import ProbeTiming, probe_timing
 from ..store import measurements
@@ -29,5 +31,12 @@ def step_timing(session: Session, campaign: Campaign, step: ProbeStep) -> ProbeT
 
 
 def lengthened(timing: ProbeTiming) -> bool:
-    """The rule asks for more than the plan's duration (else the plan's figures stand)."""
-    return timing.decided_by == "rule"
+    """The probe would be mostly slow start as planned: the rounds of slow start to the window
+    the paths need take longer than the plan's warm-up (the probes' default, at most half the
+    duration). Then the rule's warm-up and duration stand; otherwise the plan's figures do, so a
+    short probe on short paths stays what it was asked to be."""
+    if timing.decided_by != "rule" or timing.rtt_max_ms is None:
+        return False
+    slow_start_s = timing.rtt_max_ms / 1000.0 * ((timing.slow_start_rounds or 0)
+                                                 + timing.margin_rtts)
+    return slow_start_s > min(DEFAULT_WARMUP_S, timing.configured_duration_s / 2)

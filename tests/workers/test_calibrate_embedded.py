@@ -36,7 +36,7 @@ def test_calibrate_command_runs_a_campaign_in_process(sites, testbed, tmp_path):
     topology_id, env = _embedded_database(sites, tmp_path)
     args = ["calibrate", str(topology_id), "--cc", "reno", "--cc", "cubic", "--cc", "nosuchcc",
             "--buffer", "0.03125", "--buffer", "0.125", "--buffer", "0.5", "--runs", "1",
-            "--duration", "2", "--budget", "36"]
+            "--duration", "2", "--budget", "36", "--mode", "grid"]  # the paper's 18 probes
     out = subprocess.run([str(BIN / "mpcoa"), *args], env=env, capture_output=True, text=True,
                          timeout=300, check=False)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -155,8 +155,9 @@ def test_a_schedule_fires_in_mpcoa_serve_and_its_campaign_runs(serve, sites, tes
     in the in-process executor, like a campaign POSTed by a user."""
     proc, base = serve.start()
     body = topology_body(*sites)
+    # The schedule is under test, not the calibration: the paper's small grid, 9 probes.
     plan = {"ccs": ["reno"], "buffer_grid_mib": [0.03125, 0.125, 0.5], "runs": 1,
-            "duration_s": 2}
+            "duration_s": 2, "mode": "grid"}
     with serve.client(base) as c:
         topology_id = _topology(c, body["local"], body["remote"])
         r = c.put(f"/topologies/{topology_id}/schedule",
