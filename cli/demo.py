@@ -71,7 +71,9 @@ def demo(
     scenario: Annotated[str, typer.Option(help="srl-hu | unis-hin | uit-haw")] = "unis-hin",
     port: Annotated[int, typer.Option(min=1024, max=65535)] = 8000,
     runs: Annotated[int, typer.Option(min=1, max=9)] = 2,
-    duration: Annotated[float, typer.Option(min=1, max=60, help="T per probe, s")] = 3.0,
+    duration: Annotated[
+        float, typer.Option(min=2, max=60, help="T per probe, s (the first second is warm-up)")
+    ] = 3.0,
     serve: Annotated[bool, typer.Option(help="keep the API and dashboard up until Ctrl-C")] = True,
     paper_ccs: Annotated[
         bool,

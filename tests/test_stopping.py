@@ -3,8 +3,8 @@
 namespace, no iperf3 and no child process behind.
 
 The demo runs the smallest shipped scenario (UiT -> HAW: 3 namespaces, 2 subflows) with one run
-of 1 s probes. Phases: the testbed being built, the campaign running (a probe stored), and the
-answer printed while the API serves. Before the signal the test records every process of the
+of 2 s probes (the shortest that keeps an interval after the warm-up). Phases: the testbed being
+built, the campaign running (a probe stored), and the answer printed while the API serves. Before the signal the test records every process of the
 demo's tree and every process inside the testbed's namespaces; after the exit none may be alive.
 """
 
@@ -82,7 +82,7 @@ class Demo:
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(
                 [str(BIN / "mpcoa"), "demo", "--scenario", SCENARIO, "--runs", "1",
-                 "--duration", "1", "--port", str(self.port), "--data-dir", str(tmp / "data")],
+                 "--duration", "2", "--port", str(self.port), "--data-dir", str(tmp / "data")],
                 env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def output(self) -> str:
