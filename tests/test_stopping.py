@@ -4,8 +4,9 @@ namespace, no iperf3 and no child process behind.
 
 The demo runs the smallest shipped scenario (UiT -> HAW: 3 namespaces, 2 subflows) with one run
 of 2 s probes (the shortest that keeps an interval after the warm-up). Phases: the testbed being
-built, the campaign running (a probe stored), and the answer printed while the API serves. Before the signal the test records every process of the
-demo's tree and every process inside the testbed's namespaces; after the exit none may be alive.
+built, the campaign running (a probe stored), and the answer printed while the API serves.
+Before the signal the test records every process of the demo's tree and every process inside
+the testbed's namespaces; after the exit none may be alive.
 """
 
 from __future__ import annotations
