@@ -61,8 +61,8 @@ def calibrated_answer(
     else:
         used, standby = _subflows_used(snap, solution, impacts, flags)
     unsettled = (campaign.notes or {}).get("unsettled_omegas", {}).get(solution.occ, [])
-    # Omega decides SP* only where no measured selection ran: then its doubts are the answer's.
-    if unsettled and selection is None:
+    # Omega decides SP* only in the paper's procedure: there its doubts are the answer's.
+    if unsettled and campaign.mode != "adaptive":
         flags.append("omega_unsettled:" + ",".join(unsettled))
     if selection is not None and solution.opm != FULLMESH and not selection.get("settled"):
         flags.append(f"selection_unsettled:{solution.occ}")

@@ -65,6 +65,12 @@ def test_adaptive_campaign_settles_with_a_fraction_of_the_grid(db_session):
     assert rec.otp_mbps == pytest.approx(10.0, abs=0.1)
     assert "adaptive:settled" in rec.quality_flags
     assert "adaptive:settled" in campaigns.flags(c)
+    # The answer leads with its promise: where a fresh probe should land, what is settled.
+    promise = rec.outputs["promise"]
+    assert promise["low_mbps"] <= rec.otp_mbps <= promise["high_mbps"]
+    assert promise["statement"].startswith("Expect ") and "settled" in promise["statement"]
+    assert not any(f.startswith(("quality_gate_failed", "omega_unsettled"))
+                   for f in rec.quality_flags)
 
 
 def test_mode_is_validated(client, auth):

@@ -8,9 +8,10 @@ import pytest
 
 from service.algorithm.topology import TopologySpec
 from service.flows.calibration import next_step
+from service.flows.finish import finish_campaign
 from service.flows.selected import selected_subsets, subset_of_key
 from service.settings import Settings
-from service.store import inventory
+from service.store import inventory, recommendations
 from tests.conftest import new_campaign
 
 from .conftest import HAW, HU, SRL, UIT
@@ -73,6 +74,14 @@ def test_shared_harm_selects_a_fast_subflow_alone(db_session):
     note = c.notes["selection"]["ccs"]["cubic"]
     assert note["omega"]["agree"] is False
     assert note["path"][0]["decision"] == "start"
+    # the answer runs the selected subflows and says how they were chosen
+    rec = recommendations.get_recommendation(
+        db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
+    choice = rec.outputs["subset_choice"]
+    if rec.opm == "PCDC":
+        assert rec.outputs["subflows_used"] == chosen[rec.occ]
+        assert choice["method"] == "measured selection" and choice["omega_agrees"] is False
+        assert choice["path"] and "Ω keeps all subflows" in choice["omega_statement"]
     # the sweep's PCDC arm runs the selected subset, FullMesh every subflow
     for s in steps:
         if s.phase == "buffer" and s.pm == "PCDC":
