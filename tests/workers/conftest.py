@@ -17,6 +17,9 @@ import pytest
 from probes import testbed as tbmod
 from probes.netns import list_netns
 from probes.spec import parse_spec
+from service.algorithm.topology import TopologySpec
+from service.db import make_engine, session_scope, upgrade
+from service.store.inventory import ensure_topology
 from tests.conftest import REDIS_HOST, migrated_database, redis_database
 from tests.processes import kill_group, stop_group, tail_logs
 
@@ -136,3 +139,17 @@ def worker_launcher(tmp_path) -> Iterator[Workers]:
         yield w
     finally:
         w.stop_all()
+
+
+def embedded_database(sites, tmp_path) -> tuple[int, dict[str, str]]:
+    """A migrated SQLite file in tmp_path holding the sites' topology, and the environment the
+    CLI runs with against it (no MPCOA_ setting of the caller's leaks in)."""
+    url = f"sqlite:///{tmp_path / 'mpcoa.sqlite3'}"
+    upgrade(url)
+    engine = make_engine(url)
+    with session_scope(engine) as s:
+        topology_id = ensure_topology(s, spec=TopologySpec.model_validate(topology_body(*sites))).id
+    engine.dispose()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MPCOA_")}
+    env.update({"MPCOA_DATABASE_URL": url, "MPCOA_DATA_DIR": str(tmp_path)})
+    return topology_id, env

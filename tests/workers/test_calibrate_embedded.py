@@ -3,37 +3,18 @@ by the same code the Celery tasks run, on the emulated testbed; its answer from 
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 
 import pytest
 
-from service.algorithm.topology import TopologySpec
-from service.db import make_engine, session_scope, upgrade
-from service.store.inventory import ensure_topology
-
-from .conftest import BIN, topology_body
+from .conftest import BIN, embedded_database
 
 pytestmark = pytest.mark.netns
 
 
-def _embedded_database(sites, tmp_path) -> tuple[int, dict[str, str]]:
-    """A migrated SQLite file in tmp_path holding the sites' topology, and the environment the
-    CLI runs with against it (no MPCOA_ setting of the caller's leaks in)."""
-    url = f"sqlite:///{tmp_path / 'mpcoa.sqlite3'}"
-    upgrade(url)
-    engine = make_engine(url)
-    with session_scope(engine) as s:
-        topology_id = ensure_topology(s, spec=TopologySpec.model_validate(topology_body(*sites))).id
-    engine.dispose()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MPCOA_")}
-    env.update({"MPCOA_DATABASE_URL": url, "MPCOA_DATA_DIR": str(tmp_path)})
-    return topology_id, env
-
-
 def test_calibrate_command_runs_a_campaign_in_process(sites, testbed, tmp_path):
-    topology_id, env = _embedded_database(sites, tmp_path)
+    topology_id, env = embedded_database(sites, tmp_path)
     args = ["calibrate", str(topology_id), "--cc", "reno", "--cc", "cubic", "--cc", "nosuchcc",
             "--buffer", "0.03125", "--buffer", "0.125", "--buffer", "0.5", "--runs", "1",
             "--duration", "2", "--budget", "36", "--mode", "grid"]  # the paper's 18 probes
@@ -62,7 +43,7 @@ def test_calibrate_command_runs_a_campaign_in_process(sites, testbed, tmp_path):
 def test_an_adaptive_campaign_settles_on_the_real_testbed(sites, testbed, tmp_path):
     """Issue 12: `mpcoa calibrate --mode adaptive` on the emulated testbed; the answer is read
     off measured buffers, with fewer buffer probes than the grid's."""
-    topology_id, env = _embedded_database(sites, tmp_path)
+    topology_id, env = embedded_database(sites, tmp_path)
     grid = ["0.0156", "0.0221", "0.0313", "0.0442", "0.0625", "0.0884", "0.125", "0.177",
             "0.25", "0.354", "0.5", "0.707"]
     args = ["calibrate", str(topology_id), "--cc", "reno", "--runs", "2", "--duration", "2",

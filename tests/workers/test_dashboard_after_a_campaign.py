@@ -4,7 +4,6 @@ page and every link a page shows answers 200, and the Fits page shows the answer
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 
@@ -12,13 +11,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from service.algorithm.topology import TopologySpec
-from service.db import make_engine, session_scope, upgrade
 from service.settings import Settings
-from service.store.inventory import ensure_topology
 from tests.dashboard.crawl import crawl
 
-from .conftest import BIN, topology_body
+from .conftest import BIN, embedded_database
 
 pytestmark = pytest.mark.netns
 
@@ -26,14 +22,8 @@ BUFFERS = ["0.03125", "0.125", "0.5"]
 
 
 def test_every_page_and_link_answers_200_after_a_real_campaign(sites, testbed, tmp_path):
-    url = f"sqlite:///{tmp_path / 'mpcoa.sqlite3'}"
-    upgrade(url)
-    engine = make_engine(url)
-    with session_scope(engine) as s:
-        topology_id = ensure_topology(s, spec=TopologySpec.model_validate(topology_body(*sites))).id
-    engine.dispose()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MPCOA_")}
-    env.update({"MPCOA_DATABASE_URL": url, "MPCOA_DATA_DIR": str(tmp_path)})
+    topology_id, env = embedded_database(sites, tmp_path)
+    url = env["MPCOA_DATABASE_URL"]
     args = ["calibrate", str(topology_id), "--cc", "reno", "--cc", "cubic", "--runs", "1",
             "--duration", "2", *[a for b in BUFFERS for a in ("--buffer", b)]]
     out = subprocess.run([str(BIN / "mpcoa"), *args], env=env, capture_output=True, text=True,
