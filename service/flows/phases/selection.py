@@ -46,7 +46,7 @@ def advance(ctx: Context) -> Outcome:
     if selection_note(campaign) is not None or len(ctx.subflows) < 2:
         return DONE  # decided already, or nothing to choose between
     runs = _runs(ctx)
-    order = _reference_first(campaign.active_ccs, runs)
+    order = _reference_first(campaign.active_ccs, runs, len(ctx.subflows))
     done: dict[str, SelectionResult] = {}
     states: dict[str, SelectionState] = {}
     reference: SelectionResult | None = None
@@ -54,7 +54,7 @@ def advance(ctx: Context) -> Outcome:
         samples, failures = runs.get(cc, ({}, {}))
         state = SelectionState(
             ctx.subflows, samples, failures, cc=cc, reference=reference,
-            budget=_budget(campaign, len(order) - len(done)),
+            budget=_budget(campaign),
         )
         wanted = next_probes(state)
         if wanted:
@@ -68,15 +68,14 @@ def advance(ctx: Context) -> Outcome:
     return DONE
 
 
-def _reference_first(ccs: Sequence[str], runs) -> list[str]:
+def _reference_first(ccs: Sequence[str], runs, n_subflows: int) -> list[str]:
     """The CC whose all-subflows probe (TP_0) gave most first: the likely answer's CC is the one
     whose selection runs in full; the others check it."""
     def tp0(cc: str) -> float:
         samples = runs.get(cc, ({}, {}))[0]
-        values = [v for subset, vs in samples.items() if len(subset) == len_all for v in vs]
+        values = [v for subset, vs in samples.items() if len(subset) == n_subflows for v in vs]
         return fmean(values) if values else -1.0
 
-    len_all = max((len(s) for cc in ccs for s in runs.get(cc, ({}, {}))[0]), default=0)
     return sorted(ccs, key=lambda cc: (-tp0(cc), list(ccs).index(cc)))
 
 
@@ -104,7 +103,7 @@ def _runs(ctx: Context) -> dict[str, tuple[dict[Subset, list[float]], dict[Subse
     return out
 
 
-def _budget(campaign: Campaign, ccs_left: int) -> Budget:
+def _budget(campaign: Campaign) -> Budget:
     """The probe-seconds the selection may still spend: what is left of the campaign's budget
     less the sweep's share (its estimate), or no limit without a budget."""
     left = budget.left_s(campaign)
