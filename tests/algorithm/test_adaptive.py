@@ -39,12 +39,14 @@ def _exhaustive(table, arms, grid, delta):
     return solve(curves, delta, grid[0], grid[-1])
 
 
-def _replay(table, arms, grid, delta, grid_used=None):
+def _replay(table, arms, grid, delta, grid_used=None, **kwargs):
+    """Decide on the recorded runs, each probe answered with the next recorded run of its point
+    (cycling); the decision and the probes it took."""
     grid_used = grid_used or grid
     samples = defaultdict(lambda: defaultdict(list))
     probes = 0
     for _ in range(500):
-        d = decide(arms, grid_used, samples, delta)
+        d = decide(arms, grid_used, samples, delta, **kwargs)
         if d.settled:
             return d, probes
         for p in d.probes:
@@ -103,22 +105,6 @@ def test_every_survivor_has_three_buffers_for_the_fit():
     assert d.obs_mib == 0.125
 
 
-def _replay_table(table, arms, grid, delta, **kwargs):
-    """As `_replay`, each probe answered with the next recorded run of its point (cycling)."""
-    samples = defaultdict(lambda: defaultdict(list))
-    probes = 0
-    for _ in range(500):
-        d = decide(arms, grid, samples, delta, **kwargs)
-        if d.settled:
-            return d, probes
-        for p in d.probes:
-            recorded = table[(p.pm, p.cc, p.bs_mib)]
-            have = samples[(p.pm, p.cc)][p.bs_mib]
-            have.append(recorded[len(have) % len(recorded)])
-            probes += 1
-    raise AssertionError("never settled")
-
-
 def test_a_high_first_draw_does_not_set_the_target():
     # true plateau 10 Mbit/s from 1 MiB; 9.6 at 0.5 MiB is within 7 % of it. The top's first two
     # runs drew high (11.0, 10.8): taken as T*, the target 10.14 would push OBS up to 1 MiB.
@@ -127,12 +113,12 @@ def test_a_high_first_draw_does_not_set_the_target():
     table = {(*arm, 0.125): [2.4, 2.6], (*arm, 0.25): [5.0, 5.2, 4.8, 5.0],
              (*arm, 0.5): [9.5, 9.7, 9.6, 9.6], (*arm, 1.0): [9.9, 10.1, 10.0, 10.0],
              (*arm, 2.0): [11.0, 10.8, 9.6, 9.7, 9.8, 9.9, 9.7, 9.8]}
-    held, _ = _replay_table(table, [arm], grid, 0.07)
+    held, _ = _replay(table, [arm], grid, 0.07)
     assert held.obs_mib == 0.5
     assert held.t_star_runs > 2 and held.t_star_mbps < 10.5
     assert held.t_star_held or held.t_star_runs == T_STAR_MAX_RUNS
     # the same runs without the repeats (T* from 2 runs): the lucky draw sets the target
-    lucky, _ = _replay_table(table, [arm], grid, 0.07, t_star_max_runs=2)
+    lucky, _ = _replay(table, [arm], grid, 0.07, t_star_max_runs=2)
     assert lucky.t_star_mbps == pytest.approx(10.9) and lucky.obs_mib > 0.5
 
 
@@ -190,7 +176,7 @@ def test_t_star_holds_or_has_its_run_bound(plateau, knee, noise, seed, delta):
     table = {(*arm, bs): [plateau * scale[arm] * min(1, bs / knee) * rng.gauss(1, noise)
                           for _ in range(T_STAR_MAX_RUNS)]
              for arm in arms for bs in grid}
-    d, _ = _replay_table(table, arms, grid, delta)
+    d, _ = _replay(table, arms, grid, delta)
     assert d.t_star_held or d.t_star_runs >= T_STAR_MAX_RUNS
     if d.t_star_held:
         assert d.t_star_half_width_mbps < T_STAR_PRECISION * delta * d.t_star_mbps
