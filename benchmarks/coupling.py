@@ -87,9 +87,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{cell(cc, 'balance', 'frac_congested')} | {mean(cc, 'balance', 'mptcp_mbps')} |")
     if "balance" in args.goals and "reno" in args.ccs:
         _balance_order(res, args.ccs)
+    if "harm" in args.goals:
+        _harm_order(res, args.ccs)
     print("\nasserted by tests/probes/test_bpf_coupled.py: do no harm <= 1.3 (wvegas <= 1.4), "
-          "uncoupled reno >= 1.15, vegas >= 1.3; improve >= 0.9; balance: the order only "
-          "(coupled's share on the congested path < uncoupled reno's)")
+          "uncoupled reno and vegas above LIA and wVegas (the order); improve >= 0.9; "
+          "balance: the order only (coupled's share on the congested path < uncoupled reno's)")
     return 0
 
 
@@ -107,6 +109,22 @@ def _balance_order(res: dict[str, dict[str, list[dict]]], ccs: list[str]) -> Non
         below = sum(x < 1 for x in ratios)
         print(f"| {cc} | {statistics.fmean(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) "
               f"| {below}/{len(ratios)} |")
+
+
+def _harm_order(res: dict[str, dict[str, list[dict]]], ccs: list[str]) -> None:
+    """Per round, uncoupled's do-no-harm ratio minus its coupled counterpart's in the same
+    round: the margin of the order the test asserts (> 0)."""
+    pairs = [(u, c) for u, c in (("reno", "lia"), ("vegas", "wvegas")) if u in ccs and c in ccs]
+    if not pairs:
+        return
+    print("\n| uncoupled - coupled | ratio gap per round: mean (min-max) | rounds above |")
+    print("|---|---|---|")
+    for u, c in pairs:
+        gaps = [a["ratio"] - b["ratio"]
+                for a, b in zip(res[u]["harm"], res[c]["harm"], strict=True)]
+        above = sum(g > 0 for g in gaps)
+        print(f"| {u} - {c} | {statistics.fmean(gaps):.2f} ({min(gaps):.2f}-{max(gaps):.2f}) "
+              f"| {above}/{len(gaps)} |")
 
 
 if __name__ == "__main__":
