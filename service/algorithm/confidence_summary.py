@@ -55,9 +55,12 @@ def confidence_statement(
     cc_settled: bool,
     subset_settled: bool | None = None,
     alternatives: Sequence[Alternative] = (),
+    budget_spent: bool = False,
 ) -> str:
     """The lead sentence of an answer. `subset_settled` None: no subflow selection behind the
-    answer (FullMesh chosen, or a grid campaign), so the subset is not mentioned."""
+    answer (FullMesh chosen, or a grid campaign), so the subset is not mentioned.
+    `budget_spent`: the campaign stopped on its budget, not because the decision settled, so the
+    sentence says the answer is the best measured so far."""
     if not (math.isfinite(otp_low_mbps) and math.isfinite(otp_high_mbps)):
         raise ValueError("otp interval: must be finite")
     if otp_low_mbps > otp_high_mbps:
@@ -79,6 +82,8 @@ def confidence_statement(
         parts.append(f"{_join(still_open)} open")
     if alternatives:
         parts.append(_reach(alternatives))
+    if budget_spent:
+        parts.append("the probe budget ran out first: the best measured so far")
     return "; ".join(parts) + "."
 
 

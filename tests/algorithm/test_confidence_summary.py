@@ -36,6 +36,13 @@ def test_open_choices_are_named_and_long_lists_counted():
         1, 2, 0.9, pm_settled=False, cc_settled=True)
 
 
+def test_a_campaign_stopped_by_its_budget_says_so():
+    text = confidence_statement(8.0, 9.0, 0.9, pm_settled=True, cc_settled=False,
+                                budget_spent=True)
+    assert text == ("Expect 8.00-9.00 Mbit/s (90 %); PM settled, CC open; the probe budget ran "
+                    "out first: the best measured so far.")
+
+
 def test_numbers():
     assert format_rate(0.1423, 0.1481) == "0.142-0.148"
     assert format_rate(112.31, 112.38) == "112.3-112.4"  # digits until the ends differ

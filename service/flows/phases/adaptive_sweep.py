@@ -94,11 +94,12 @@ def _decision_note(ctx: Context, decision: adaptive.Decision) -> dict:
     if predicted is not None and math.isfinite(predicted) and decision.otp_mbps is not None:
         interval = (decision.otp_mbps - predicted, decision.otp_mbps + predicted)
     statement = None
-    if decision.settled and interval is not None and all(map(math.isfinite, interval)):
+    # A campaign stopped by its budget still states what it measured, and says it stopped.
+    if interval is not None and all(map(math.isfinite, interval)):
         statement = confidence_statement(
             *interval, decision.confidence, pm_settled=decision.pm_settled,
             cc_settled=decision.cc_settled, subset_settled=subset_settled,
-            alternatives=[*decision.alternatives, *reach])
+            alternatives=[*decision.alternatives, *reach], budget_spent=not decision.settled)
     return {
         **fields,
         "promise": None if interval is None else {
