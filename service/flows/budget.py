@@ -91,7 +91,7 @@ def replan(campaign: Campaign) -> int:
     counts = planned(campaign, len(campaign.topology.subflows))
     note = _note(campaign)
     note["planned"] = {
-        phase: {"probes": n, "probe_seconds": n * campaign.duration_s}
+        phase: {"probes": n, "probe_seconds": n * probe_cost_s(campaign)}
         for phase, n in counts.items() if n
     }
     note["budget_s"] = campaign.probe_seconds_budget
@@ -146,10 +146,19 @@ def left_s(campaign: Campaign) -> float | None:
     return campaign.probe_seconds_budget - campaign.probe_seconds_used
 
 
+def probe_cost_s(campaign: Campaign) -> float:
+    """The probe-seconds one more probe is expected to cost: the plan's duration, or the mean of
+    the probes so far where the timing rule lengthened them (long-RTT paths), so the budget is
+    not overspent by probes that run longer than planned."""
+    if campaign.probes_done and campaign.probe_seconds_used:
+        return max(campaign.duration_s, campaign.probe_seconds_used / campaign.probes_done)
+    return campaign.duration_s
+
+
 def affords(campaign: Campaign, probes: int = 1, *, reserve_s: float = 0.0) -> bool:
     """The budget covers `probes` more probes with `reserve_s` kept for a later phase."""
     left = left_s(campaign)
-    return left is None or left - reserve_s >= probes * campaign.duration_s
+    return left is None or left - reserve_s >= probes * probe_cost_s(campaign)
 
 
 def progress(campaign: Campaign) -> float:
@@ -164,7 +173,7 @@ def remaining_s(campaign: Campaign) -> float:
     probe's duration; 0 once it is final. The probing only: setup between probes comes on top."""
     if campaign_store.is_final(campaign):
         return 0.0
-    return max(1, campaign.probes_total - campaign.probes_done) * campaign.duration_s
+    return max(1, campaign.probes_total - campaign.probes_done) * probe_cost_s(campaign)
 
 
 def _ccs(campaign: Campaign) -> list[str]:

@@ -21,7 +21,7 @@ from ..store import measurements
 from ..store.measurements import MeasurementRecord
 from . import budget
 from .plan import ProbeStep
-from .timing import lengthened, step_timing
+from .timing import step_timing
 
 
 def record(session: Session, rec: MeasurementRecord) -> tuple[Measurement, bool]:
@@ -76,9 +76,10 @@ def store_result(
     """Store a probe's result under the step's key, with its raw outputs (they travel with the
     result: there is no shared filesystem between sites)."""
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
+    # The duration is the one the probe ran with; the timing rule's inputs go with it.
     timing = step_timing(session, campaign, step)
-    duration_s = timing.duration_s if lengthened(timing) else campaign.duration_s
-    rec = from_result(campaign_id=campaign.id, step=step, duration_s=duration_s, result=result)
+    rec = from_result(campaign_id=campaign.id, step=step, duration_s=result.request.duration_s,
+                      result=result)
     row, _ = record(session, replace(rec, timing=timing.to_dict()))
     artifact_store.store_artifacts(session, measurement_id=row.id, artifacts=result.artifacts)
     return row

@@ -43,7 +43,7 @@ def _more_runs(ctx: Context, derived: list[ConfidentImpact]) -> bool:
     runs = budget.impact_runs(campaign)
     per_run = 1 + len(ctx.subflows)
     # The buffer sweep's share of the budget is not the impact phase's.
-    reserve_s = budget.grid_sweep_probes(campaign) * campaign.duration_s
+    reserve_s = budget.grid_sweep_probes(campaign) * budget.probe_cost_s(campaign)
     extra = dict(campaign.extra_impact_runs or {})
     added = 0
     for result in derived:

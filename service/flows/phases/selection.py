@@ -109,8 +109,9 @@ def _budget(campaign: Campaign) -> Budget:
     left = budget.left_s(campaign)
     if left is None:
         return Budget()
-    reserve = budget.adaptive_sweep_estimate(campaign) * campaign.duration_s
-    return Budget(probe_seconds=max(0.0, left - reserve), seconds_per_probe=campaign.duration_s)
+    cost = budget.probe_cost_s(campaign)
+    reserve = budget.adaptive_sweep_estimate(campaign) * cost
+    return Budget(probe_seconds=max(0.0, left - reserve), seconds_per_probe=cost)
 
 
 def _step(ctx: Context, cc: str, subset: Subset, samples, failures) -> ProbeStep:
