@@ -12,7 +12,7 @@ from probes.vocabulary import Description, PathManager, Site, SubflowName
 from service.algorithm import topology as algo
 from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA
 from service.flows import budget
-from service.flows.answer import Arm, Eq1, Promise, SubsetChoice, TStar
+from service.flows.answer import ArmLine, Eq1, Promise, SubsetChoice, TStar
 from service.flows.plan import CampaignParameters
 from service.store.campaigns import report
 
@@ -234,7 +234,7 @@ class RecommendationOut(BaseModel):
         "path, and where the paper's leave-one-out Omega disagrees")
     t_star: TStar | None
     target_mbps: float | None
-    arms: list[Arm]
+    arms: list[ArmLine]
     subflows_used: list[str]
     standby_subflows: list[str]
     traditional: Traditional

@@ -62,7 +62,7 @@ T_STAR_MAX_RUNS = 8
 
 
 @dataclass(frozen=True)
-class Probe:
+class WantedProbe:
     pm: str
     cc: str
     bs_mib: float
@@ -72,7 +72,7 @@ class Probe:
 class Decision:
     """Either `probes` to run next, or a settled answer (`settled`)."""
 
-    probes: list[Probe] = field(default_factory=list)
+    probes: list[WantedProbe] = field(default_factory=list)
     settled: bool = False
     opm: str | None = None
     occ: str | None = None
@@ -175,7 +175,7 @@ def decide(
     k = len(grid) - 1
     while True:
         band = grid[max(0, k - 1): k + 1]
-        missing = [Probe(*arm, bs) for bs in reversed(band) for arm in arms
+        missing = [WantedProbe(*arm, bs) for bs in reversed(band) for arm in arms
                    if len(values(arm, bs)) < min_runs]
         if missing:
             return Decision(probes=missing)
@@ -199,7 +199,7 @@ def decide(
     t_hw, t_runs = hw(leader, t_bs), len(values(leader, t_bs))
     t_held = t_hw < T_STAR_PRECISION * delta * t_star
     if not t_held and t_runs < t_star_max_runs:
-        return Decision(probes=[Probe(*leader, t_bs)])  # a T* that holds, before it is used
+        return Decision(probes=[WantedProbe(*leader, t_bs)])  # a T* that holds, before it is used
     lead_low = t_star - t_hw
     line = (1 - delta) * lead_low
 
@@ -211,7 +211,7 @@ def decide(
         if upper < line:
             eliminated.append(arm)
         elif arm != leader and mean < (1 - delta) * t_star and len(values(arm, bs)) < max_runs:
-            repeats.append(Probe(*arm, bs))  # straddles: measure again before bisecting it
+            repeats.append(WantedProbe(*arm, bs))  # straddles: measure again before bisecting it
         else:
             survivors.append(arm)
     if repeats:
@@ -220,10 +220,10 @@ def decide(
 
     # 3. bisection per survivor for its smallest buffer reaching the target
     obs: dict[Arm, int] = {}
-    probes: list[Probe] = []
+    probes: list[WantedProbe] = []
     for arm in survivors:
         found = _bisect(arm, grid, values, hw, target, min_runs, max_runs)
-        if isinstance(found, Probe):
+        if isinstance(found, WantedProbe):
             probes.append(found)
         elif found is None:
             eliminated.append(arm)  # its best mean fell short after all repeats
@@ -238,7 +238,7 @@ def decide(
         if len(measured) < MIN_BUFFERS:
             extra = _filler(grid, measured)
             if extra is not None:
-                probes += [Probe(*arm, extra)] * max(0, min_runs - len(values(arm, extra)))
+                probes += [WantedProbe(*arm, extra)] * max(0, min_runs - len(values(arm, extra)))
     if probes:
         return Decision(probes=probes)
 
@@ -296,21 +296,21 @@ def top_pair_means(
     return {leader: {top: fmean(samples[leader][top]), below: fmean(samples[leader][below])}}
 
 
-def _bisect(arm, grid, values, hw, target, min_runs, max_runs) -> int | Probe | None:
+def _bisect(arm, grid, values, hw, target, min_runs, max_runs) -> int | WantedProbe | None:
     """The grid index of the arm's smallest buffer reaching the target, a probe still needed to
     find it, or None when even its best buffer does not reach it."""
 
-    def verdict(i: int) -> bool | Probe:
+    def verdict(i: int) -> bool | WantedProbe:
         bs = grid[i]
         v = values(arm, bs)
         if len(v) < min_runs:
-            return Probe(*arm, bs)
+            return WantedProbe(*arm, bs)
         mean, h = fmean(v), hw(arm, bs)
         if mean - h >= target or (mean >= target and len(v) >= max_runs):
             return True
         if mean + h < target or len(v) >= max_runs:
             return False
-        return Probe(*arm, bs)  # the interval straddles the target: repeat
+        return WantedProbe(*arm, bs)  # the interval straddles the target: repeat
 
     measured = [i for i in range(len(grid)) if values(arm, grid[i])]
     reaching = [i for i in measured if len(values(arm, grid[i])) >= min_runs
@@ -319,13 +319,13 @@ def _bisect(arm, grid, values, hw, target, min_runs, max_runs) -> int | Probe | 
         # its best measured buffer must settle first (repeats), else the arm falls short
         best = max(measured, key=lambda i: fmean(values(arm, grid[i])))
         v = verdict(best)
-        return v if isinstance(v, Probe) else None
+        return v if isinstance(v, WantedProbe) else None
     hi = min(reaching)
     lo = max((i for i in measured if i < hi and verdict(i) is False), default=-1)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         v = verdict(mid)
-        if isinstance(v, Probe):
+        if isinstance(v, WantedProbe):
             return v
         if v:
             hi = mid

@@ -17,7 +17,7 @@ class TStar(BaseModel):
     cc: str
 
 
-class Arm(BaseModel):
+class ArmLine(BaseModel):
     """One (PM, CC) curve's peak and its own relaxed minimum buffer (Eq. 10-12), beside what was
     measured: the smallest measured buffer whose mean reaches the target, the largest mean."""
 
@@ -84,7 +84,7 @@ class Outputs(BaseModel):
     subset_choice: SubsetChoice | None = None
     t_star: TStar | None = None
     target_mbps: float | None = None
-    arms: list[Arm] = []
+    arms: list[ArmLine] = []
     subflows_used: list[str] = []
     standby_subflows: list[str] = []
     otp_fitted_mbps: float | None = None  # the fitted curve at OBS, before a cap to measurements

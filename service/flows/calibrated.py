@@ -15,7 +15,7 @@ from probes.vocabulary import FULLMESH
 from ..algorithm.solver import Solution
 from ..store import campaigns as campaign_store
 from ..store import measurements, results
-from .answer import Arm, Eq1, Outputs, Promise, SubsetChoice, TStar
+from .answer import ArmLine, Eq1, Outputs, Promise, SubsetChoice, TStar
 from .campaign_answer import solve_campaign
 from .eq1 import traditional_eq1
 from .selected import selection_note
@@ -160,7 +160,7 @@ def _outputs(solution: Solution, used: list[str], standby: list[str], reasons) -
         ),
         target_mbps=solution.target_mbps,
         arms=[
-            Arm(
+            ArmLine(
                 pm=a.pm,
                 cc=a.cc,
                 peak_bs_mib=a.peak_bs_mib,
