@@ -80,6 +80,9 @@ def migrated_database(prefix: str = "mpcoa_test") -> Iterator[str]:
 REDIS_HOST = os.environ.get("MPCOA_TEST_REDIS_HOST", "127.0.0.1")
 
 
+REDIS_CLAIM = "mpcoa-tests:claimed-by"
+
+
 @contextmanager
 def redis_database() -> Iterator[int]:
     """A Redis database number of its own (2-15; 0 and 1 are left to people), emptied
@@ -87,9 +90,14 @@ def redis_database() -> Iterator[int]:
     import redis
 
     support.require("broker", "Redis")
-    index = secrets.randbelow(14) + 2
-    client = redis.Redis(host=REDIS_HOST, port=6379, db=index)
-    client.ping()
+    # Claimed with SET NX: test processes side by side (pytest-xdist) never share a database.
+    for index in secrets.SystemRandom().sample(range(2, 16), 14):
+        client = redis.Redis(host=REDIS_HOST, port=6379, db=index)
+        if client.set(REDIS_CLAIM, os.getpid(), nx=True, ex=3600):
+            break
+        client.close()
+    else:
+        pytest.fail("every Redis database 2-15 is claimed by another test process")
     try:
         yield index
     finally:

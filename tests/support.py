@@ -10,9 +10,12 @@ unmarked test fails at once and says which marker it lacks.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -59,3 +62,19 @@ def free_port() -> int:
 def listening(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as s:
         return s.connect_ex((host, port)) == 0
+
+
+@contextlib.contextmanager
+def host_lock(name: str, *, exclusive: bool) -> Iterator[None]:
+    """Hold a lock shared by every test process on this host (pytest-xdist workers): exclusive
+    for a module that registers and unregisters host-wide state (BPF congestion controls),
+    shared for one whose campaign takes the host's list of congestion controls as it finds it,
+    so that list does not change under it."""
+    path = Path("/run/lock") / f"mpcoa-tests-{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -32,6 +32,7 @@ from probes import bpf_cc
 from probes import testbed as tbmod
 from probes.base import CapabilityError, MeasurementRequest
 from tests.probes.test_testbed_live import CAPACITY_MBPS
+from tests.support import host_lock
 
 pytestmark = pytest.mark.netns
 
@@ -99,6 +100,14 @@ th.join()
 s.close()
 print(json.dumps({"cc": used, "samples": samples}), flush=True)
 """
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _bpf_registrations_alone():
+    """BPF registrations are host-wide: no other test process registers, unregisters or lists
+    congestion controls for a campaign meanwhile (tests.support.host_lock)."""
+    with host_lock("congestion-controls", exclusive=True):
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,7 @@ from probes.base import MeasurementRequest
 from tests.probes.conftest import assert_nothing_left, unique_name
 from tests.probes.test_bpf_cc import loss_events, tcp_flow
 from tests.probes.test_testbed_live import CAPACITY_MBPS
+from tests.support import host_lock
 
 pytestmark = pytest.mark.netns
 
@@ -50,6 +51,14 @@ IMPROVE_MIN = 0.9
 #: repeats them 20 times and prints the margin of the order)
 BALANCE_S = 10.0
 BALANCE_RUNS = 3
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _bpf_registrations_alone():
+    """BPF registrations are host-wide: no other test process registers, unregisters or lists
+    congestion controls for a campaign meanwhile (tests.support.host_lock)."""
+    with host_lock("congestion-controls", exclusive=True):
+        yield
 
 
 @pytest.fixture(scope="module")
