@@ -177,3 +177,4 @@ def db_session(session_factory) -> Iterator[Session]:
         yield session
     finally:
         session.close()
+
