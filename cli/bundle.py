@@ -15,7 +15,8 @@ from service.settings import get_settings
 MAX_BUNDLE_BYTES = 2 * 1024**3
 
 
-def _ready() -> None:
+def ready_database() -> None:
+    """The embedded SQLite file is migrated on first use, as every command does."""
     settings = get_settings()
     if settings.is_embedded:
         upgrade(settings.effective_database_url)
@@ -30,7 +31,7 @@ def export(
     the derived Ω, selection, fits and answer (docs/formats.md)."""
     from service.flows.bundle_export import export_bundle
 
-    _ready()
+    ready_database()
     try:
         with session_scope() as s:
             data = export_bundle(s, campaign_id=campaign_id)
@@ -58,7 +59,7 @@ def import_(
         data = path.read_bytes()
     except OSError as exc:
         fail(f"{path}: {exc.strerror or exc}")
-    _ready()
+    ready_database()
     try:
         with session_scope() as s:
             done = import_bundle(s, data)
