@@ -20,7 +20,7 @@ matplotlib.use("Agg")  # before pyplot: never a display
 import matplotlib.pyplot as plt
 from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from .report_data import ReportData
 
@@ -81,12 +81,12 @@ def _summary_page(data: ReportData) -> Figure:
         ("T* (arm, buffer)", f"{_fmt(s.tp_max_mbps, ' Mbit/s')} ({s.tp_max_pm}/{s.tp_max_cc}, "
          f"{_fmt(s.tp_max_bs_mib, ' MiB')})" if s else "-"),
         ("target (1 - δ) T*", _fmt(s.target_mbps if s else None, " Mbit/s")),
-        ("measured OBS (smallest reaching it)",
+        ("measured OBS",
          _fmt(s.measured_obs_mib if s else None, " MiB")),
         ("Eq. 1's B", _fmt(eq1.get("buffer_mib") or eq1.get("fallback_mib"), " MiB")
          + (f"  (OBS/B = {_fmt(eq1.get('obs_ratio'), '', 3)})" if eq1.get("obs_ratio") else "")),
         ("subflows used", ", ".join(outputs.get("subflows_used") or []) or "-"),
-        ("flags", _wrap(", ".join(a.quality_flags) if a and a.quality_flags else "none", 60)),
+        ("flags", _wrap(", ".join(a.quality_flags) if a and a.quality_flags else "none", 48)),
     ]
     grid = c.buffer_grid_mib or []
     settings_rows = [
@@ -104,11 +104,16 @@ def _summary_page(data: ReportData) -> Figure:
         ("tools", ", ".join(f"{t} {'/'.join(v)}" for t, v in data.software.get("tools",
                                                                                 {}).items())
          or "-"),
+        ("kernel", ", ".join(sorted({k.get("release", "?") for k in
+                                     data.software.get("kernels", [])})) or "-"),
         ("finished", c.finished_at.strftime("%Y-%m-%d %H:%M UTC") if c.finished_at else "-"),
     ]
-    _table(fig.add_axes((0.02, 0.40, 0.46, 0.47)), "Answer", answer_rows)
-    _table(fig.add_axes((0.52, 0.40, 0.46, 0.47)), "Settings", settings_rows)
-    _promise(fig.add_axes((0.08, 0.08, 0.86, 0.24)), data)
+    promise = (outputs.get("promise") or {}).get("statement")
+    if promise:  # the answer's promise first, as the CLI and the dashboard say it
+        fig.text(0.02, 0.875, _wrap(promise, 150), fontsize=10, va="top", style="italic")
+    _table(fig.add_axes((0.02, 0.36, 0.46, 0.45)), "Answer", answer_rows)
+    _table(fig.add_axes((0.52, 0.36, 0.46, 0.45)), "Settings", settings_rows)
+    _promise(fig.add_axes((0.08, 0.07, 0.86, 0.2)), data)
     return fig
 
 
@@ -125,10 +130,11 @@ def _table(ax, title: str, rows: list[tuple[str, str]]) -> None:
                      cellLoc="left")
     table.auto_set_font_size(False)
     table.set_fontsize(8.5)
-    for (_row, col), cell in table.get_celld().items():
+    cells = table.get_celld()
+    for (row, col), cell in cells.items():
         cell.set_edgecolor("#cccccc")
-        lines = cell.get_text().get_text().count("\n") + 1
-        cell.set_height(0.075 * lines)
+        lines = max(cells[(row, c)].get_text().get_text().count("\n") + 1 for c in (0, 1))
+        cell.set_height(0.075 * lines)  # both cells of a row as tall as its longest
         if col == 0:
             cell.set_facecolor("#f2f2f2")
 
@@ -164,10 +170,6 @@ def _promise(ax, data: ReportData) -> None:
     span = max(values) - min(values) or max(values) * 0.1 or 1.0
     ax.set_xlim(min(values) - 0.15 * span, max(values) + 0.15 * span)
     ax.legend(loc="upper left", fontsize=8, ncol=2, framealpha=0.9)
-    statement = promise.get("statement")
-    if statement:
-        ax.text(0.0, -0.45, _wrap(statement, 170), transform=ax.transAxes, fontsize=8.5,
-                va="top", style="italic")
 
 
 # --- page 2: Omega -------------------------------------------------------------------------------
@@ -236,6 +238,7 @@ def _selection_page(data: ReportData) -> Figure:
                         color=COLORS[k % 10], capsize=4, mfc="white" if not step.get("settled")
                         else COLORS[k % 10])
         ax.set_xticks(list(xs), labels, fontsize=7.5)
+        ax.set_xlim(-0.5, max(len(path), 5) - 0.5)  # a short path stays readable, not spread
         ax.set_ylabel(f"{cc}\ngoodput (Mbit/s)")
         ax.grid(alpha=0.3)
         chosen = entry.get("label") or "+".join(entry.get("subset") or [])
@@ -286,7 +289,11 @@ def _fits_page(data: ReportData) -> Figure:
             elif pts:
                 ax.plot([], [], "o", color=color[cc], label=cc)
         ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        # ticks at the measured buffers, not log decades that crowd a short range
+        ax.set_xticks(sorted(set(all_bs)) or [lo, hi])
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.3g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.tick_params(axis="x", labelrotation=45, labelsize=8)
         ax.set_title(pm, fontsize=11)
         ax.set_xlabel("buffer (MiB, log scale)")
         ax.grid(alpha=0.3, which="both")
