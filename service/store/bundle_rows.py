@@ -9,7 +9,6 @@ Celery task, outbox).
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +23,7 @@ from models import (
 from models.base import UTCDateTime
 
 from ..errors import Invalid
+from .results import finite_json
 
 # Columns that name rows of one database, or a campaign's life in flight: never exported.
 _LOCAL = {
@@ -38,15 +38,12 @@ def columns(model) -> dict[str, Any]:
 
 
 def to_json(row) -> dict[str, Any]:
-    """A row's exported columns as JSON values (timestamps ISO 8601 UTC; NaN/inf as null)."""
+    """A row's exported columns as JSON values (timestamps ISO 8601 UTC; NaN/inf as null, also
+    inside JSON columns: a file must never fail to export)."""
     out = {}
     for name in columns(type(row)):
         value = getattr(row, name)
-        if isinstance(value, datetime):
-            value = value.isoformat()
-        elif isinstance(value, float) and not math.isfinite(value):
-            value = None
-        out[name] = value
+        out[name] = value.isoformat() if isinstance(value, datetime) else finite_json(value)
     return out
 
 
