@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from sqlalchemy.exc import DBAPIError
 
 from cli.algorithm import fail
 from service.db import session_scope, upgrade
@@ -13,6 +14,12 @@ from service.errors import ServiceError
 from service.settings import get_settings
 
 MAX_BUNDLE_BYTES = 2 * 1024**3
+
+
+def database_problem(exc: DBAPIError) -> str:
+    """One line for a database that cannot be read: unreachable, or not migrated."""
+    first = str(exc.orig or exc).strip().splitlines()[0][:200]
+    return f"database: {first} (is it reachable, and migrated: `mpcoa db upgrade`?)"
 
 
 def ready_database() -> None:
@@ -37,6 +44,8 @@ def export(
             data = export_bundle(s, campaign_id=campaign_id)
     except ServiceError as exc:
         fail(exc.message)
+    except DBAPIError as exc:
+        fail(database_problem(exc))
     try:
         output.write_bytes(data)
     except OSError as exc:
@@ -66,6 +75,8 @@ def import_(
     except ServiceError as exc:
         where = ".".join(str(p) for p in exc.loc)
         fail(f"{path}: {where + ': ' if where else ''}{exc.message}")
+    except DBAPIError as exc:
+        fail(database_problem(exc))
     typer.echo(f"imported as campaign {done.campaign_id} of topology {done.topology_id}: "
                f"{done.measurements} measurements, {done.artifacts} raw outputs")
     if done.recommendation_id is None:

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from sqlalchemy.exc import DBAPIError
 
 from cli.algorithm import fail
-from cli.bundle import ready_database
+from cli.bundle import database_problem, ready_database
 from service.db import session_scope
 from service.errors import ServiceError
 
@@ -36,6 +37,8 @@ def report(
             pngs = render_pngs(data, dpi=dpi) if png is not None else []
     except ServiceError as exc:
         fail(exc.message)
+    except DBAPIError as exc:
+        fail(database_problem(exc))
     try:
         output.write_bytes(pdf)
         if png is not None:

@@ -297,6 +297,9 @@ def _fits_page(data: ReportData) -> Figure:
         ax.set_title(pm, fontsize=11)
         ax.set_xlabel("buffer (MiB, log scale)")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7.5, loc="upper left", framealpha=0.9)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7.5, loc="upper left", framealpha=0.9)
+        else:
+            ax.text(0.5, 0.5, "nothing measured", ha="center", transform=ax.transAxes)
     axes[0].set_ylabel("goodput (Mbit/s)")
     return fig
