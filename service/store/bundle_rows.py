@@ -63,7 +63,22 @@ def from_json(model, data: Any, loc: tuple[str | int, ...]) -> dict[str, Any]:
                 raise Invalid("missing", (*loc, name))
             continue
         out[name] = _value(col, data[name], (*loc, name))
+        kind = _json_kind(model, name)
+        if kind is not None and out[name] is not None and not isinstance(out[name], kind):
+            raise Invalid(f"must be {'a list' if kind is list else 'an object'}", (*loc, name))
     return out
+
+
+def _json_kind(model, name: str) -> type | None:
+    """list or dict for a JSON column the table declares as one (`Mapped[list[...]]`), else
+    None: the declared shape is checked, so an imported row reads like a stored one."""
+    for cls in model.__mro__:
+        hint = str(getattr(cls, "__annotations__", {}).get(name, ""))
+        if hint:
+            inner = hint.removeprefix("Mapped[")
+            return list if inner.startswith("list[") else dict if inner.startswith(
+                "dict[") else None
+    return None
 
 
 def _value(col, value: Any, loc: tuple[str | int, ...]) -> Any:

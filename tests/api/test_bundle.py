@@ -175,6 +175,7 @@ def test_bad_bundles_are_refused_with_the_field(db_session, other_db):
         _with(bundle, campaign=running): "campaign.state",
         _with(bundle, measurements=bad_phase): "measurements.0.phase",
         _with(bundle, campaign={**doc["campaign"], "runs": "two"}): "campaign.runs",
+        _with(bundle, campaign={**doc["campaign"], "ccs": "cubic"}): "campaign.ccs: must be a list",
         _tar({"bundle.json": json.dumps(doc).encode(), "artifacts/0/x.json": b"{}"}):
             "measurements.0.artifacts: lists artifacts ['iperf3-client.json'], the archive has "
             "['x.json']",

@@ -59,8 +59,8 @@ def test_metrics_move_during_a_campaign_then_report_and_bundle(sites, testbed, t
             wait_for(up, 60, "mpcoa serve to answer")
             r = c.post("/campaigns", json={
                 "topology_id": topology_id, "ccs": ["reno", "cubic"], "runs": 1,
-                "duration_s": 2, "mode": "adaptive", "buffer_grid_mib": [float(b) for b in
-                                                                        BUFFERS]})
+                "duration_s": 2, "mode": "adaptive", "probe_seconds_budget": 70,
+                "buffer_grid_mib": [float(b) for b in BUFFERS]})  # about 35 probes
             assert r.status_code == 202, r.text
             cid = r.json()["id"]
             deadline = time.monotonic() + 400
