@@ -95,3 +95,31 @@ def test_answer_latency_is_observed(client, auth):
 
 def _body(name: str) -> dict:
     return _site(name).model_dump(mode="json")
+
+
+@pytest.mark.broker
+def test_queue_depths_come_from_the_broker(tmp_path, pg_database_url, session_factory, db_session):
+    import redis
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from service.settings import Settings
+    from tests.conftest import REDIS_HOST, redis_database
+
+    spec = TopologySpec(local=_site("SRL"), remote=_site("HU"))
+    inventory.ensure_topology(db_session, spec=spec)
+    db_session.commit()
+    with redis_database() as index:
+        url = f"redis://{REDIS_HOST}:6379/{index}"
+        client = redis.Redis.from_url(url)
+        client.rpush("site.SRL", b"{}", b"{}")
+        client.rpush("mpcoa.control", b"{}")
+        settings = Settings(database_url=pg_database_url, broker_url=url, data_dir=tmp_path,
+                            run_campaigns=False, _env_file=None)
+        with TestClient(create_app(settings, session_factory=session_factory)) as c:
+            samples = scrape(c)
+        client.close()
+    assert value(samples, "mpcoa_queue_depth", queue="site.SRL") == 2
+    assert value(samples, "mpcoa_queue_depth", queue="site.HU") == 0
+    assert value(samples, "mpcoa_queue_depth", queue="mpcoa.control") == 1
+    assert value(samples, "mpcoa_broker_up") == 1
