@@ -6,7 +6,6 @@ same answer."""
 from __future__ import annotations
 
 import io
-import shutil
 import subprocess
 import time
 
@@ -99,9 +98,6 @@ def test_metrics_move_during_a_campaign_then_report_and_bundle(sites, testbed, t
     assert [p.name for p in pngs] == [f"report-{k}.png" for k in range(1, 5)]
     for p in pngs:
         assert Image.open(p).size == (1169, 827)
-    keep = tmp_path.parent / "mpcoa-live-report"  # for a look after the run
-    shutil.rmtree(keep, ignore_errors=True)
-    shutil.copytree(pages, keep)
 
     # The bundle, imported into another database: the one solve gives the same answer.
     run(["export", str(cid), "-o", str(tmp_path / "bundle.tar.gz")], env)
