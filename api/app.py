@@ -9,7 +9,7 @@ from fastapi import Depends, FastAPI
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import docs, errors
+from api import docs, errors, metrics
 from api.dashboard import login_router, static_router
 from api.dashboard import router as dashboard_router
 from api.deps import SessionDep, require_read
@@ -93,6 +93,7 @@ def create_app(
     app.include_router(inventory.router)
     app.include_router(campaigns.router)
     app.include_router(schedules.router)
+    app.include_router(metrics.router)
     app.include_router(login_router)
     app.include_router(static_router)
     app.include_router(dashboard_router)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import typer
 
 from cli.algorithm import register as register_algorithm
+from cli.bundle import register as register_bundle
 from cli.demo import register as register_demo
+from cli.report import register as register_report
 from cli.serve import register as register_serve
 from cli.testbed import app as testbed_app
 from cli.workers import register as register_workers
@@ -21,4 +23,6 @@ register_algorithm(app)  # solve, fit, impact, recommend
 register_serve(app)  # serve, db, token
 register_workers(app)  # calibrate, worker, beat
 register_demo(app)  # demo
+register_bundle(app)  # export, import
+register_report(app)  # report
 app.add_typer(testbed_app, name="testbed")  # testbed up | down | status

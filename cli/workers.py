@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -33,7 +34,9 @@ def _progress_bar() -> Progress:
 
 
 def calibrate(
-    topology_id: Annotated[int, typer.Argument(min=1, help="stored topology id")],
+    topology_id: Annotated[
+        int | None, typer.Argument(min=1, help="stored topology id (or --batch FILE)")
+    ] = None,
     ccs: Annotated[
         list[str] | None, typer.Option("--cc", help="congestion control (repeat)")
     ] = None,
@@ -49,8 +52,22 @@ def calibrate(
         typer.Option(help="grid (every buffer, the paper's sweep) or adaptive (probes chosen "
                      "from what was measured); default: MPCOA_CAMPAIGN_MODE, grid"),
     ] = None,
+    batch: Annotated[
+        Path | None,
+        typer.Option(help="calibrate every topology id listed in FILE (one a line), in a "
+                     "shuffled order; resumable", dir_okay=False),
+    ] = None,
+    state: Annotated[
+        Path | None,
+        typer.Option(help="the batch's state file (default FILE.state.json): its seed, order "
+                     "and campaigns; present = resume", dir_okay=False),
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option(min=0, max=2**31 - 1, help="the batch order's seed")
+    ] = None,
 ) -> None:
-    """Run a calibration campaign for a topology with a progress bar; print the recommendation."""
+    """Run a calibration campaign for a topology with a progress bar; print the recommendation.
+    With --batch, one campaign per listed topology, in a shuffled order (seed stored)."""
     settings = get_settings()
     if settings.is_embedded:
         upgrade(settings.effective_database_url)
@@ -61,15 +78,37 @@ def calibrate(
             ccs=ccs, buffer_grid_mib=buffers, runs=runs, duration_s=duration, delta=delta,
             probe_seconds_budget=budget, mode=mode,
         )
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        fail(str(exc).replace("\n", "; "))
+    if (topology_id is None) == (batch is None):
+        fail("give a TOPOLOGY_ID or --batch FILE (one of them)")
+    if batch is None:
+        if state is not None or seed is not None:
+            fail("--state and --seed belong to --batch")
+        cid = _start(topology_id, params, settings)
+        state_ = _run(cid, settings)
+        _print_outcome(cid, state_)
+        return
+    _run_batch(batch, state or batch.with_name(batch.name + ".state.json"), seed, params,
+               settings)
+
+
+def _start(topology_id: int, params: CampaignParameters, settings) -> int:
+    try:
         with session_scope() as s:
             campaign = dispatch.start_campaign(
                 s, topology_id=topology_id, params=params, reason="cli", settings=settings
             )
-            cid = campaign.id
-    except (ServiceError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+            return campaign.id
+    except ServiceError as exc:
         fail(str(exc).replace("\n", "; "))
     except IntegrityError:  # the database's one-active-campaign-per-topology index
         fail(f"topology {topology_id} has a queued or running campaign; cancel it or wait")
+    raise AssertionError("fail() exits")
+
+
+def _run(cid: int, settings) -> str:
+    """Run (or poll) one campaign to its end with a progress bar; its final state."""
     with _progress_bar() as bar:
         task = bar.add_task("", total=None, cid=cid, what="starting")
 
@@ -84,10 +123,62 @@ def calibrate(
         if settings.executor == "inprocess":
             from service.flows.runner import run_campaign
 
-            state = run_campaign(cid, settings=settings, on_progress=show)
-        else:  # dispatched to the sender site's Celery queue when the campaign was committed
-            state = _poll(cid, show)
-    _print_outcome(cid, state)
+            return run_campaign(cid, settings=settings, on_progress=show)
+        # dispatched to the sender site's Celery queue when the campaign was committed
+        return _poll(cid, show)
+
+
+def _run_batch(batch: Path, state_path: Path, seed: int | None, params, settings) -> None:
+    """Flent's batch: every listed topology once, in a seeded shuffled order; the state file
+    after each campaign, so an interrupted batch resumes where it stopped."""
+    from service.flows.batch import BatchState, next_topology, read_topology_ids
+
+    try:
+        ids = read_topology_ids(batch.read_text())
+        if state_path.exists():
+            bstate = BatchState.from_json(state_path.read_text())
+            if sorted(bstate.order) != sorted(ids):
+                fail(f"{state_path}: made for another list of topologies; remove it to start "
+                     "anew")
+            if seed is not None and seed != bstate.seed:
+                fail(f"{state_path}: the batch's seed is {bstate.seed}, not {seed}")
+            typer.echo(f"resuming batch {batch} (seed {bstate.seed}) from {state_path}")
+        else:
+            bstate = BatchState.new(ids, seed)
+            bstate.save(state_path)
+            typer.echo(f"batch {batch}: {len(ids)} topologies, seed {bstate.seed}, order "
+                       f"{' '.join(map(str, bstate.order))}; state in {state_path}")
+    except ServiceError as exc:
+        fail(f"{batch}: {'.'.join(map(str, exc.loc))}: {exc.message}")
+    except OSError as exc:
+        fail(f"{exc.filename}: {exc.strerror or exc}")
+    handled: set[int] = set()
+    failed = 0
+    while True:
+        with session_scope() as s:
+            nxt = next_topology(s, bstate, handled)
+        if nxt is None:
+            break
+        tid, cid = nxt
+        handled.add(tid)
+        if cid is None:
+            try:
+                cid = _start(tid, params, settings)
+            except typer.Exit:  # an unknown or busy topology: said, and the batch goes on
+                failed += 1
+                continue
+            bstate.campaigns[tid] = cid
+            bstate.save(state_path)
+        typer.echo(f"topology {tid}: campaign {cid}")
+        try:
+            _print_outcome(cid, _run(cid, settings))
+        except typer.Exit:
+            failed += 1
+    done = len(bstate.order) - failed
+    typer.echo(f"batch {batch}: {done} of {len(bstate.order)} topologies calibrated "
+               f"(seed {bstate.seed})")
+    if failed:
+        raise typer.Exit(EXIT_FAILED)
 
 
 def _poll(cid: int, show) -> str:

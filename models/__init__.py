@@ -12,6 +12,7 @@ from .sites import (
 )
 from .tables import (
     ACTIVE_CAMPAIGN_STATES,
+    CAMPAIGN_MODES,
     CAMPAIGN_STATES,
     FINAL_CAMPAIGN_STATES,
     ISP,
@@ -34,6 +35,7 @@ from .tables import (
 
 __all__ = [
     "ACTIVE_CAMPAIGN_STATES",
+    "CAMPAIGN_MODES",
     "CAMPAIGN_STATES",
     "EVENT_KINDS",
     "FINAL_CAMPAIGN_STATES",

@@ -11,10 +11,9 @@ from __future__ import annotations
 from celery import Celery
 from celery.signals import worker_ready
 
-from service.flows.dispatch import site_queue
+from service.flows.dispatch import CONTROL_QUEUE, site_queue
 from service.settings import Settings, get_settings
 
-CONTROL_QUEUE = "mpcoa.control"
 __all__ = ["CONTROL_QUEUE", "app", "make_app", "site_queue"]
 
 

@@ -20,6 +20,8 @@ from models import CAMPAIGN_STATES, MEASUREMENT_PHASES, MEASUREMENT_STATUSES
 from probes.base import ARTIFACT_NAME_PATTERN
 from probes.vocabulary import CongestionControl, PathManager
 from service.errors import Conflict
+from service.flows import measurement_table
+from service.flows.bundle_export import export_bundle
 from service.flows.dispatch import start_campaign
 from service.flows.plan import CampaignParameters
 from service.store import artifacts as artifact_store
@@ -114,6 +116,51 @@ def cancel_campaign(campaign_id: Id, session: SessionDep):
     campaign = svc.set_state(session, campaign_id=campaign_id, state="cancelled")
     commit(session)
     return CampaignOut.of(campaign)
+
+
+@router.get(
+    "/campaigns/{campaign_id}/bundle",
+    tags=["campaigns"],
+    dependencies=[Depends(require_read)],
+    response_class=Response,
+    responses={200: {"description": "the campaign bundle, a .tar.gz (docs/formats.md)",
+                     "content": {"application/gzip": {}}},
+               404: {"description": "unknown id"}},
+)
+def download_bundle(campaign_id: Id, session: SessionDep):
+    """Everything about one campaign in one file: metadata, every measurement with its evidence
+    and raw outputs, the derived Omegas, selection, fits and answer; `mpcoa import` loads it."""
+    data = export_bundle(session, campaign_id=campaign_id)
+    return Response(content=data, media_type="application/gzip", headers={
+        "Content-Disposition": f'attachment; filename="mpcoa-campaign-{campaign_id}.tar.gz"'})
+
+
+TableFormat = Literal[measurement_table.FORMATS]
+
+
+@router.get(
+    "/campaigns/{campaign_id}/measurements",
+    tags=["campaigns"],
+    dependencies=[Depends(require_read)],
+    response_class=Response,
+    responses={200: {"description": "one row per probe, typed columns, units in the names",
+                     "content": {"text/csv": {}, "application/vnd.apache.parquet": {}}},
+               404: {"description": "unknown id"},
+               422: {"description": "a format other than csv or parquet"}},
+)
+def download_measurements(
+    campaign_id: Id, session: SessionDep,
+    format_: Annotated[TableFormat, Query(alias="format")] = "csv",
+):
+    """The campaign's measurements as a table for analysis (pandas, R, a spreadsheet)."""
+    svc.get_campaign(session, campaign_id=campaign_id)  # 404 before an empty table
+    rows = measurements.list_runs(session, campaign_id=campaign_id,
+                                  phases=measurement_table.PHASES)
+    return Response(
+        content=measurement_table.render(rows, format_),
+        media_type=measurement_table.MEDIA_TYPES[format_],
+        headers={"Content-Disposition":
+                 f'attachment; filename="mpcoa-campaign-{campaign_id}-measurements.{format_}"'})
 
 
 @router.get(

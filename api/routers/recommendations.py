@@ -17,6 +17,7 @@ from api.deps import (
     in_lane,
     require_read,
 )
+from api.metrics import AnswerTimer
 from api.schemas import (
     MAX_ID,
     RECOMMENDATION_EXAMPLES,
@@ -59,24 +60,27 @@ async def create_recommendation(
     # one thread hop does the token check (the authoritative one: revocation, expiry, scope;
     # api.middleware.WriteGate only turned away writes without a live token before the body was
     # read) and the answer.
-    desk = _desk(request.app)
-    digest = tokens.hash_token(credentials.credentials) if credentials is not None else None
-    generation = None
-    if body.topology_id is not None and digest is not None and desk.database is not None:
-        generation = await desk.reader.fresh()
-        if answers.token(desk.database, digest, generation, "write"):
-            question = answers.question(desk.database, body.topology_id, body.delta,
-                                        body.bs_min_mib, body.bs_max_mib)
-            hit = answers.answer(question, generation)
-            if hit is not None:
-                return Response(hit.content, media_type="application/json")
-    asked = await in_lane(
-        "work", _checked, session, credentials, digest, body, request.app.state.settings, desk
-    )
-    if asked.provisional:
-        return Response(asked.content, status.HTTP_202_ACCEPTED,
-                        {"Location": asked.poll_url or ""}, media_type="application/json")
-    return Response(asked.content, media_type="application/json")
+    with AnswerTimer() as timer:
+        desk = _desk(request.app)
+        digest = tokens.hash_token(credentials.credentials) if credentials is not None else None
+        generation = None
+        if body.topology_id is not None and digest is not None and desk.database is not None:
+            generation = await desk.reader.fresh()
+            if answers.token(desk.database, digest, generation, "write"):
+                question = answers.question(desk.database, body.topology_id, body.delta,
+                                            body.bs_min_mib, body.bs_max_mib)
+                hit = answers.answer(question, generation)
+                if hit is not None:
+                    timer.source = "cache"
+                    return Response(hit.content, media_type="application/json")
+        asked = await in_lane(
+            "work", _checked, session, credentials, digest, body, request.app.state.settings,
+            desk)
+        if asked.provisional:
+            timer.source = "provisional"
+            return Response(asked.content, status.HTTP_202_ACCEPTED,
+                            {"Location": asked.poll_url or ""}, media_type="application/json")
+        return Response(asked.content, media_type="application/json")
 
 
 def _checked(session, credentials, digest, body, settings, desk) -> Asked:

@@ -42,6 +42,9 @@ def register_executor(name: str, submit: Submit) -> None:
     _executors[name] = submit
 
 
+CONTROL_QUEUE = "mpcoa.control"  # beat's jobs and the resume sweeps
+
+
 def site_queue(site: str) -> str:
     return f"site.{site}"
 

@@ -112,10 +112,14 @@ def save_capabilities(
 
 
 def get_capabilities(session: Session, *, site_id: int) -> SiteCapabilities:
-    row = session.get(SiteCapabilities, site_id)
+    row = capabilities_or_none(session, site_id=site_id)
     if row is None:
         raise NotFound(f"site {site_id} has no capability report")
     return row
+
+
+def capabilities_or_none(session: Session, *, site_id: int) -> SiteCapabilities | None:
+    return session.get(SiteCapabilities, site_id)
 
 
 def reported_ccs(session: Session, *, site_ids: list[int]) -> dict[str, list[str]]:

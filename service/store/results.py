@@ -123,11 +123,11 @@ def _fit_row(campaign_id: int, f: Fit) -> FitRecord:
         model_kind=f.model,
         n=f.n,
         curves=[curve_to_dict(c) for c in f.curves],  # any kind: {"kind", "pm", "cc", ...}
-        arms=_finite_json([asdict(a) for a in f.arms]),
+        arms=finite_json([asdict(a) for a in f.arms]),
         coefficients=[
             {"name": c.name, "value": c.value, "p_value": c.p_value} for c in f.coefficients
         ],
-        curve_p_values=_finite_json(f.curve_p_values),
+        curve_p_values=finite_json(f.curve_p_values),
         r2=f.r2,
         adj_r2=f.adj_r2 if math.isfinite(f.adj_r2) else None,
         buffer_p_value=f.buffer_p_value,
@@ -136,12 +136,12 @@ def _fit_row(campaign_id: int, f: Fit) -> FitRecord:
     )
 
 
-def _finite_json(value: Any) -> Any:
+def finite_json(value: Any) -> Any:
     """JSON has no NaN/inf: those become null."""
     if isinstance(value, dict):
-        return {k: _finite_json(v) for k, v in value.items()}
+        return {k: finite_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_finite_json(v) for v in value]
+        return [finite_json(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
