@@ -30,6 +30,8 @@ console = Console()
 # Buffers scaled like the rates (the scenarios run at 0.2 of Table 1): from well under to well
 # over the paths' bandwidth-delay products, so the curve has a shape to fit.
 DEMO_BUFFERS_MIB = [0.03125, 0.0625, 0.125, 0.25, 0.5, 1.0]
+#: the paper's congestion controls that this kernel offers only as BPF (--paper-ccs)
+PAPER_CCS = ("hybla", "scalable", "vegas", "olia")
 
 
 def _free(port: int) -> bool:
@@ -108,7 +110,7 @@ def demo(
         try:
             if paper_ccs:
                 loaded = _load_paper_ccs(bpf_cc)
-            _announce(spec, scenario, data, runs, duration, testbed)
+            _announce(spec, scenario, data, runs, duration, _demo_ccs(testbed, bpf_cc, paper_ccs))
             with console.status("bringing the emulated testbed up"):
                 testbed.up(spec)
             server = _start_api(port)
@@ -135,16 +137,28 @@ def demo(
 def _load_paper_ccs(bpf_cc) -> dict[str, int]:
     try:
         with console.status("compiling and registering hybla, scalable, vegas, olia (BPF)"):
-            return bpf_cc.load(["hybla", "scalable", "vegas", "olia"])
+            return bpf_cc.load(list(PAPER_CCS))
     except Exception as exc:  # CapabilityError or a compiler error: say it, don't go on
         fail(f"--paper-ccs: {exc}")
 
 
-def _announce(spec, scenario: str, data: Path, runs: int, duration: float, testbed) -> None:
+def _demo_ccs(testbed, bpf_cc, paper_ccs: bool) -> list[str]:
+    """The kernel's own congestion controls, and the paper's BPF ones when --paper-ccs asked
+    for them: a BPF control somebody else registered can be unregistered mid-campaign."""
+    try:
+        others = set(bpf_cc.ours())
+    except Exception:  # no bpftool: then nobody registered ours either
+        others = set()
+    wanted = set(PAPER_CCS) if paper_ccs else set()
+    return sorted(c for c in testbed.available_congestion_controls()
+                  if c not in others or c in wanted)
+
+
+def _announce(spec, scenario: str, data: Path, runs: int, duration: float,
+              ccs: list[str]) -> None:
     """Fix the campaign's CCs and budget (through the environment) and print the plan."""
     from probes.vocabulary import PATH_MANAGERS
 
-    ccs = sorted(testbed.available_congestion_controls())
     per_run = len(ccs) * (1 + len(spec.subflow_names(*[s.name for s in spec.sites])))
     per_run += len(PATH_MANAGERS) * len(ccs) * len(DEMO_BUFFERS_MIB)
     budget_s = per_run * runs * duration

@@ -68,8 +68,7 @@ def listening(port: int, host: str = "127.0.0.1") -> bool:
 def host_lock(name: str, *, exclusive: bool) -> Iterator[None]:
     """Hold a lock shared by every test process on this host (pytest-xdist workers): exclusive
     for a module that registers and unregisters host-wide state (BPF congestion controls),
-    shared for one whose campaign takes the host's list of congestion controls as it finds it,
-    so that list does not change under it."""
+    shared for one that only needs that state to hold still."""
     path = Path("/run/lock") / f"mpcoa-tests-{name}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:

@@ -23,7 +23,7 @@ import pytest
 from probes.netns import list_netns, netns_pids, pid_alive
 from probes.spec import load_spec, scenario_path
 from tests.processes import kill_group, tail_logs
-from tests.support import free_port, host_lock, wait_for
+from tests.support import free_port, wait_for
 
 # The demo's campaign uses every congestion control the kernel offers at that moment: like every
 # netns test it runs in the one live group, never beside a test that registers BPF controls.
@@ -32,14 +32,6 @@ pytestmark = pytest.mark.netns
 BIN = Path(sys.executable).parent
 SCENARIO = "uit-haw"
 TESTBED = load_spec(scenario_path(SCENARIO)).name
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _congestion_controls_steady():
-    """The demo's campaign takes the host's congestion controls as it finds them: no test
-    process may register or unregister one meanwhile."""
-    with host_lock("congestion-controls", exclusive=False):
-        yield
 
 
 def _namespaces() -> list[str]:
