@@ -5,6 +5,7 @@ once, through the same executor a real one runs."""
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 
 from probes.vocabulary import ISP, Site
@@ -18,8 +19,13 @@ from tests.api.calibration import seed_srl_hu
 from .conftest import BIN
 
 
+TAG = secrets.token_hex(2)
+
+
 def _site(name: str) -> Site:
-    return Site(name=name, isps=[ISP(name=n, label=lb, down_kbps=d, up_kbps=u)
+    """The paper's site under a name of this test's own: a testbed of the paper's scenario that
+    happens to be up on this host (a benchmark's) must not be the one these campaigns measure."""
+    return Site(name=f"{name}{TAG}", isps=[ISP(name=n, label=lb, down_kbps=d, up_kbps=u)
                                  for n, lb, d, u in SITES[name]])
 
 
