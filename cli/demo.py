@@ -96,7 +96,7 @@ def demo(
     except (SpecError, KeyError, OSError) as exc:
         fail(f"--scenario: {exc}")
     data = data_dir or Path(tempfile.mkdtemp(prefix="mpcoa-demo-"))
-    _configure(data, runs, duration, port)
+    _configure(data, runs, duration, port, spec.name)
 
     from probes import bpf_cc, testbed
     from probes.interrupts import Stopped, shielded, stop_on_signals
@@ -176,7 +176,7 @@ def _announce(spec, scenario: str, data: Path, runs: int, duration: float,
     )
 
 
-def _configure(data: Path, runs: int, duration: float, port: int) -> None:
+def _configure(data: Path, runs: int, duration: float, port: int, testbed: str) -> None:
     """The demo's settings, through the environment so every part of the process agrees."""
     from service.settings import get_settings
 
@@ -190,6 +190,7 @@ def _configure(data: Path, runs: int, duration: float, port: int) -> None:
             "MPCOA_CAMPAIGN_DURATION_S": str(duration),
             "MPCOA_CAMPAIGN_BUFFER_GRID_MIB": json.dumps(DEMO_BUFFERS_MIB),
             "MPCOA_PORT": str(port),
+            "MPCOA_TESTBED": testbed,  # its own, should another testbed have the same sites
         }
     )
     get_settings.cache_clear()

@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from probes.spec import TESTBED_NAME_PATTERN
+
 log = logging.getLogger(__name__)
 
 # Values that mean "nobody set this secret" (.env.example's and the old compose defaults, the
@@ -83,6 +85,9 @@ class Settings(BaseSettings):
     run_campaigns: bool = True
     # Probes: the tool, and what a failing probe gets before it is recorded as failed.
     iperf3_binary: str = "iperf3"
+    # Several emulated testbeds may run the same two sites (a demo beside an experiment): this
+    # one is probed; unset, the first healthy testbed that has both sites.
+    testbed: str | None = Field(default=None, pattern=TESTBED_NAME_PATTERN)
     probe_retries: int = Field(default=3, ge=0, le=20)
     probe_retry_backoff_s: float = Field(default=2.0, ge=0, le=600)
     # Celery: Redis redelivers a task whose worker died after this long (longer than any probe).

@@ -48,13 +48,16 @@ class TestbedProber:
         return self._attach().measure(request, backend=self.backend, **kwargs)
 
 
-def find_testbed(local_site: str, remote_site: str) -> str:
-    """The name of a healthy running testbed that has both sites."""
+def find_testbed(local_site: str, remote_site: str, name: str | None = None) -> str:
+    """The name of a healthy running testbed that has both sites (`name`'s, when given)."""
     for status in tb.status():
+        if name is not None and status["name"] != name:
+            continue
         if status["healthy"] and {local_site, remote_site} <= set(status["sites"]):
             return status["name"]
+    which = "no running testbed" if name is None else f"the testbed {name!r} is not up or"
     raise ProbeError(
-        f"no running testbed has the sites {local_site!r} and {remote_site!r}: "
+        f"{which} has the sites {local_site!r} and {remote_site!r}: "
         "start one with `mpcoa testbed up FILE`"
     )
 
@@ -69,7 +72,7 @@ ProberFactory = Callable[[str, str], Prober]  # (local site, remote site) -> Pro
 
 def default_prober_factory(settings: Settings) -> ProberFactory:
     def make(local: str, remote: str) -> Prober:
-        return LazyProber(local, remote, settings.iperf3_binary)
+        return LazyProber(local, remote, settings.iperf3_binary, settings.testbed)
 
     return make
 
@@ -81,12 +84,14 @@ class LazyProber:
     local: str
     remote: str
     iperf3_binary: str | None = None
+    testbed: str | None = None
     _prober: TestbedProber | None = None
 
     def _get(self) -> TestbedProber:
         if self._prober is None:
             self._prober = TestbedProber(
-                find_testbed(self.local, self.remote), iperf3_binary=self.iperf3_binary
+                find_testbed(self.local, self.remote, self.testbed),
+                iperf3_binary=self.iperf3_binary
             )
         return self._prober
 
