@@ -45,8 +45,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
 
-from scipy import stats
-
 from .arm import Arm
 from .confidence_summary import Alternative, confidence_statement
 
@@ -107,6 +105,7 @@ class Decision:
             return None
         if self.noise_dof == 0:
             return math.inf
+        from scipy import stats  # here, not at the top: half a second every CLI start would pay
         t = float(stats.t.ppf(0.5 + self.confidence / 2, self.noise_dof))
         return t * self.noise_sd_mbps * math.sqrt(1 / self.otp_runs + 1 / fresh_runs)
 
@@ -134,6 +133,7 @@ class _Noise:
             return math.inf
         if self.dof == 0:
             return 0.0 if n >= MIN_RUNS else math.inf
+        from scipy import stats  # here, not at the top: half a second every CLI start would pay
         return float(stats.t.ppf(0.5 + confidence / 2, self.dof)) * self.sd / math.sqrt(n)
 
 

@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from statistics import fmean, median
 
-from scipy import stats
-
 FLOOR_MBPS = 1e-3  # 1 kbit/s: a stalled run counts as this, so its logarithm is finite
 
 Subset = frozenset[str]
@@ -200,9 +198,11 @@ def _welch(va, na, da, vb, nb, db, confidence) -> float:
 
 @lru_cache(maxsize=4096)
 def _t(confidence: float, dof: float) -> float:
+    from scipy import stats  # here, not at the top: half a second every CLI start would pay
     return float(stats.t.ppf(0.5 + confidence / 2, dof))
 
 
 @lru_cache(maxsize=64)
 def _chi2_median(dof: int) -> float:
+    from scipy import stats  # here, not at the top: half a second every CLI start would pay
     return float(stats.chi2.median(dof))

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import fmean, stdev
 
-from scipy import stats
 from sqlalchemy.orm import Session
 
 from models import NO_EXCLUSION, Campaign
@@ -112,6 +111,7 @@ def drifted(samples: list[float], promised: float, delta: float) -> tuple[bool, 
     the samples' t-interval half-width)."""
     half = 0.0
     if len(samples) >= 2:
+        from scipy import stats  # here, not at the top: half a second every CLI start would pay
         half = stats.t.ppf(0.5 + CONFIDENCE / 2, len(samples) - 1) * stdev(samples) / (
             len(samples) ** 0.5
         )
