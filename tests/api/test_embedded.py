@@ -17,7 +17,14 @@ from alembic.script import ScriptDirectory
 from service import db
 from tests.support import free_port, wait_for
 
-from .conftest import HU, SRL
+from .conftest import HU as PAPER_HU
+from .conftest import SRL as PAPER_SRL
+
+# The paper's sites under names of this module's own: an SRL-HU testbed that happens to be up on
+# the host (a benchmark's) must not be the one this campaign finds.
+_TAG = os.urandom(2).hex()
+SRL = {**PAPER_SRL, "name": f"SRL{_TAG}"}
+HU = {**PAPER_HU, "name": f"HU{_TAG}"}
 
 BIN = Path(sys.executable).parent
 
@@ -66,7 +73,8 @@ def test_serve_with_no_configuration_uses_sqlite(tmp_path):
                 lambda: (x := c.get(rec["poll_url"]).json())["state"] not in ("queued", "running")
                 and x, 30, "the campaign to end")
             assert campaign["state"] == "failed"
-            assert "no running testbed has the sites 'SRL' and 'HU'" in campaign["error"]
+            assert (f"no running testbed has the sites {SRL['name']!r} and {HU['name']!r}"
+                    in campaign["error"])
             assert c.get("/recommendations").json()["total"] == 1
             assert c.get("/sites/999").status_code == 404
             assert c.post("/sites", json=SRL).status_code == 409
