@@ -222,6 +222,9 @@ class MeasurementResult(BaseModel):
     #: socket buffers the kernel used (skmem tb/rb of each end's MPTCP socket, max over the
     #: run): sender_sndbuf, sender_rcvbuf, receiver_sndbuf, receiver_rcvbuf; None = not seen
     effective_buffers: dict[str, int | None] = Field(default_factory=dict)
+    #: what the tool says it set per end with SO_SNDBUF/SO_RCVBUF (same keys; 0 = left alone,
+    #: missing = the tool does not say)
+    buffers_set: dict[str, int] = Field(default_factory=dict)
     #: the pre-probe idle check of both sites (None: not checked, e.g. the host's own stack)
     quiet_check: QuietCheck | None = None
     kernel: dict[str, Any] = Field(default_factory=dict)
@@ -281,12 +284,39 @@ class MeasurementResult(BaseModel):
                                     f"bytes (limit {limit})")
         return problems
 
+    def buffer_problems(self) -> list[str]:
+        """How the socket buffers differ from the request; [] when they match.
+
+        A buffer of B bytes asked: the tool must have set B, and every end's buffer read back
+        (``effective_buffers``, the MPTCP sockets' skmem) must be 2B, as Linux doubles the value
+        (a value capped by ``wmem_max``/``rmem_max`` is not what was asked either). No buffer
+        asked (autotuning): the tool must have set none, since any SO_SNDBUF/SO_RCVBUF turns
+        autotuning off. What ``ss`` reads back cannot tell a socket locked by something else
+        from an autotuned one that has not grown, so the tool's own report is the check there.
+        """
+        asked = self.request.buffer_bytes
+        problems = []
+        for end, value in sorted(self.buffers_set.items()):
+            if asked is None and value:
+                problems.append(f"buffer {end}: {self.tool} set {value} bytes, none was asked "
+                                "(autotuning)")
+            elif asked is not None and value != asked:
+                problems.append(f"buffer {end}: {self.tool} set {value} bytes, {asked} asked")
+        if asked is not None:
+            for end, value in sorted(self.effective_buffers.items()):
+                if value is not None and value != 2 * asked:
+                    problems.append(f"buffer {end}: read back {value} bytes, {asked} asked "
+                                    f"(Linux doubles it: {2 * asked})")
+        return problems
+
     def failure_reason(self) -> str | None:
-        """Why this probe must not be used (fallback, subflow set, busy sites); None if none."""
+        """Why this probe must not be used (fallback, subflow set, buffers other than asked,
+        busy sites); None if none."""
         reasons = []
         if not self.mptcp_ok:
             reasons.append(self.fallback_reason or "no MPTCP")
         reasons += self.subflow_problems
+        reasons += self.buffer_problems()
         if mean_after_warmup(self.goodput_series, self.warmup_s) is None:
             reasons.append(f"no goodput interval after the warm-up of {self.warmup_s:g} s")
         if self.quiet_check is not None and not self.quiet_check.quiet:

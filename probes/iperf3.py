@@ -73,6 +73,13 @@ def build_commands(
     return server, client
 
 
+def buffers_set(request: MeasurementRequest) -> dict[str, int]:
+    """What iperf3 sets: ``-w`` on the client's socket and, passed over its control
+    connection, on the server's; nothing (0) without it."""
+    value = request.buffer_bytes or 0
+    return {f"{end}_{buf}": value for end in ("sender", "receiver") for buf in ("sndbuf", "rcvbuf")}
+
+
 def parse_server_json(data: dict[str, Any]) -> dict[str, Any]:
     """Receiver-side goodput from the server's JSON."""
     if "error" in data:
@@ -199,7 +206,7 @@ class Iperf3Backend:
                           bytes_received=srv["bytes"],
                           kernel_extra={"sender_cc_used": cli["cc"],
                                         "receiver_cc_used": srv["cc"]},
-                          raw=raw)
+                          raw=raw, buffers_set=buffers_set(request))
         add_run_artifacts(result, out)
         return result
 

@@ -7,8 +7,13 @@
   kernel SCTP); active ``netperfmeter ADDR:PORT -control-over-tcp -runtime=N -config=F -scalar=F
   -vector=F -tcp FLOWSPEC:cmt=mptcp``.
 
-FLOWSPEC: ``const<rate>:const<size>:const0:0:cc=<cc>[:sndbuf=B:rcvbuf=B]:description=<d>``;
-bulk is rate 0 (saturated) with 1400-byte frames.
+FLOWSPEC: ``const<rate>:const<size>:const0:0:cc=<cc>:sndbuf=B:rcvbuf=B:description=<d>``;
+bulk is rate 0 (saturated) with 1400-byte frames. ``sndbuf``/``rcvbuf`` are always given: a flow
+without them gets NetPerfMeter's own per-flow default of 233,016 bytes on both ends
+(``FlowTrafficSpec::reset``), which Linux doubles to 466,032 and which turns autotuning off; a
+value of 0 makes its ``setBufferSizes`` leave the socket alone (it calls setsockopt only for a
+size > 0, 2.0.10's ``src/flowmanager.cc``), on the active side and on the passive side, which
+applies the flow's sizes it gets over the control connection to its accepted socket.
 
 Ports (2.x, checked live with 2.0.10 and in the fixtures' ``active.log``): the passive side
 started with ``P`` listens for TCP/UDP/SCTP/DCCP data on P, for **MPTCP data on P-1** and for
@@ -60,6 +65,7 @@ def data_port(port: int, version: str) -> int:
 
 _CONNECT = re.compile(r"connecting (\w+) socket to ([0-9.]+|\[[0-9a-fA-F:]+\]):(\d+)")
 _CONTROL = re.compile(r"Control Address\s*=\s*([0-9.]+|\[[0-9a-fA-F:]+\]):(\d+)")
+_BUFFER = re.compile(r"-\s*(Send|Receive) Buffer Size:\s*(\d+)")
 
 
 def parse_active_log(text: str) -> dict[str, Any]:
@@ -67,11 +73,28 @@ def parse_active_log(text: str) -> dict[str, Any]:
     side's log names (ANSI colours are ignored)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
     ctrl = _CONTROL.search(text)
+    sizes: dict[str, int] = {}
+    for m in _BUFFER.finditer(text):  # the flow as prepared (printed again at the end)
+        sizes.setdefault("sndbuf" if m.group(1) == "Send" else "rcvbuf", int(m.group(2)))
     return {
         "data": [(m.group(1), m.group(2), int(m.group(3))) for m in _CONNECT.finditer(text)],
         "control": (ctrl.group(1), int(ctrl.group(2))) if ctrl else None,
         "version": parse_version(text),
+        "buffers": sizes,
     }
+
+
+def buffers_set(log_buffers: dict[str, int]) -> dict[str, int]:
+    """What NetPerfMeter set on each end (0 = left alone): the flow's sizes, which the passive
+    side applies to its accepted socket as the active side does to its own."""
+    snd, rcv = log_buffers.get("sndbuf"), log_buffers.get("rcvbuf")
+    out: dict[str, int] = {}
+    for end in ("sender", "receiver"):
+        if snd is not None:
+            out[f"{end}_sndbuf"] = snd
+        if rcv is not None:
+            out[f"{end}_rcvbuf"] = rcv
+    return out
 
 
 def flowspec(request: MeasurementRequest, description: str | None = None) -> str:
@@ -81,9 +104,10 @@ def flowspec(request: MeasurementRequest, description: str | None = None) -> str
         rate_s = f"{rate:g}"
     else:
         rate_s, size = "0", BULK_FRAME_SIZE
-    parts = [f"const{rate_s}", f"const{size}", "const0", "0", f"cc={request.cc}"]
-    if request.buffer_bytes is not None:
-        parts += [f"sndbuf={request.buffer_bytes}", f"rcvbuf={request.buffer_bytes}"]
+    # 0 = no buffer asked: leave the sockets to the kernel's autotuning (see the module doc)
+    buf = request.buffer_bytes or 0
+    parts = [f"const{rate_s}", f"const{size}", "const0", "0", f"cc={request.cc}",
+             f"sndbuf={buf}", f"rcvbuf={buf}"]
     parts.append(f"description={description or p.kind}")
     return ":".join(parts)
 
@@ -359,7 +383,8 @@ class NetPerfMeterBackend:
         result = assemble(request, self.pair, plan, out, tool="netperfmeter", version=version,
                           series=res["series"], total_mbps=res["goodput_mbps"],
                           bytes_received=res["received_bytes"],
-                          kernel_extra={"cc_requested": res["cc"]}, raw=raw)
+                          kernel_extra={"cc_requested": res["cc"]}, raw=raw,
+                          buffers_set=buffers_set(connected["buffers"]))
         (Path(outdir) / "passive.log").write_text(out.server_stdout)
         add_result_artifacts(result, outdir)
         return result

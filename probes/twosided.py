@@ -23,7 +23,13 @@ from typing import Any
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError, utcnow
 from probes.context import HostPair, mptcp_settings
 from probes.hygiene import abort_connections
-from probes.iperf3 import Iperf3Backend, build_commands, parse_client_json, parse_server_json
+from probes.iperf3 import (
+    Iperf3Backend,
+    buffers_set,
+    build_commands,
+    parse_client_json,
+    parse_server_json,
+)
 from probes.netns import in_ns, pid_alive, run_ns
 from probes.ports import choose_port_triple
 from probes.runner import RunOutput, Server, ToolRun, assemble, drive, wait_listening
@@ -167,4 +173,4 @@ def active_measure(request: MeasurementRequest, *, sender_addrs: dict[str, str],
     return assemble(request, pair, plan, out, tool="iperf3", version=version,
                     series=series, total_mbps=report["mbps"], bytes_received=report["bytes"],
                     kernel_extra={"sender_cc_used": cli["cc"], "receiver_cc_used": report["cc"]},
-                    raw=raw)
+                    raw=raw, buffers_set=buffers_set(request))
