@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from probes.frames import FrameStats
 from probes.vocabulary import (  # the names' rules are the vocabulary's (re-exported here)
     CC_PATTERN,
     FULLMESH,
@@ -66,13 +67,16 @@ class TrafficProfile(BaseModel):
     kind: Literal["bulk", "paced"] = "bulk"
     frame_rate_hz: float | None = Field(default=None, gt=0, le=1e6, allow_inf_nan=False)
     frame_size_bytes: int | None = Field(default=None, ge=1, le=16_000_000)
+    #: a frame whose one-way delay exceeds this is late (paced only; None: no budget)
+    delay_budget_ms: float | None = Field(default=None, gt=0, le=600_000, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _check(self) -> TrafficProfile:
         if self.kind == "paced" and (self.frame_rate_hz is None or self.frame_size_bytes is None):
             raise ValueError("profile: paced needs frame_rate_hz and frame_size_bytes")
-        if self.kind == "bulk" and (self.frame_rate_hz is not None):
-            raise ValueError("profile.frame_rate_hz: only for kind 'paced'")
+        if self.kind == "bulk" and (self.frame_rate_hz is not None
+                                    or self.delay_budget_ms is not None):
+            raise ValueError("profile.frame_rate_hz, delay_budget_ms: only for kind 'paced'")
         return self
 
     @classmethod
@@ -80,8 +84,10 @@ class TrafficProfile(BaseModel):
         return cls(kind="bulk")
 
     @classmethod
-    def paced(cls, frame_rate_hz: float, frame_size_bytes: int) -> TrafficProfile:
-        return cls(kind="paced", frame_rate_hz=frame_rate_hz, frame_size_bytes=frame_size_bytes)
+    def paced(cls, frame_rate_hz: float, frame_size_bytes: int,
+              delay_budget_ms: float | None = None) -> TrafficProfile:
+        return cls(kind="paced", frame_rate_hz=frame_rate_hz, frame_size_bytes=frame_size_bytes,
+                   delay_budget_ms=delay_budget_ms)
 
     @property
     def rate_bps(self) -> float | None:
@@ -225,6 +231,9 @@ class MeasurementResult(BaseModel):
     #: what the tool says it set per end with SO_SNDBUF/SO_RCVBUF (same keys; 0 = left alone,
     #: missing = the tool does not say)
     buffers_set: dict[str, int] = Field(default_factory=dict)
+    #: a paced probe's frame figures (``probes.frames``; the raw records are the artifact
+    #: ``frames.csv``); None for bulk probes and tools without per-frame output
+    frames: FrameStats | None = None
     #: the pre-probe idle check of both sites (None: not checked, e.g. the host's own stack)
     quiet_check: QuietCheck | None = None
     kernel: dict[str, Any] = Field(default_factory=dict)
