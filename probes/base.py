@@ -345,5 +345,12 @@ class MeasurementResult(BaseModel):
         return cls.model_validate(data)
 
 
+def set_on_both_ends(request: MeasurementRequest) -> dict[str, int]:
+    """``buffers_set`` of a tool that sets the request's buffer (0: none) on both sockets of
+    both ends, as iperf3's ``-w`` (passed to its server) and the paced tool do."""
+    value = request.buffer_bytes or 0
+    return {f"{end}_{buf}": value for end in ("sender", "receiver") for buf in ("sndbuf", "rcvbuf")}
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)

@@ -19,6 +19,7 @@ from probes.base import (
     MeasurementRequest,
     MeasurementResult,
     ProbeError,
+    set_on_both_ends,
 )
 from probes.context import HostPair
 from probes.netns import run
@@ -71,13 +72,6 @@ def build_commands(
         client += ["-b", str(int(request.profile.rate_bps or 0)),
                    "-l", str(request.profile.frame_size_bytes)]
     return server, client
-
-
-def buffers_set(request: MeasurementRequest) -> dict[str, int]:
-    """What iperf3 sets: ``-w`` on the client's socket and, passed over its control
-    connection, on the server's; nothing (0) without it."""
-    value = request.buffer_bytes or 0
-    return {f"{end}_{buf}": value for end in ("sender", "receiver") for buf in ("sndbuf", "rcvbuf")}
 
 
 def parse_server_json(data: dict[str, Any]) -> dict[str, Any]:
@@ -206,7 +200,7 @@ class Iperf3Backend:
                           bytes_received=srv["bytes"],
                           kernel_extra={"sender_cc_used": cli["cc"],
                                         "receiver_cc_used": srv["cc"]},
-                          raw=raw, buffers_set=buffers_set(request))
+                          raw=raw, buffers_set=set_on_both_ends(request))
         add_run_artifacts(result, out)
         return result
 
