@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from cli.algorithm import fail
 from models import FINAL_CAMPAIGN_STATES
+from service.algorithm.objective import Objective
 from service.db import session_scope, upgrade
 from service.errors import ServiceError
 from service.flows import dispatch
@@ -49,6 +50,15 @@ def calibrate(
         typer.Option(help="grid (every buffer, the paper's sweep) or adaptive (probes chosen "
                      "from what was measured); default: MPCOA_CAMPAIGN_MODE, grid"),
     ] = None,
+    stream_mbps: Annotated[
+        float | None,
+        typer.Option(help="optimise a stream of this rate (frames at 25/s) for p99 frame "
+                     "delay instead of bulk goodput"),
+    ] = None,
+    frame_rate: Annotated[float | None, typer.Option(help="stream: frames per second")] = None,
+    frame_size: Annotated[int | None, typer.Option(help="stream: bytes per frame")] = None,
+    delay_budget_ms: Annotated[
+        float | None, typer.Option(help="stream: a frame later than this is late")] = None,
 ) -> None:
     """Run a calibration campaign for a topology with a progress bar; print the recommendation."""
     settings = get_settings()
@@ -60,6 +70,7 @@ def calibrate(
         params = CampaignParameters(
             ccs=ccs, buffer_grid_mib=buffers, runs=runs, duration_s=duration, delta=delta,
             probe_seconds_budget=budget, mode=mode,
+            objective=stream_objective(stream_mbps, frame_rate, frame_size, delay_budget_ms),
         )
         with session_scope() as s:
             campaign = dispatch.start_campaign(
@@ -90,6 +101,15 @@ def calibrate(
     _print_outcome(cid, state)
 
 
+def stream_objective(mbps: float | None, rate: float | None, size: int | None,
+                     budget_ms: float | None) -> Objective | None:
+    """The stream the options describe, or None (bulk) when none of them is given."""
+    if mbps is None and rate is None and size is None and budget_ms is None:
+        return None
+    return Objective(kind="stream", bitrate_mbps=mbps, frame_rate_hz=rate,
+                     frame_size_bytes=size, delay_budget_ms=budget_ms)
+
+
 def _poll(cid: int, show) -> str:
     while True:
         with session_scope() as s:
@@ -112,6 +132,10 @@ def _print_outcome(cid: int, state: str) -> None:
         promise = (rec.outputs or {}).get("promise") or {}
         if promise.get("statement"):
             typer.echo(promise["statement"])
+        stream = (rec.outputs or {}).get("stream")
+        if stream:
+            typer.echo(f"stream: p99 frame delay {_fmt(stream.get('p99_ms'))} ms at OBS "
+                       f"(the arm's best {_fmt(stream.get('best_p99_ms'))} ms)")
         typer.echo(
             f"campaign {cid} done: OPM={rec.opm} OCC={rec.occ} OBS={_fmt(rec.obs_mib)} MiB "
             f"OTP={_fmt(rec.otp_mbps)} Mbit/s (T*={_fmt(rec.tp_max_mbps)}); "

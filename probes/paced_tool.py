@@ -60,7 +60,7 @@ def receive(port: int, buffer: int, deadline_s: float, accept_s: float = 30.0) -
     if not ready:
         return {"error": f"no connection within {accept_s:g} s"}
     conn, peer = lsock.accept()
-    lsock.close()
+    # the listener stays open: the other subflows' MP_JOIN SYNs arrive on it
     buffers = _buffers(conn, buffer)
     end = time.monotonic() + deadline_s
     frames: list[list[int]] = []
@@ -95,6 +95,7 @@ def receive(port: int, buffer: int, deadline_s: float, accept_s: float = 30.0) -
             frames.append([header[0], header[1], t, need])
             header, need = None, None
     conn.close()
+    lsock.close()
     return {"tool": "mpcoa-paced", "version": VERSION, "side": "receiver", "peer": list(peer),
             "eof": eof, "frames": frames, "buffers": buffers}
 
