@@ -130,3 +130,13 @@ def test_a_stream_is_answered_by_p99_frame_delay_and_never_mixed_with_bulk(
     # another stream (no budget) is another question: no calibrated answer for it yet
     other = ask(client, auth, topo["id"], objective={"kind": "stream", "bitrate_mbps": 8})
     assert other.status_code == 202
+
+
+def test_the_answer_page_shows_the_objective_and_the_frame_delay(client, auth, db_session):
+    topo = _topology(client, auth, SRL, HU)
+    seed_stream(db_session, topo["id"])
+    rec = ask(client, auth, topo["id"], objective=STREAM).json()
+    page = client.get(f"/dashboard/recommendations/{rec['id']}", headers=auth)
+    assert page.status_code == 200, page.text[:300]
+    assert "Objective: stream of 8.00 Mbit/s" in page.text or "Objective: stream of 8" in page.text
+    assert "p99 frame delay at OBS" in page.text and "68.2" in page.text
