@@ -148,14 +148,19 @@ def read_frames_csv(text: str) -> list[FrameRecord]:
 
 
 def goodput_series(records: Sequence[FrameRecord], start_us: int, interval_s: float = 1.0,
-                   ) -> list[tuple[float, float]]:
-    """(interval end s since start, Mbit/s) of the frames' bytes by receive time."""
+                   duration_s: float | None = None) -> list[tuple[float, float]]:
+    """(interval end s since start, Mbit/s) of the frames' bytes by receive time. With
+    `duration_s`, only the whole intervals of the sending time: the frames that arrive after it
+    (the last ones, one path delay late) would make a short, thin interval of their own."""
     got = [(r.recv_us - start_us, r.size_bytes) for r in records if r.recv_us is not None]
     if not got:
         return []
     step = int(interval_s * 1e6)
     n = max(t for t, _ in got) // step + 1
+    if duration_s is not None:
+        n = min(n, max(1, int(duration_s / interval_s)))
     buckets = [0] * int(n)
     for t, size in got:
-        buckets[max(0, t) // step] += size
+        if max(0, t) // step < n:
+            buckets[max(0, t) // step] += size
     return [((i + 1) * interval_s, b * 8 / interval_s / 1e6) for i, b in enumerate(buckets)]

@@ -110,7 +110,7 @@ class PacedBackend:
             raise ProbeError(f"paced receiver: {receiver['error']}")
         records = frame_records(receiver, sender)
         start = int(sender["first_send_us"])
-        series = goodput_series(records, start)
+        series = goodput_series(records, start, duration_s=request.duration_s)
         received = sum(r.size_bytes for r in records if r.recv_us is not None)
         seconds = max(1e-9, request.duration_s)
         raw = {"server_argv": server_argv, "client_argv": client_argv,

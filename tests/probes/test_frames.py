@@ -141,3 +141,11 @@ def test_a_paced_netperfmeter_result_carries_its_frames(tmp_path):
     assert read_frames_csv(res.artifacts["frames.csv"].decode())[0].seq == 0
     back = MeasurementResult.from_dict(res.to_dict())
     assert back.frames == res.frames
+
+
+def test_goodput_leaves_out_the_frames_after_the_sending_time():
+    # 10 frames/s of 1,250 bytes (0.1 Mbit/s) for 2 s, each arriving 300 ms later
+    recs = [FrameRecord(k, k * 100_000, k * 100_000 + 300_000, 1250) for k in range(20)]
+    assert goodput_series(recs, 0, duration_s=2.0) == [(1.0, pytest.approx(0.07)),
+                                                        (2.0, pytest.approx(0.1))]
+    assert len(goodput_series(recs, 0)) == 3  # without: a thin third interval
