@@ -63,7 +63,7 @@ def test_the_tool_over_loopback_mptcp():
     finally:
         recv.kill()
     s, r = json.loads(sent.stdout), json.loads(out)
-    assert s["frames_sent"] == 40 and s["cc"] == "cubic"
+    assert s["frames_sent"] == 40 and s["cc"] == "cubic" and s["nodelay"]
     assert s["buffers"] == {"set": 65536, "sndbuf": 131072, "rcvbuf": 131072}
     assert r["eof"] and [f[0] for f in r["frames"]] == list(range(40))
     stats = frame_stats(frame_records(r, s))
