@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 DEFAULT_FRAME_RATE_HZ = 25.0
 DEFAULT_MAX_LOSS = 0.01
@@ -59,6 +59,11 @@ class Objective(BaseModel):
             raise ValueError(f"objective: frames of {self.frame_bytes} bytes are under "
                              f"{MIN_FRAME_BYTES}: lower frame_rate_hz")
         return self
+
+    @model_serializer(mode="wrap")
+    def _given_only(self, handler) -> dict[str, Any]:
+        """What was given: a field left out stays out (``{"kind": "bulk"}``)."""
+        return {k: v for k, v in handler(self).items() if v is not None}
 
     @classmethod
     def bulk(cls) -> Objective:
