@@ -90,7 +90,7 @@ def recommend(
     campaign = recommendations.latest_calibrated_campaign(
         session, topology_id=snap.id, objective_key=objective.key())
     if campaign is not None and objective.is_stream:
-        stream = stream_answer(session, snap, campaign, objective, delta)
+        stream = stream_answer(session, campaign, objective, delta)
         if stream.error is None:
             return _store_stream(session, snap, campaign.id, delta, objective, stream, reuse,
                                  finished)

@@ -67,7 +67,7 @@ def stream_run(m: Measurement) -> StreamRun:
                      lost_fraction=float(f.get("lost_fraction", 1.0)))
 
 
-def stream_answer(session: Session, snap, campaign: Campaign, objective: Objective,
+def stream_answer(session: Session, campaign: Campaign, objective: Objective,
                   delta: float) -> StreamAnswer:
     rows = measurements.ok_measurements(session, campaign_id=campaign.id, phase="buffer")
     runs: dict[Arm, dict[float, list[StreamRun]]] = {}
