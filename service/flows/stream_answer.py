@@ -82,11 +82,9 @@ def stream_answer(session: Session, campaign: Campaign, objective: Objective,
     decision = decide_stream(arms, grid, complete, rate_mbps=objective.rate_mbps, delta=delta,
                              max_loss=objective.loss_allowed, confidence=CONFIDENCE,
                              min_runs=1)
-    if decision.opm is None:
-        return StreamAnswer(error="stream_not_carried", decision=decision,
-                            measurement_count=len(rows))
     points = [{"pm": a.pm, "cc": a.cc, "bs_mib": bs, "runs": len(rs),
                "p99_ms": [r.p99_ms for r in rs], "goodput_mbps": [r.goodput_mbps for r in rs],
                "lost_fraction": [r.lost_fraction for r in rs]}
               for a in arms for bs, rs in sorted(runs[a].items())]
-    return StreamAnswer(decision=decision, measurement_count=len(rows), points=points)
+    return StreamAnswer(error="stream_not_carried" if decision.opm is None else None,
+                        decision=decision, measurement_count=len(rows), points=points)

@@ -140,3 +140,12 @@ def test_the_answer_page_shows_the_objective_and_the_frame_delay(client, auth, d
     assert page.status_code == 200, page.text[:300]
     assert "Objective: stream of 8.00 Mbit/s" in page.text or "Objective: stream of 8" in page.text
     assert "p99 frame delay at OBS" in page.text and "68.2" in page.text
+
+
+def test_the_campaign_page_shows_frame_delay_per_arm(client, auth, db_session):
+    topo = _topology(client, auth, SRL, HU)
+    campaign = seed_stream(db_session, topo["id"])
+    page = client.get(f"/dashboard/campaigns/{campaign.id}", headers=auth)
+    assert page.status_code == 200, page.text[:300]
+    assert "stream of 8" in page.text and "Frame delay per arm and buffer" in page.text
+    assert "So far: FullMesh / bbr at 1.000 MiB, p99 68.2 ms" in page.text
