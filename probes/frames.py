@@ -95,9 +95,20 @@ def rfc3550_jitter(delays_ms: Iterable[float]) -> list[float]:
     return out
 
 
+def after_warmup(records: Sequence[FrameRecord], warmup_s: float) -> list[FrameRecord]:
+    """The frames sent from `warmup_s` after the first one on: the probe's figures leave out
+    the connection's start (slow start, joins) as its goodput does; ``frames.csv`` keeps all."""
+    if not records:
+        return []
+    start = min(r.send_us for r in records)
+    return [r for r in records if r.send_us - start >= warmup_s * 1e6]
+
+
 def frame_stats(records: Sequence[FrameRecord], *, budget_ms: float | None = None,
                 clock: Clock = "shared", unit: Literal["frame", "message"] = "frame",
-                ) -> FrameStats:
+                warmup_s: float = 0.0) -> FrameStats:
+    """The figures of the frames sent after `warmup_s` (see `after_warmup`)."""
+    records = after_warmup(records, warmup_s)
     received = [r for r in sorted(records, key=lambda r: r.seq) if r.recv_us is not None]
     sent = len(records)
     lost = sent - len(received)

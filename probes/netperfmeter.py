@@ -483,5 +483,6 @@ def add_frames(result: MeasurementResult, directory: str | Path) -> None:
         raise ProbeError(f"netperfmeter: no per-message vector in {directory} for a paced probe")
     records, unit = parsed
     result.frames = frame_stats(records, budget_ms=result.request.profile.delay_budget_ms,
-                                unit="frame" if unit == "frame" else "message")
+                                unit="frame" if unit == "frame" else "message",
+                                warmup_s=result.request.warmup_s)
     result.add_artifact(FRAMES_ARTIFACT, frames_csv(records))

@@ -127,7 +127,8 @@ class PacedBackend:
                           bytes_received=received,
                           kernel_extra={"sender_cc_used": sender.get("cc")}, raw=raw,
                           buffers_set=set_on_both_ends(request))
-        result.frames = frame_stats(records, budget_ms=request.profile.delay_budget_ms)
+        result.frames = frame_stats(records, budget_ms=request.profile.delay_budget_ms,
+                                    warmup_s=request.warmup_s)
         result.add_artifact(FRAMES_ARTIFACT, frames_csv(records))
         result.add_artifact("paced-sender.json", out.client_stdout)
         result.add_artifact("paced-receiver.json", out.server_stdout)

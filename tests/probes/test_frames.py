@@ -130,14 +130,23 @@ def test_a_paced_netperfmeter_result_carries_its_frames(tmp_path):
 
     for f in VIDEO.iterdir():
         shutil.copy(f, tmp_path / f.name)
-    req = MeasurementRequest(sender="A", receiver="B", cc="reno", buffer_bytes=1 << 20,
-                             duration_s=10, profile=TrafficProfile.paced(25, 20000, 20.0))
-    res = MeasurementResult(request=req, tool="netperfmeter", tool_version="2.0.10",
-                            started_at=datetime(2026, 11, 21, tzinfo=UTC),
-                            ended_at=datetime(2026, 11, 21, tzinfo=UTC), mptcp_ok=True)
+    def result(warmup_s):
+        req = MeasurementRequest(sender="A", receiver="B", cc="reno", buffer_bytes=1 << 20,
+                                 duration_s=10, warmup_s=warmup_s,
+                                 profile=TrafficProfile.paced(25, 20000, 20.0))
+        return MeasurementResult(request=req, tool="netperfmeter", tool_version="2.0.10",
+                                 started_at=datetime(2026, 11, 21, tzinfo=UTC),
+                                 ended_at=datetime(2026, 11, 21, tzinfo=UTC), mptcp_ok=True)
+
+    res = result(0.0)
     add_frames(res, tmp_path)
     assert res.frames is not None and res.frames.frames_sent == 249
-    assert res.frames.budget_ms == 20.0 and res.frames.late_frames >= 2
+    assert res.frames.budget_ms == 20.0 and res.frames.late_frames == 2
+    # the warm-up (2 s, the default for 10 s) leaves the connection's start out, as goodput does
+    warm = result(2.0)
+    add_frames(warm, tmp_path)
+    assert warm.frames.frames_sent == 199 and warm.frames.late_frames == 0
+    assert warm.frames.delay_max_ms < 20
     assert read_frames_csv(res.artifacts["frames.csv"].decode())[0].seq == 0
     back = MeasurementResult.from_dict(res.to_dict())
     assert back.frames == res.frames
