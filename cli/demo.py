@@ -305,7 +305,7 @@ def _show(rec: dict, campaign: dict) -> None:
     ]
     stream = rec.get("stream")
     if stream:
-        interval = stream.get("p99_interval_ms")
+        interval = stream.get("p99_interval_ms")  # None: one run per point, no spread known
         rows.insert(4, ("p99 frame delay at OBS",
                         f"{stream['p99_ms']:.1f} ms" + (f" ({interval[0]:.1f}-{interval[1]:.1f} "
                                                         "ms, 90 %)" if interval else "")))

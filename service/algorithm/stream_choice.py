@@ -72,7 +72,10 @@ class StreamDecision:
     confidence: float = DEFAULT_CONFIDENCE
 
     def p99_interval(self) -> tuple[float, float] | None:
-        if self.p99_ms is None or self.p99_half_width_ms is None:
+        """Where the chosen point's mean p99 lies; None when no spread is known (one run per
+        point: the campaign's grid with `runs` 1)."""
+        if (self.p99_ms is None or self.p99_half_width_ms is None
+                or not math.isfinite(self.p99_half_width_ms)):
             return None
         return self.p99_ms - self.p99_half_width_ms, self.p99_ms + self.p99_half_width_ms
 

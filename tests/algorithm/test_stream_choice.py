@@ -86,6 +86,12 @@ def test_rivals_within_reach_are_repeated_then_named():
     assert not d.pm_settled and not d.cc_settled
 
 
+def test_one_run_per_point_has_no_interval():
+    d = decide_stream([CUBIC, BBR], GRID, measured(runs_per_point=1), rate_mbps=RATE,
+                      delta=0.07, min_runs=1)
+    assert d.occ == "bbr" and d.p99_interval() is None
+
+
 def test_bad_inputs():
     with pytest.raises(ValueError):
         decide_stream([CUBIC], GRID, {}, rate_mbps=0, delta=0.07)
