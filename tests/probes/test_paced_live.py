@@ -75,8 +75,8 @@ def test_a_slow_path_beside_the_fast_one_shows_as_head_of_line_wait(delay_bed):
     assert fast.failure_reason() is None, fast.failure_reason()
     assert both.failure_reason() is None, both.failure_reason()
     f, b = fast.frames, both.frames
-    # 20,000 bytes take 8 ms on 20 Mbit/s: the fast path's frames arrive in 38 ms and a bit
-    assert FAST_MS + 8 <= f.delay_min_ms < FAST_MS + 12, f
+    # 20,000 bytes take 8 ms on 20 Mbit/s, less the shaper's burst (measured: 36.8 ms)
+    assert FAST_MS + 4 <= f.delay_min_ms < FAST_MS + 12, f
     assert f.delay_p50_ms < FAST_MS + 15, f
     slow = next(o for o in both.observed_subflows if o.name == "T-D")
     assert slow.bytes_acked > 100_000, both.observed_subflows  # the scheduler used it
