@@ -10,9 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from models import CAMPAIGN_STATES, MEASUREMENT_PHASES, MEASUREMENT_STATUSES, RECOMMENDATION_KINDS
 from probes.vocabulary import Description, PathManager, Site, SubflowName
 from service.algorithm import topology as algo
+from service.algorithm.objective import Objective, objective_of
 from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA
 from service.flows import budget
-from service.flows.answer import ArmLine, Eq1, Promise, SubsetChoice, TStar
+from service.flows.answer import ArmLine, Eq1, Promise, StreamOutcome, SubsetChoice, TStar
 from service.flows.plan import CampaignParameters
 from service.store.campaigns import report
 
@@ -168,6 +169,10 @@ class RecommendationIn(BaseModel):
     topology_id: int | None = Field(default=None, ge=1, le=MAX_ID)
     topology: InlineTopology | None = None
     delta: Delta = DEFAULT_DELTA
+    objective: Objective = Field(
+        default_factory=Objective,
+        description="bulk (default): the paper's goodput; stream: the smallest p99 frame delay "
+        "that carries the stream's rate (docs/design.md)")
     bs_min_mib: Mib | None = Field(
         default=None,
         description="default: the range the campaign measured; provisional: "
@@ -220,6 +225,7 @@ class RecommendationOut(BaseModel):
     topology_id: int
     campaign_id: int | None
     delta: float
+    objective: Objective = Field(description="what the answer optimises")
     bs_min_mib: float
     bs_max_mib: float
     opm: PathManager
@@ -229,6 +235,9 @@ class RecommendationOut(BaseModel):
     promise: Promise | None = Field(
         default=None, description="read this first: where a fresh probe of the answer should "
         "land, and what is settled or within reach (adaptive campaigns)")
+    stream: StreamOutcome | None = Field(
+        default=None, description="a stream objective's answer: p99 frame delay at OBS with "
+        "its interval, the arm's best, what carried the stream")
     subset_choice: SubsetChoice | None = Field(
         default=None, description="how PCDC's subflows were chosen: the measured selection's "
         "path, and where the paper's leave-one-out Omega disagrees")
@@ -254,6 +263,7 @@ class RecommendationOut(BaseModel):
             topology_id=rec.topology_id,
             campaign_id=rec.campaign_id,
             delta=rec.delta,
+            objective=objective_of((rec.inputs or {}).get("objective")),
             bs_min_mib=rec.bs_min_mib,
             bs_max_mib=rec.bs_max_mib,
             opm=rec.opm,
@@ -262,6 +272,7 @@ class RecommendationOut(BaseModel):
             otp_mbps=rec.otp_mbps,
             promise=out.get("promise"),
             subset_choice=out.get("subset_choice"),
+            stream=out.get("stream"),
             t_star=out.get("t_star"),
             target_mbps=out.get("target_mbps"),
             arms=out.get("arms", []),
@@ -312,6 +323,8 @@ class CampaignOut(BaseModel):
     delta: float
     model_kind: str
     mode: str = "grid"  # grid or adaptive
+    objective: Objective = Field(default_factory=Objective,
+                                 description="what the campaign optimises (bulk or a stream)")
     probe_seconds_budget: float | None
     probes_total: int
     probes_done: int
@@ -341,7 +354,8 @@ class CampaignOut(BaseModel):
             elapsed = max(0.0, (end - row.started_at).total_seconds())
         notes = report(row)
         return cls.model_validate({
-            **_attrs(row), "progress": budget.progress(row), "elapsed_s": elapsed,
+            **_attrs(row), "objective": objective_of(row.objective),
+            "progress": budget.progress(row), "elapsed_s": elapsed,
             "remaining_s": budget.remaining_s(row), "notes": notes,
         })
 

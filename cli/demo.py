@@ -83,6 +83,11 @@ def demo(
                      "congestion controls (about twice the probes)"),
     ] = False,
     data_dir: Annotated[Path | None, typer.Option(help="default: a new temporary folder")] = None,
+    stream_mbps: Annotated[
+        float | None,
+        typer.Option(help="ask for a stream of this rate (25 frames/s) instead of bulk: the "
+                     "campaign paces its buffer probes and answers by p99 frame delay"),
+    ] = None,
 ) -> None:
     """Testbed + API + a reduced calibration campaign + the recommendation, in one command."""
     from probes.spec import SpecError, load_spec, scenario_path
@@ -114,7 +119,7 @@ def demo(
             with console.status("bringing the emulated testbed up"):
                 testbed.up(spec)
             server = _start_api(port)
-            _run(spec, port, serve)
+            _run(spec, port, serve, stream_mbps)
         except Stopped as exc:
             stopped = exc
             console.print(f"\ninterrupted ({exc})")
@@ -217,7 +222,7 @@ def _start_api(port: int):
     return server
 
 
-def _run(spec, port: int, serve: bool) -> None:
+def _run(spec, port: int, serve: bool, stream_mbps: float | None = None) -> None:
     import httpx
 
     from service.db import session_scope
@@ -228,7 +233,10 @@ def _run(spec, port: int, serve: bool) -> None:
     base = f"http://127.0.0.1:{port}"
     client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
     body, rtts = _topology_body(spec)
-    r = client.post("/recommendations", json={"topology": {**body, "rtts_ms": rtts}})
+    objective = ({"kind": "stream", "bitrate_mbps": stream_mbps} if stream_mbps
+                 else {"kind": "bulk"})
+    r = client.post("/recommendations", json={"topology": {**body, "rtts_ms": rtts},
+                                              "objective": objective})
     if r.status_code not in (200, 202):
         fail(f"POST /recommendations: {r.status_code} {r.text[:300]}")
     first = r.json()
@@ -240,7 +248,8 @@ def _run(spec, port: int, serve: bool) -> None:
     campaign = _follow(client, first["poll_url"])
     if campaign["state"] != "done":
         fail(f"campaign {campaign['id']} {campaign['state']}: {campaign.get('error')}")
-    r = client.post("/recommendations", json={"topology_id": first["topology_id"]})
+    r = client.post("/recommendations", json={"topology_id": first["topology_id"],
+                                              "objective": objective})
     _show(r.json(), campaign)
     url = f"{base}/dashboard/topologies/{first['topology_id']}"
     console.print(f"\n[bold]dashboard[/]: {url}")
@@ -309,6 +318,14 @@ def _show(rec: dict, campaign: dict) -> None:
         ),
         ("probe-seconds by phase", _by_phase(campaign)),
     ]
+    stream = rec.get("stream")
+    if stream:
+        interval = stream.get("p99_interval_ms")  # None: one run per point, no spread known
+        rows.insert(4, ("p99 frame delay at OBS",
+                        f"{stream['p99_ms']:.1f} ms" + (f" ({interval[0]:.1f}-{interval[1]:.1f} "
+                                                        "ms, 90 %)" if interval else "")))
+        rows.insert(5, ("the arm's best p99", f"{stream['best_p99_ms']:.1f} ms at "
+                        f"{stream['best_bs_mib']:.3f} MiB"))
     for row in rows:
         table.add_row(*row)
     console.print(table)

@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError
 
 from cli.algorithm import fail
 from models import FINAL_CAMPAIGN_STATES
+from service.algorithm.objective import Objective
 from service.db import session_scope, upgrade
 from service.errors import ServiceError
 from service.flows import dispatch
@@ -65,6 +66,15 @@ def calibrate(
     seed: Annotated[
         int | None, typer.Option(min=0, max=2**31 - 1, help="the batch order's seed")
     ] = None,
+    stream_mbps: Annotated[
+        float | None,
+        typer.Option(help="optimise a stream of this rate (frames at 25/s) for p99 frame "
+                     "delay instead of bulk goodput"),
+    ] = None,
+    frame_rate: Annotated[float | None, typer.Option(help="stream: frames per second")] = None,
+    frame_size: Annotated[int | None, typer.Option(help="stream: bytes per frame")] = None,
+    delay_budget_ms: Annotated[
+        float | None, typer.Option(help="stream: a frame later than this is late")] = None,
 ) -> None:
     """Run a calibration campaign for a topology with a progress bar; print the recommendation.
     With --batch, one campaign per listed topology, in a shuffled order (seed stored)."""
@@ -77,6 +87,7 @@ def calibrate(
         params = CampaignParameters(
             ccs=ccs, buffer_grid_mib=buffers, runs=runs, duration_s=duration, delta=delta,
             probe_seconds_budget=budget, mode=mode,
+            objective=stream_objective(stream_mbps, frame_rate, frame_size, delay_budget_ms),
         )
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         fail(str(exc).replace("\n", "; "))
@@ -181,6 +192,15 @@ def _run_batch(batch: Path, state_path: Path, seed: int | None, params, settings
         raise typer.Exit(EXIT_FAILED)
 
 
+def stream_objective(mbps: float | None, rate: float | None, size: int | None,
+                     budget_ms: float | None) -> Objective | None:
+    """The stream the options describe, or None (bulk) when none of them is given."""
+    if mbps is None and rate is None and size is None and budget_ms is None:
+        return None
+    return Objective(kind="stream", bitrate_mbps=mbps, frame_rate_hz=rate,
+                     frame_size_bytes=size, delay_budget_ms=budget_ms)
+
+
 def _poll(cid: int, show) -> str:
     while True:
         with session_scope() as s:
@@ -203,6 +223,10 @@ def _print_outcome(cid: int, state: str) -> None:
         promise = (rec.outputs or {}).get("promise") or {}
         if promise.get("statement"):
             typer.echo(promise["statement"])
+        stream = (rec.outputs or {}).get("stream")
+        if stream:
+            typer.echo(f"stream: p99 frame delay {_fmt(stream.get('p99_ms'))} ms at OBS "
+                       f"(the arm's best {_fmt(stream.get('best_p99_ms'))} ms)")
         typer.echo(
             f"campaign {cid} done: OPM={rec.opm} OCC={rec.occ} OBS={_fmt(rec.obs_mib)} MiB "
             f"OTP={_fmt(rec.otp_mbps)} Mbit/s (T*={_fmt(rec.tp_max_mbps)}); "

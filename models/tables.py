@@ -167,6 +167,11 @@ class Campaign(Base):
     # grid: every (PM, CC, buffer, run) of the plan; adaptive: probes chosen from what was
     # measured until the decision is settled (service/algorithm/adaptive.py)
     mode: Mapped[str] = mapped_column(String(16), default="grid", server_default="grid")
+    # what the campaign optimises (service/algorithm/objective.py): NULL = bulk goodput; the
+    # key ("bulk", or the resolved stream) is what answers are looked up by
+    objective: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
+    objective_key: Mapped[str] = mapped_column(String(120), default="bulk",
+                                               server_default="bulk", index=True)
     probe_seconds_budget: Mapped[float | None] = mapped_column(Float, nullable=True)
     # progress
     probes_total: Mapped[int] = mapped_column(Integer, default=0)

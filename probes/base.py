@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from probes.frames import FrameStats
 from probes.vocabulary import (  # the names' rules are the vocabulary's (re-exported here)
     CC_PATTERN,
     FULLMESH,
@@ -66,13 +67,16 @@ class TrafficProfile(BaseModel):
     kind: Literal["bulk", "paced"] = "bulk"
     frame_rate_hz: float | None = Field(default=None, gt=0, le=1e6, allow_inf_nan=False)
     frame_size_bytes: int | None = Field(default=None, ge=1, le=16_000_000)
+    #: a frame whose one-way delay exceeds this is late (paced only; None: no budget)
+    delay_budget_ms: float | None = Field(default=None, gt=0, le=600_000, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _check(self) -> TrafficProfile:
         if self.kind == "paced" and (self.frame_rate_hz is None or self.frame_size_bytes is None):
             raise ValueError("profile: paced needs frame_rate_hz and frame_size_bytes")
-        if self.kind == "bulk" and (self.frame_rate_hz is not None):
-            raise ValueError("profile.frame_rate_hz: only for kind 'paced'")
+        if self.kind == "bulk" and (self.frame_rate_hz is not None
+                                    or self.delay_budget_ms is not None):
+            raise ValueError("profile.frame_rate_hz, delay_budget_ms: only for kind 'paced'")
         return self
 
     @classmethod
@@ -80,8 +84,10 @@ class TrafficProfile(BaseModel):
         return cls(kind="bulk")
 
     @classmethod
-    def paced(cls, frame_rate_hz: float, frame_size_bytes: int) -> TrafficProfile:
-        return cls(kind="paced", frame_rate_hz=frame_rate_hz, frame_size_bytes=frame_size_bytes)
+    def paced(cls, frame_rate_hz: float, frame_size_bytes: int,
+              delay_budget_ms: float | None = None) -> TrafficProfile:
+        return cls(kind="paced", frame_rate_hz=frame_rate_hz, frame_size_bytes=frame_size_bytes,
+                   delay_budget_ms=delay_budget_ms)
 
     @property
     def rate_bps(self) -> float | None:
@@ -222,6 +228,12 @@ class MeasurementResult(BaseModel):
     #: socket buffers the kernel used (skmem tb/rb of each end's MPTCP socket, max over the
     #: run): sender_sndbuf, sender_rcvbuf, receiver_sndbuf, receiver_rcvbuf; None = not seen
     effective_buffers: dict[str, int | None] = Field(default_factory=dict)
+    #: what the tool says it set per end with SO_SNDBUF/SO_RCVBUF (same keys; 0 = left alone,
+    #: missing = the tool does not say)
+    buffers_set: dict[str, int] = Field(default_factory=dict)
+    #: a paced probe's frame figures (``probes.frames``; the raw records are the artifact
+    #: ``frames.csv``); None for bulk probes and tools without per-frame output
+    frames: FrameStats | None = None
     #: the pre-probe idle check of both sites (None: not checked, e.g. the host's own stack)
     quiet_check: QuietCheck | None = None
     kernel: dict[str, Any] = Field(default_factory=dict)
@@ -281,12 +293,39 @@ class MeasurementResult(BaseModel):
                                     f"bytes (limit {limit})")
         return problems
 
+    def buffer_problems(self) -> list[str]:
+        """How the socket buffers differ from the request; [] when they match.
+
+        A buffer of B bytes asked: the tool must have set B, and every end's buffer read back
+        (``effective_buffers``, the MPTCP sockets' skmem) must be 2B, as Linux doubles the value
+        (a value capped by ``wmem_max``/``rmem_max`` is not what was asked either). No buffer
+        asked (autotuning): the tool must have set none, since any SO_SNDBUF/SO_RCVBUF turns
+        autotuning off. What ``ss`` reads back cannot tell a socket locked by something else
+        from an autotuned one that has not grown, so the tool's own report is the check there.
+        """
+        asked = self.request.buffer_bytes
+        problems = []
+        for end, value in sorted(self.buffers_set.items()):
+            if asked is None and value:
+                problems.append(f"buffer {end}: {self.tool} set {value} bytes, none was asked "
+                                "(autotuning)")
+            elif asked is not None and value != asked:
+                problems.append(f"buffer {end}: {self.tool} set {value} bytes, {asked} asked")
+        if asked is not None:
+            for end, value in sorted(self.effective_buffers.items()):
+                if value is not None and value != 2 * asked:
+                    problems.append(f"buffer {end}: read back {value} bytes, {asked} asked "
+                                    f"(Linux doubles it: {2 * asked})")
+        return problems
+
     def failure_reason(self) -> str | None:
-        """Why this probe must not be used (fallback, subflow set, busy sites); None if none."""
+        """Why this probe must not be used (fallback, subflow set, buffers other than asked,
+        busy sites); None if none."""
         reasons = []
         if not self.mptcp_ok:
             reasons.append(self.fallback_reason or "no MPTCP")
         reasons += self.subflow_problems
+        reasons += self.buffer_problems()
         if mean_after_warmup(self.goodput_series, self.warmup_s) is None:
             reasons.append(f"no goodput interval after the warm-up of {self.warmup_s:g} s")
         if self.quiet_check is not None and not self.quiet_check.quiet:
@@ -304,6 +343,13 @@ class MeasurementResult(BaseModel):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MeasurementResult:
         return cls.model_validate(data)
+
+
+def set_on_both_ends(request: MeasurementRequest) -> dict[str, int]:
+    """``buffers_set`` of a tool that sets the request's buffer (0: none) on both sockets of
+    both ends, as iperf3's ``-w`` (passed to its server) and the paced tool do."""
+    value = request.buffer_bytes or 0
+    return {f"{end}_{buf}": value for end in ("sender", "receiver") for buf in ("sndbuf", "rcvbuf")}
 
 
 def utcnow() -> datetime:

@@ -19,6 +19,7 @@ from probes.base import (
     MeasurementRequest,
     MeasurementResult,
     ProbeError,
+    set_on_both_ends,
 )
 from probes.context import HostPair
 from probes.netns import run
@@ -199,7 +200,7 @@ class Iperf3Backend:
                           bytes_received=srv["bytes"],
                           kernel_extra={"sender_cc_used": cli["cc"],
                                         "receiver_cc_used": srv["cc"]},
-                          raw=raw)
+                          raw=raw, buffers_set=set_on_both_ends(request))
         add_run_artifacts(result, out)
         return result
 

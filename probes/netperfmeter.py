@@ -7,8 +7,13 @@
   kernel SCTP); active ``netperfmeter ADDR:PORT -control-over-tcp -runtime=N -config=F -scalar=F
   -vector=F -tcp FLOWSPEC:cmt=mptcp``.
 
-FLOWSPEC: ``const<rate>:const<size>:const0:0:cc=<cc>[:sndbuf=B:rcvbuf=B]:description=<d>``;
-bulk is rate 0 (saturated) with 1400-byte frames.
+FLOWSPEC: ``const<rate>:const<size>:const0:0:cc=<cc>:sndbuf=B:rcvbuf=B:description=<d>``;
+bulk is rate 0 (saturated) with 1400-byte frames. ``sndbuf``/``rcvbuf`` are always given: a flow
+without them gets NetPerfMeter's own per-flow default of 233,016 bytes on both ends
+(``FlowTrafficSpec::reset``), which Linux doubles to 466,032 and which turns autotuning off; a
+value of 0 makes its ``setBufferSizes`` leave the socket alone (it calls setsockopt only for a
+size > 0, 2.0.10's ``src/flowmanager.cc``), on the active side and on the passive side, which
+applies the flow's sizes it gets over the control connection to its accepted socket.
 
 Ports (2.x, checked live with 2.0.10 and in the fixtures' ``active.log``): the passive side
 started with ``P`` listens for TCP/UDP/SCTP/DCCP data on P, for **MPTCP data on P-1** and for
@@ -22,6 +27,7 @@ and the per-second rows of ``run-passive.vec``. Files may be plain or ``.bz2``.
 from __future__ import annotations
 
 import bz2
+import itertools
 import math
 import os
 import re
@@ -34,6 +40,7 @@ from typing import Any
 from probes.base import CapabilityError, MeasurementRequest, MeasurementResult, ProbeError
 from probes.capabilities import NETPERFMETER_VERSION, check_host, require
 from probes.context import HostPair
+from probes.frames import FRAMES_ARTIFACT, FrameRecord, frame_stats, frames_csv
 from probes.netns import run
 from probes.ports import choose_port_triple
 from probes.runner import ToolRun, assemble, run_probe
@@ -60,6 +67,7 @@ def data_port(port: int, version: str) -> int:
 
 _CONNECT = re.compile(r"connecting (\w+) socket to ([0-9.]+|\[[0-9a-fA-F:]+\]):(\d+)")
 _CONTROL = re.compile(r"Control Address\s*=\s*([0-9.]+|\[[0-9a-fA-F:]+\]):(\d+)")
+_BUFFER = re.compile(r"-\s*(Send|Receive) Buffer Size:\s*(\d+)")
 
 
 def parse_active_log(text: str) -> dict[str, Any]:
@@ -67,11 +75,28 @@ def parse_active_log(text: str) -> dict[str, Any]:
     side's log names (ANSI colours are ignored)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
     ctrl = _CONTROL.search(text)
+    sizes: dict[str, int] = {}
+    for m in _BUFFER.finditer(text):  # the flow as prepared (printed again at the end)
+        sizes.setdefault("sndbuf" if m.group(1) == "Send" else "rcvbuf", int(m.group(2)))
     return {
         "data": [(m.group(1), m.group(2), int(m.group(3))) for m in _CONNECT.finditer(text)],
         "control": (ctrl.group(1), int(ctrl.group(2))) if ctrl else None,
         "version": parse_version(text),
+        "buffers": sizes,
     }
+
+
+def buffers_set(log_buffers: dict[str, int]) -> dict[str, int]:
+    """What NetPerfMeter set on each end (0 = left alone): the flow's sizes, which the passive
+    side applies to its accepted socket as the active side does to its own."""
+    snd, rcv = log_buffers.get("sndbuf"), log_buffers.get("rcvbuf")
+    out: dict[str, int] = {}
+    for end in ("sender", "receiver"):
+        if snd is not None:
+            out[f"{end}_sndbuf"] = snd
+        if rcv is not None:
+            out[f"{end}_rcvbuf"] = rcv
+    return out
 
 
 def flowspec(request: MeasurementRequest, description: str | None = None) -> str:
@@ -81,9 +106,10 @@ def flowspec(request: MeasurementRequest, description: str | None = None) -> str
         rate_s = f"{rate:g}"
     else:
         rate_s, size = "0", BULK_FRAME_SIZE
-    parts = [f"const{rate_s}", f"const{size}", "const0", "0", f"cc={request.cc}"]
-    if request.buffer_bytes is not None:
-        parts += [f"sndbuf={request.buffer_bytes}", f"rcvbuf={request.buffer_bytes}"]
+    # 0 = no buffer asked: leave the sockets to the kernel's autotuning (see the module doc)
+    buf = request.buffer_bytes or 0
+    parts = [f"const{rate_s}", f"const{size}", "const0", "0", f"cc={request.cc}",
+             f"sndbuf={buf}", f"rcvbuf={buf}"]
     parts.append(f"description={description or p.kind}")
     return ":".join(parts)
 
@@ -271,6 +297,88 @@ def parse_results(directory: str | Path, prefix: str = "run") -> dict[str, Any]:
     }
 
 
+RANDOM_CONSTANT = 0  #: NetPerfMeter's RNG id of a constant distribution (``src/tools.h``)
+
+
+def constant_frame_size(config: dict[str, str], flow: int = 0) -> int | None:
+    """The flow's outbound frame size when it is constant (CBR), else None (VBR: ``exp`` etc.)."""
+    rng = config.get(f"FLOW{flow}_OUTBOUND_FRAME_SIZE_RNG")
+    value = config.get(f"FLOW{flow}_OUTBOUND_FRAME_SIZE_VALUE1")
+    if rng is None or value is None or int(float(rng)) != RANDOM_CONSTANT:
+        return None
+    size = int(float(value))
+    return size if size > 0 else None
+
+
+def message_frames(rows: list[dict[str, Any]], frame_size: int | None,
+                   frames_sent: int | None = None) -> tuple[list[FrameRecord], str]:
+    """Per-frame records from a per-message vector (``run-passive-<flow>-<stream>.vec``) and
+    the unit they are in ("frame" or "message").
+
+    Each row is one received message: AbsTime (receive, µs), Delay (ms, receive minus the
+    message's send time stamp), AbsBytes (payload received so far). A frame is split into
+    messages of at most ``maxmsgsize`` (16,000) bytes, so with a constant frame size the
+    message whose last byte is byte b belongs to frame (b - 1) // frame_size; a frame's send
+    time is its earliest message's send time, its receive time its last message's, once all its
+    bytes are in. The counters run from the start of the flow while rows are written only from
+    NetPerfMeter's first statistics event, so a first message can have no row (2.0.10's video
+    fixture starts at SeqNumber 1): a frame without any row is left out. NetPerfMeter's own
+    "Received Frames" counts 124 of the fixture's 249 frames, so frames are counted here.
+    Frames the active side sent (``frames_sent``) that never completed are lost, their send
+    time spaced at the flow's frame interval after the last frame seen. Without a constant
+    frame size (VBR) frame boundaries are unknown and each message is a record.
+    """
+    msgs = [r for r in rows if isinstance(r.get("AbsTime"), int) and "Delay" in r]
+    if frame_size is None:
+        return [FrameRecord(i, int(r["AbsTime"] - round(float(r["Delay"]) * 1000)),
+                            int(r["AbsTime"]), int(r.get("RelBytes", 0)))
+                for i, r in enumerate(msgs)], "message"
+    first_send: dict[int, int] = {}
+    last_recv: dict[int, int] = {}
+    received_bytes = 0
+    for r in msgs:
+        end = int(r["AbsBytes"])
+        k = (end - 1) // frame_size
+        send = int(r["AbsTime"] - round(float(r["Delay"]) * 1000))
+        first_send[k] = min(send, first_send.get(k, send))
+        last_recv[k] = max(int(r["AbsTime"]), last_recv.get(k, 0))
+        received_bytes = max(received_bytes, end)
+    complete = received_bytes // frame_size
+    out = [FrameRecord(k, first_send[k], last_recv[k] if k < complete else None, frame_size)
+           for k in sorted(first_send)]
+    if frames_sent is not None and out:
+        spacing = _median_spacing(out)
+        last = out[-1]
+        out += [FrameRecord(k, last.send_us + round((k - last.seq) * spacing), None, frame_size)
+                for k in range(last.seq + 1, frames_sent)]
+    return out, "frame"
+
+
+def _median_spacing(records: list[FrameRecord]) -> float:
+    gaps = sorted((b.send_us - a.send_us) / (b.seq - a.seq)
+                  for a, b in itertools.pairwise(records))
+    return gaps[len(gaps) // 2] if gaps else 0.0
+
+
+def parse_frames(directory: str | Path, prefix: str = "run", flow: int = 0,
+                 ) -> tuple[list[FrameRecord], str] | None:
+    """Frame records of one flow of a run's directory (None: no per-message vector)."""
+    d = Path(directory)
+    vec = next((c for c in (d / f"{prefix}-passive-{flow:08d}-0000.vec",
+                            d / f"{prefix}-passive-{flow:08d}-0000.vec.bz2") if c.exists()), None)
+    if vec is None:
+        return None
+    cfg = next((c for c in (d / f"{prefix}.config", d / f"{prefix}.config.bz2") if c.exists()),
+               None)
+    config = parse_config(read_text(cfg)) if cfg else {}
+    sca = next((c for c in (d / f"{prefix}-active.sca", d / f"{prefix}-active.sca.bz2")
+                if c.exists()), None)
+    active = parse_scalars(read_text(sca)) if sca else {}
+    sent = active.get(f"netPerfMeter.active.flow[{flow}]", {}).get("Transmitted Frames")
+    return message_frames(parse_flow_vector(read_text(vec)), constant_frame_size(config, flow),
+                          int(sent) if sent is not None else None)
+
+
 #: What a NetPerfMeter run leaves in its directory that is worth keeping (plain or .bz2).
 ARTIFACT_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\.(sca|vec|config|log)(\.bz2)?$")
 
@@ -359,7 +467,22 @@ class NetPerfMeterBackend:
         result = assemble(request, self.pair, plan, out, tool="netperfmeter", version=version,
                           series=res["series"], total_mbps=res["goodput_mbps"],
                           bytes_received=res["received_bytes"],
-                          kernel_extra={"cc_requested": res["cc"]}, raw=raw)
+                          kernel_extra={"cc_requested": res["cc"]}, raw=raw,
+                          buffers_set=buffers_set(connected["buffers"]))
         (Path(outdir) / "passive.log").write_text(out.server_stdout)
         add_result_artifacts(result, outdir)
+        if request.profile.kind == "paced":
+            add_frames(result, outdir)
         return result
+
+
+def add_frames(result: MeasurementResult, directory: str | Path) -> None:
+    """A paced probe's frame figures and its per-frame file, from the per-message vector."""
+    parsed = parse_frames(directory)
+    if parsed is None:
+        raise ProbeError(f"netperfmeter: no per-message vector in {directory} for a paced probe")
+    records, unit = parsed
+    result.frames = frame_stats(records, budget_ms=result.request.profile.delay_budget_ms,
+                                unit="frame" if unit == "frame" else "message",
+                                warmup_s=result.request.warmup_s)
+    result.add_artifact(FRAMES_ARTIFACT, frames_csv(records))

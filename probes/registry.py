@@ -7,7 +7,7 @@ from typing import Any
 from probes.base import ProbeError
 from probes.context import HostPair
 
-BACKENDS = ("iperf3", "netperfmeter")
+BACKENDS = ("iperf3", "netperfmeter", "paced")
 
 
 def make_backend(name: str, *, pair: HostPair | None = None, testbed: Any = None,
@@ -23,6 +23,10 @@ def make_backend(name: str, *, pair: HostPair | None = None, testbed: Any = None
         from probes.netperfmeter import NetPerfMeterBackend
 
         return _Bound(NetPerfMeterBackend, pair, testbed, kw)
+    if name == "paced":
+        from probes.paced import PacedBackend
+
+        return _Bound(PacedBackend, pair, testbed, kw)
     raise ProbeError(f"backend: unknown backend {name!r} (have {', '.join(BACKENDS)})")
 
 

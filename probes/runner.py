@@ -194,8 +194,10 @@ def _run_client(pair: HostPair, cmd: ToolRun, poller: SsPoller, out: RunOutput) 
 def assemble(request: MeasurementRequest, pair: HostPair, plan: SubflowPlan, out: RunOutput,
              *, tool: str, version: str, series: list[tuple[float, float]],
              total_mbps: float, bytes_received: int, kernel_extra: dict[str, Any],
-             raw: dict[str, Any]) -> MeasurementResult:
-    """The result every backend returns; goodput_mbps excludes the request's warm-up."""
+             raw: dict[str, Any], buffers_set: dict[str, int] | None = None
+             ) -> MeasurementResult:
+    """The result every backend returns; goodput_mbps excludes the request's warm-up.
+    `buffers_set`: what the tool says it set per end (0 = left alone), for the buffer check."""
     obs = out.observation
     if obs is None or out.started is None or out.ended is None:
         raise ProbeError(f"{tool}: the run did not complete")
@@ -214,7 +216,8 @@ def assemble(request: MeasurementRequest, pair: HostPair, plan: SubflowPlan, out
         subflow_bytes=obs.subflow_bytes,
         backup_subflows=sorted(set(plan.excluded) | set(obs.backup_seen)),
         expected_subflows=plan.all, observed_subflows=obs.subflows,
-        effective_buffers=obs.buffers, quiet_check=out.quiet,
+        effective_buffers=obs.buffers, buffers_set=dict(buffers_set or {}),
+        quiet_check=out.quiet,
         kernel={**kernel_info(pair.sender_ns), **kernel_extra}, mptcp_settings=out.settings,
         started_at=out.started, ended_at=out.ended, mptcp_ok=obs.fallback_reason is None,
         subflow_count=len(obs.subflows), fallback_reason=obs.fallback_reason, raw=raw)

@@ -20,10 +20,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from probes.base import MeasurementRequest, MeasurementResult, ProbeError, utcnow
+from probes.base import (
+    MeasurementRequest,
+    MeasurementResult,
+    ProbeError,
+    set_on_both_ends,
+    utcnow,
+)
 from probes.context import HostPair, mptcp_settings
 from probes.hygiene import abort_connections
-from probes.iperf3 import Iperf3Backend, build_commands, parse_client_json, parse_server_json
+from probes.iperf3 import (
+    Iperf3Backend,
+    build_commands,
+    parse_client_json,
+    parse_server_json,
+)
 from probes.netns import in_ns, pid_alive, run_ns
 from probes.ports import choose_port_triple
 from probes.runner import RunOutput, Server, ToolRun, assemble, drive, wait_listening
@@ -167,4 +178,4 @@ def active_measure(request: MeasurementRequest, *, sender_addrs: dict[str, str],
     return assemble(request, pair, plan, out, tool="iperf3", version=version,
                     series=series, total_mbps=report["mbps"], bytes_received=report["bytes"],
                     kernel_extra={"sender_cc_used": cli["cc"], "receiver_cc_used": report["cc"]},
-                    raw=raw)
+                    raw=raw, buffers_set=set_on_both_ends(request))

@@ -17,7 +17,9 @@ from sqlalchemy.orm import Session
 
 from models import Campaign, FitRecord, ImpactFactor, Topology
 from service.algorithm.impact import sign_changes
+from service.algorithm.objective import objective_of
 from service.flows.campaign_answer import CampaignSolution, solve_campaign
+from service.flows.stream_answer import stream_answer
 from service.store import artifacts as artifact_store
 from service.store import campaigns as campaign_store
 from service.store import dashboard as reads
@@ -323,8 +325,21 @@ def campaign_page(session: Session, campaign_id: int) -> dict:
         "measurements": [{"row": r, "artifacts": names.get(r.id, [])} for r in rows],
         "measurement_rows": MEASUREMENT_ROWS,
         "by_phase": reads.measurement_counts(session, campaign.id),
+        "stream": _stream(session, campaign),
         **reads.derived_counts(session, campaign.id),
     }
+
+
+def _stream(session: Session, campaign: Campaign) -> dict | None:
+    """A stream campaign's frame delay per measured point and the decision so far."""
+    objective = objective_of(campaign.objective)
+    if not objective.is_stream:
+        return None
+    answer = stream_answer(session, campaign, objective, campaign.delta)
+    d = answer.decision
+    return {"objective": objective, "points": answer.points, "error": answer.error,
+            "choice": None if d is None or d.opm is None else
+            {"pm": d.opm, "cc": d.occ, "bs_mib": d.obs_mib, "p99_ms": d.p99_ms}}
 
 
 def progress(campaign: Campaign) -> float:

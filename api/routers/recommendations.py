@@ -68,7 +68,8 @@ async def create_recommendation(
             generation = await desk.reader.fresh()
             if answers.token(desk.database, digest, generation, "write"):
                 question = answers.question(desk.database, body.topology_id, body.delta,
-                                            body.bs_min_mib, body.bs_max_mib)
+                                            body.bs_min_mib, body.bs_max_mib,
+                                            body.objective.key())
                 hit = answers.answer(question, generation)
                 if hit is not None:
                     timer.source = "cache"
@@ -101,6 +102,7 @@ def _checked(session, credentials, digest, body, settings, desk) -> Asked:
         bs_min_mib=body.bs_min_mib,
         bs_max_mib=body.bs_max_mib,
         generation=generation,
+        objective=body.objective,
     )
 
 

@@ -77,6 +77,33 @@ class SubsetChoice(BaseModel):
     omega_statement: str | None = None
 
 
+class StreamAlternative(BaseModel):
+    label: str
+    relative: float  #: its best p99 against the chosen arm's best (0.03 = 3 % more)
+    differs_in: list[str] = []
+
+
+class StreamOutcome(BaseModel):
+    """A stream objective's answer (`algorithm.stream_choice`): the p99 frame delay at OBS with
+    its interval, the arm's best and the (1 + delta) limit, what carried the stream."""
+
+    p99_ms: float | None
+    p99_interval_ms: list[float] | None
+    confidence: float
+    best_p99_ms: float | None
+    best_bs_mib: float | None
+    limit_p99_ms: float | None
+    goodput_mbps: float | None
+    lost_fraction: float | None
+    settled: bool
+    pm_settled: bool
+    cc_settled: bool
+    carrying: list[str] = []
+    not_carrying: dict[str, str] = {}
+    alternatives: list[StreamAlternative] = []
+    points: list[dict] = []  #: per (PM, CC, buffer): the runs' p99, goodput, lost fraction
+
+
 class Outputs(BaseModel):
     """Everything of an answer beyond OPM / OCC / OBS / OTP."""
 
@@ -92,3 +119,4 @@ class Outputs(BaseModel):
     unsettled_omegas: list[str] = []  # OCC's subflows whose Omega sign stayed uncertain
     notes: list[str] = []
     poll_url: str | None = None
+    stream: StreamOutcome | None = None  #: a stream objective's figures

@@ -1,6 +1,7 @@
 """The one cache of answers, kept correct by invalidation rather than by a time to live.
 
-A calibrated answer to a question by topology id -- (database, topology, delta, bounds) -- is
+A calibrated answer to a question by topology id -- (database, topology, delta, bounds,
+objective) -- is
 remembered with the answer generation (`store.answer_generation`) it was computed under and is
 valid while the generation is unchanged: anything that can change the answer (a PATCHed topology
 or site, a new calibration, a revoked or re-scoped token) raises the generation in the database,
@@ -56,8 +57,10 @@ class AnswerCache:
         self._tokens: LRU[tuple[int, LiveToken]] = LRU(size)
 
     @staticmethod
-    def question(database: str, topology_id: int, delta: float, bs_min, bs_max) -> tuple:
-        return (database, topology_id, delta, bs_min, bs_max)
+    def question(database: str, topology_id: int, delta: float, bs_min, bs_max,
+                 objective: str = "bulk") -> tuple:
+        """`objective`: `Objective.key()`, so that answers for different objectives never mix."""
+        return (database, topology_id, delta, bs_min, bs_max, objective)
 
     def answer(self, question: Hashable, generation: int) -> Remembered | None:
         entry = self._answers.get(question)

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from models import Recommendation
 
 from ..algorithm import topology as algo
+from ..algorithm.objective import Objective
 from ..settings import Settings
 from ..store import answer_generation, recommendations
 from .answer_cache import AnswerCache, Remembered, answers
@@ -48,6 +49,7 @@ def ask(
     bs_max_mib: float | None = None,
     generation: int | None = None,
     cache: AnswerCache = answers,
+    objective: Objective | None = None,
 ) -> Asked:
     """The answer as sent (`render(row)` -> body, poll URL), committed.
 
@@ -59,7 +61,7 @@ def ask(
     question = None
     if topology_id is not None:
         question = cache.question(database_of(session), topology_id, delta, bs_min_mib,
-                                  bs_max_mib)
+                                  bs_max_mib, (objective or Objective()).key())
         hit = cache.answer(question, generation)
         if hit is not None:
             session.rollback()
@@ -69,6 +71,7 @@ def ask(
         return recommend(
             session, topology_id=topology_id, topology=topology, rtts_ms=rtts_ms, delta=delta,
             bs_min_mib=bs_min_mib, bs_max_mib=bs_max_mib, settings=settings, reuse=True,
+            objective=objective,
         )
 
     try:

@@ -82,6 +82,8 @@ def start_campaign(
         delta=plan.delta,
         model_kind=plan.model_kind,
         mode=plan.mode,
+        objective=plan.objective.stored() if plan.objective.is_stream else None,
+        objective_key=plan.objective.key(),
         probe_seconds_budget=plan.probe_seconds_budget,
         seed=secrets.randbelow(2**31),
         probes_total=probes_total,

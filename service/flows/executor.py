@@ -21,8 +21,9 @@ from datetime import timedelta
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from probes.base import MeasurementRequest, MeasurementResult, ProbeError
+from probes.base import MeasurementRequest, MeasurementResult, ProbeError, TrafficProfile
 
+from ..algorithm.objective import Objective, objective_of
 from ..db import session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
@@ -118,7 +119,18 @@ def pending_request(
         duration_s=timing.duration_s if lengthened(timing) else campaign.duration_s,
         warmup_s=timing.warmup_s if lengthened(timing) else None,
         path_manager=step.pm,
+        profile=profile_of(objective_of(campaign.objective), step.phase),
     )
+
+
+def profile_of(objective: Objective, phase: str = "buffer") -> TrafficProfile:
+    """A stream objective's buffer-phase probes are paced at the stream's frame rate and size.
+    The impact and selection phases stay bulk: PCDC's subflows are chosen by goodput, as for
+    the bulk objective (a choice by frame delay is not built)."""
+    if not objective.is_stream or phase != "buffer":
+        return TrafficProfile.bulk()
+    return TrafficProfile.paced(objective.rate_hz, objective.frame_bytes,
+                                objective.delay_budget_ms)
 
 
 def run_step(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from ..algorithm.objective import objective_of
 from ..store import campaigns as campaign_store
 from ..store import measurements
 from .recalibration import record_events
@@ -36,6 +37,7 @@ def finish_campaign(session: Session, *, campaign_id: int) -> int | None:
         bs_max_mib=hi,
         queue_campaign=False,
         finished=campaign,
+        objective=objective_of(campaign.objective),
     )
     campaign.recommendation_id = outcome.recommendation_id
     session.flush()

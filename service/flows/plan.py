@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,6 +23,7 @@ from probes.vocabulary import (
     normalize_pm,
 )
 
+from ..algorithm.objective import Objective
 from ..algorithm.regression import ALL_MODEL_KINDS
 from ..algorithm.solver import DEFAULT_DELTA
 from ..algorithm.sweep import bdp_buffer_grid, run_order
@@ -60,6 +61,11 @@ class CampaignParameters(BaseModel):
         "probes chosen from what was measured until OPM, OCC and OBS are settled or the budget "
         "is spent (default: the settings' campaign_mode, adaptive)",
     )
+    objective: Objective | None = Field(
+        default=None,
+        description="what to optimise: bulk goodput (default) or a stream's p99 frame delay "
+        "(paced probes; grid mode)",
+    )
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,7 @@ class Plan:
     model_kind: str
     probe_seconds_budget: float | None
     mode: str = "grid"
+    objective: Objective = field(default_factory=Objective)
 
 
 def resolve(
@@ -100,6 +107,14 @@ def resolve(
     budget = params.probe_seconds_budget
     if budget is None:
         budget = settings.campaign_probe_seconds_budget
+    objective = params.objective or Objective()
+    mode = params.mode or settings.campaign_mode
+    if objective.is_stream:
+        # the stream decision measures every grid point (algorithm/stream_choice.py); the
+        # adaptive sweep's bisection is goodput's
+        if params.mode == "adaptive":
+            raise Invalid("a stream objective runs in grid mode", ("body", "mode"))
+        mode = "grid"
     return Plan(
         ccs=ccs,
         pms=pms,
@@ -109,7 +124,8 @@ def resolve(
         delta=params.delta,
         model_kind=model_kind,
         probe_seconds_budget=budget,
-        mode=params.mode or settings.campaign_mode,
+        mode=mode,
+        objective=objective,
     )
 
 

@@ -44,6 +44,9 @@ class TestbedProber:
         return set.intersection(*offered)
 
     def measure(self, request: MeasurementRequest) -> MeasurementResult:
+        if request.profile.kind == "paced" and self.backend == "iperf3":
+            # iperf3 paces but measures no frame delay: a stream's probes run on the paced tool
+            return self._attach().measure(request, backend="paced")
         kwargs = {"binary": self.iperf3_binary} if self.iperf3_binary else {}
         return self._attach().measure(request, backend=self.backend, **kwargs)
 

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from models import Campaign, Recommendation, utcnow
 from probes.vocabulary import FULLMESH, PCDC
 
+from ..algorithm.objective import Objective
 from ..settings import Settings
 from ..store import campaigns as campaign_store
 from ..store import recommendations
@@ -30,6 +31,7 @@ def provisional_answer(
     inputs: dict,
     settings: Settings | None,
     more_provenance: dict | None = None,
+    objective: Objective | None = None,
 ) -> tuple[Recommendation, Campaign | None, bool]:
     """The stored answer, the campaign that will calibrate the topology (None when `settings`
     is None and none is active) and whether it was created now."""
@@ -48,7 +50,14 @@ def provisional_answer(
         flags.append("eq1_rtt_unknown")
         notes.append("OBS unknown: Eq. 1 needs the subflows' RTTs")
     flags.append("provisional")
-    campaign, created = _campaign_for(session, snap.id, delta, settings)
+    objective = objective or Objective()
+    campaign, created = _campaign_for(session, snap.id, delta, settings, objective)
+    if objective.is_stream:
+        notes.append("provisional for a stream: the paper's bulk rules; the stream campaign "
+                     "answers by p99 frame delay")
+        if campaign is not None and campaign.objective_key != objective.key():
+            notes.append(f"campaign {campaign.id} (running) measures another objective; a "
+                         "stream campaign is queued by the next question after it ends")
     outputs = Outputs(subflows_used=names, notes=notes)
     if campaign is not None:
         outputs.poll_url = f"/campaigns/{campaign.id}"
@@ -99,7 +108,8 @@ def _notes(opm: str, homogeneous: bool) -> list[str]:
     return notes
 
 
-def _campaign_for(session, topology_id, delta, settings) -> tuple[Campaign | None, bool]:
+def _campaign_for(session, topology_id, delta, settings, objective: Objective,
+                  ) -> tuple[Campaign | None, bool]:
     """The topology's active campaign, or a new one when `settings` allow queueing."""
     campaign = campaign_store.active_campaign(session, topology_id=topology_id)
     if campaign is not None or settings is None:
@@ -107,7 +117,8 @@ def _campaign_for(session, topology_id, delta, settings) -> tuple[Campaign | Non
     campaign = start_campaign(
         session,
         topology_id=topology_id,
-        params=CampaignParameters(delta=delta),
+        params=CampaignParameters(delta=delta,
+                                  objective=objective if objective.is_stream else None),
         reason="recommendation",
         settings=settings,
     )

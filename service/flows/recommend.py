@@ -18,15 +18,19 @@ from sqlalchemy.orm import Session
 from models import Campaign, Recommendation, utcnow
 
 from ..algorithm import topology as algo
+from ..algorithm.objective import Objective
 from ..algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA, check_bounds
 from ..errors import Invalid
 from ..settings import Settings
 from ..store import campaigns as campaign_store
 from ..store import inventory, recommendations
+from .answer import Outputs, StreamOutcome
 from .answer_cache import STALE_AFTER_S, stale_at
 from .calibrated import CalibratedAnswer, calibrated_answer
+from .eq1 import traditional_eq1
 from .provisional import provisional_answer
 from .snapshot import TopologySnapshot, snapshot_by_id, snapshot_of
+from .stream_answer import StreamAnswer, stream_answer
 
 _UNSET_MIN, _UNSET_MAX = 1e-12, 1e12  # stand-ins for a bound the request leaves out
 
@@ -64,6 +68,7 @@ def recommend(
     settings: Settings | None = None,
     reuse: bool = False,
     finished: Campaign | None = None,
+    objective: Objective | None = None,
 ) -> Outcome:
     """Answer for a stored topology (by id) or an inline one (stored on the way); always stored.
 
@@ -71,6 +76,7 @@ def recommend(
     (a fitted curve is not extrapolated), a provisional one reports the paper's 0.5..30 MiB.
     `queue_campaign`: a provisional answer queues a campaign (with `settings`' defaults).
     `reuse`: a calibrated question asked before returns the stored answer (no new row).
+    `objective`: bulk (default) or a stream: only campaigns of the same objective answer it.
     `finished`: the campaign whose end this answer reports (it may answer from an earlier
     calibration, e.g. a warm check that confirmed it): its flags and notes go with the answer.
     """
@@ -80,8 +86,16 @@ def recommend(
     else:
         snap = snapshot_by_id(session, topology_id)
     flags: list[str] = []
-    campaign = recommendations.latest_calibrated_campaign(session, topology_id=snap.id)
-    if campaign is not None:
+    objective = objective or Objective()
+    campaign = recommendations.latest_calibrated_campaign(
+        session, topology_id=snap.id, objective_key=objective.key())
+    if campaign is not None and objective.is_stream:
+        stream = stream_answer(session, campaign, objective, delta)
+        if stream.error is None:
+            return _store_stream(session, snap, campaign.id, delta, objective, stream, reuse,
+                                 finished)
+        flags.append(stream.error)
+    elif campaign is not None:
         answer = calibrated_answer(session, snap, campaign, delta, bs_min_mib, bs_max_mib)
         if answer.error is None:
             return _store_calibrated(session, snap, campaign.id, delta, answer, reuse, finished)
@@ -93,8 +107,8 @@ def recommend(
     if queue_campaign and settings is None:
         raise ValueError("settings: a provisional answer that queues a campaign needs them")
     rec, active, created = provisional_answer(
-        session, snap, delta, lo, hi, flags, _inputs(snap, delta, lo, hi),
-        settings if queue_campaign else None, _notes_of(finished),
+        session, snap, delta, lo, hi, flags, _inputs(snap, delta, lo, hi, objective),
+        settings if queue_campaign else None, _notes_of(finished), objective,
     )
     return Outcome(recommendation=rec, campaign_id=active.id if active else None,
                    campaign_created=created)
@@ -170,8 +184,49 @@ def _store_calibrated(
     return Outcome(recommendation=rec, campaign_id=campaign_id, stale_at=turns_stale)
 
 
-def _inputs(snap: TopologySnapshot, delta: float, bs_min: float, bs_max: float) -> dict:
-    return {
+def _store_stream(
+    session, snap, campaign_id, delta, objective: Objective, answer: StreamAnswer, reuse: bool,
+    finished: Campaign | None,
+) -> Outcome:
+    """A stream campaign's answer, stored like a calibrated one (`_store_calibrated`)."""
+    d = answer.decision
+    assert d is not None
+    assert d.opm is not None
+    flags: list[str] = [] if d.settled else ["stream:unsettled"]
+    _add_finished(flags, finished)
+    grid = [p["bs_mib"] for p in answer.points]
+    inputs = _inputs(snap, delta, min(grid), max(grid), objective)
+    if reuse:
+        stored = recommendations.find_calibrated(
+            session, campaign_id=campaign_id, inputs=inputs, quality_flags=flags)
+        if stored is not None:
+            return Outcome(recommendation=stored, campaign_id=campaign_id)
+    used = snap.spec.subflow_names()
+    interval = d.p99_interval()
+    notes = [f"stream of {objective.rate_mbps:.3g} Mbit/s ({objective.rate_hz:g} frames/s of "
+             f"{objective.frame_bytes} bytes): p99 frame delay "
+             + (f"{interval[0]:.1f}-{interval[1]:.1f} ms ({d.confidence:.0%})" if interval
+                else f"{d.p99_ms:.1f} ms") + f" at {d.obs_mib:g} MiB; the arm's best "
+             f"{d.best_p99_ms:.1f} ms at {d.best_bs_mib:g} MiB"]
+    outputs = Outputs(subflows_used=used, notes=notes,
+                      stream=StreamOutcome.model_validate(answer.outputs()))
+    rec = recommendations.add_recommendation(
+        session, topology_id=snap.id, campaign_id=campaign_id, kind="calibrated", delta=delta,
+        bs_min_mib=min(grid), bs_max_mib=max(grid), inputs=inputs, opm=d.opm, occ=d.occ,
+        obs_mib=d.obs_mib, otp_mbps=d.goodput_mbps, tp_max_mbps=None,
+        outputs=outputs.model_dump(mode="json"),
+        traditional=traditional_eq1(snap, used, None, d.obs_mib).model_dump(mode="json"),
+        provenance={"source": "stream", "campaign_id": campaign_id,
+                    "rule": "carry the rate, smallest p99 frame delay, smallest buffer within "
+                    "(1 + delta) of the arm's best (docs/design.md)",
+                    "measurement_count": answer.measurement_count, **_notes_of(finished)},
+        quality_flags=flags, created_at=utcnow())
+    return Outcome(recommendation=rec, campaign_id=campaign_id)
+
+
+def _inputs(snap: TopologySnapshot, delta: float, bs_min: float, bs_max: float,
+            objective: Objective | None = None) -> dict:
+    inputs = {
         "topology_id": snap.id,
         "topology": snap.spec.model_dump(mode="json"),
         "rtts_ms": snap.rtts_ms,
@@ -179,3 +234,6 @@ def _inputs(snap: TopologySnapshot, delta: float, bs_min: float, bs_max: float) 
         "bs_min_mib": bs_min,
         "bs_max_mib": bs_max,
     }
+    if objective is not None and objective.is_stream:  # a bulk answer's inputs stay as they were
+        inputs["objective"] = objective.stored()
+    return inputs

@@ -7,7 +7,7 @@ commits. Choosing a campaign's plan and deciding what it does next belongs to `s
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -51,6 +51,8 @@ def add_campaign(
     reason: str,
     seed: int = 0,
     mode: str = "grid",
+    objective: Mapping[str, Any] | None = None,
+    objective_key: str = "bulk",
 ) -> Campaign:
     """A new campaign in state 'queued' (validated and planned by `flows.plan`)."""
     now = utcnow()
@@ -66,6 +68,8 @@ def add_campaign(
         delta=delta,
         model_kind=model_kind,
         mode=mode,
+        objective=dict(objective) if objective else None,
+        objective_key=objective_key,
         probe_seconds_budget=probe_seconds_budget,
         probes_total=probes_total,
         seed=seed,

@@ -97,7 +97,7 @@ def latest_calibrated_version(session: Session, *, topology_id: int) -> tuple | 
         _LATEST_CALIBRATED = (
             select(Campaign.id, Campaign.finished_at, Campaign.updated_at)
             .where(Campaign.topology_id == bindparam("topology_id"), Campaign.state == "done",
-                   has_fits)
+                   has_fits, Campaign.objective_key == "bulk")
             .order_by(Campaign.finished_at.desc(), Campaign.id.desc())
             .limit(1)
         )
@@ -105,8 +105,10 @@ def latest_calibrated_version(session: Session, *, topology_id: int) -> tuple | 
     return tuple(row) if row is not None else None
 
 
-def latest_calibrated_campaign(session: Session, *, topology_id: int) -> Campaign | None:
-    """The newest finished campaign of the topology that has fits of its own model kind."""
+def latest_calibrated_campaign(session: Session, *, topology_id: int,
+                               objective_key: str = "bulk") -> Campaign | None:
+    """The newest finished campaign of the topology for this objective (`Objective.key()`)
+    that has fits of its own model kind."""
     has_fits = (
         select(FitRecord.id)
         .where(FitRecord.campaign_id == Campaign.id, FitRecord.model_kind == Campaign.model_kind)
@@ -114,7 +116,8 @@ def latest_calibrated_campaign(session: Session, *, topology_id: int) -> Campaig
     )
     return session.scalar(
         select(Campaign)
-        .where(Campaign.topology_id == topology_id, Campaign.state == "done", has_fits)
+        .where(Campaign.topology_id == topology_id, Campaign.state == "done", has_fits,
+               Campaign.objective_key == objective_key)
         .order_by(Campaign.finished_at.desc(), Campaign.id.desc())
         .limit(1)
     )

@@ -169,3 +169,49 @@ def test_a_paced_flow_need_not_use_every_allowed_subflow(monkeypatch):
     monkeypatch.setenv("MPCOA_EXCLUDED_MAX_BYTES", "12x")
     with pytest.raises(ValueError, match="MPCOA_EXCLUDED_MAX_BYTES"):
         result_with([sf("U-D", True)], allowed=["U-O"]).subflow_set_problems()
+
+
+def _buffered(buffer_bytes, *, tool="netperfmeter", effective=None, buffers_set=None):
+    req = MeasurementRequest(sender="A", receiver="B", cc="cubic", buffer_bytes=buffer_bytes,
+                             duration_s=8)
+    return MeasurementResult(
+        request=req, tool=tool, tool_version="2.0.10", goodput_series=[(4.0, 2.39), (8.0, 2.39)],
+        goodput_mbps=2.39, effective_buffers=effective or {}, buffers_set=buffers_set or {},
+        started_at=datetime(2026, 1, 1, tzinfo=UTC), ended_at=datetime(2026, 1, 1, tzinfo=UTC),
+        mptcp_ok=True)
+
+
+ENDS = ("sender_sndbuf", "sender_rcvbuf", "receiver_sndbuf", "receiver_rcvbuf")
+
+
+def test_an_autotuned_probe_whose_tool_set_a_buffer_fails():
+    """The live UNIS-HiN case: no buffer asked, NetPerfMeter set its default 233,016 bytes on
+    every end, read back doubled as 466,032."""
+    r = _buffered(None, effective=dict.fromkeys(ENDS, 466_032),
+                  buffers_set=dict.fromkeys(ENDS, 233_016))
+    why = r.failure_reason() or ""
+    assert "buffer sender_sndbuf: netperfmeter set 233016 bytes, none was asked" in why
+    assert len(r.buffer_problems()) == 4
+
+
+def test_an_autotuned_probe_left_alone_passes():
+    r = _buffered(None, effective={"sender_sndbuf": 2_500_000, "receiver_rcvbuf": 6_291_456},
+                  buffers_set=dict.fromkeys(ENDS, 0))
+    assert r.buffer_problems() == [] and r.failure_reason() is None
+
+
+def test_a_buffer_read_back_other_than_asked_fails():
+    asked = 1 << 20
+    ok = _buffered(asked, tool="iperf3", effective=dict.fromkeys(ENDS, 2 * asked),
+                   buffers_set=dict.fromkeys(ENDS, asked))
+    assert ok.failure_reason() is None
+    capped = _buffered(asked, tool="iperf3",
+                       effective={**dict.fromkeys(ENDS, 2 * asked), "receiver_rcvbuf": 425_984},
+                       buffers_set=dict.fromkeys(ENDS, asked))
+    assert capped.buffer_problems() == [
+        "buffer receiver_rcvbuf: read back 425984 bytes, 1048576 asked (Linux doubles it: "
+        "2097152)"]
+    unset = _buffered(asked, buffers_set=dict.fromkeys(ENDS, 233_016))
+    assert "netperfmeter set 233016 bytes, 1048576 asked" in (unset.failure_reason() or "")
+    unseen = _buffered(asked, effective={"sender_sndbuf": None})  # not seen: nothing to judge
+    assert unseen.buffer_problems() == []

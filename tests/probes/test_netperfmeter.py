@@ -13,6 +13,7 @@ from probes.base import CapabilityError, MeasurementRequest, TrafficProfile
 from probes.context import HostPair
 from probes.netperfmeter import (
     NetPerfMeterBackend,
+    buffers_set,
     build_commands,
     data_port,
     flowspec,
@@ -46,8 +47,19 @@ def test_flowspec_matches_the_fixture_commands():
         flowspec(video, "video")
         == "const25:const20000:const0:0:cc=reno:sndbuf=1048576:rcvbuf=1048576:description=video"
     )
-    # autotuning baseline: no buffer options at all
-    assert "sndbuf" not in flowspec(req(cc="cubic"))
+    # autotuning: said to the tool as 0 (left alone); without it NetPerfMeter sets 233,016 bytes
+    assert flowspec(req(cc="cubic"), "bulk") == (
+        "const0:const1400:const0:0:cc=cubic:sndbuf=0:rcvbuf=0:description=bulk")
+
+
+@pytest.mark.parametrize(("folder", "size"), [("mptcp-bulk-cubic-4MiB", 4194304),
+                                              ("mptcp-bulk-reno-1MiB-bz2", 1048576),
+                                              ("mptcp-video-reno-1MiB", 1048576)])
+def test_the_log_says_which_buffers_netperfmeter_set(folder, size):
+    log = parse_active_log((FIX / folder / "active.log").read_text())
+    assert log["buffers"] == {"sndbuf": size, "rcvbuf": size}
+    assert buffers_set(log["buffers"]) == {"sender_sndbuf": size, "sender_rcvbuf": size,
+                                           "receiver_sndbuf": size, "receiver_rcvbuf": size}
 
 
 def test_commands_2x_syntax():

@@ -18,7 +18,6 @@ from tests.api.calibration import seed_srl_hu
 
 from .conftest import BIN
 
-
 TAG = secrets.token_hex(2)
 
 

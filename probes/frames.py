@@ -1,0 +1,177 @@
+"""Per-frame evidence of a paced (streaming) probe, whichever backend measured it.
+
+A frame is what the application hands to the socket at once (a video frame). Its record holds
+the send time (the sender's clock when it was written), the receive time of its last byte (the
+receiver's clock), hence its one-way delay, and whether it never arrived. From the records:
+
+- **delay**: receive - send. In the emulated testbed both ends share one clock, so this is the
+  one-way delay. Between real sites the clocks differ by an unknown offset: ``clock="relative"``
+  then reports every delay relative to the flow's minimum (the offset cancels; what remains is
+  queueing and reassembly wait, not the path's propagation delay).
+- **jitter**: RFC 3550's estimator J += (|D| - J) / 16 over consecutive received frames, D the
+  difference of their transit times; the value after the last frame (what RFC 3550 reports)
+  and its mean over the run.
+- **late**: received frames whose delay exceeds the budget (none without a budget).
+- **head-of-line wait** (``hol_ms``): delay minus the minimum delay over the flow. The minimum
+  is the best the fastest path delivered a frame in (propagation plus serialisation, no queue,
+  no waiting), so this is at least the time a frame waited beyond the fastest path's delay:
+  queueing on its own path plus reassembly wait behind data on slower subflows. It is a lower
+  bound on neither alone; it is the delay a single fast path would not have added.
+- **lost**: frames sent but never completely received within the run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Clock = Literal["shared", "relative"]
+FRAMES_ARTIFACT = "frames.csv"
+_CSV_HEADER = "seq,send_us,recv_us,size_bytes,delay_ms,hol_ms"
+
+
+@dataclass(frozen=True)
+class FrameRecord:
+    seq: int  #: frame number, from 0 in send order
+    send_us: int  #: sender's clock, microseconds since the epoch
+    recv_us: int | None  #: receiver's clock at the frame's last byte; None = lost
+    size_bytes: int
+
+    @property
+    def delay_ms(self) -> float | None:
+        return None if self.recv_us is None else (self.recv_us - self.send_us) / 1000.0
+
+
+class FrameStats(BaseModel):
+    """One paced probe's frame figures (milliseconds)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    unit: Literal["frame", "message"] = "frame"  #: message: frame boundaries unknown (VBR)
+    clock: Clock = "shared"
+    frames_sent: int
+    frames_received: int
+    frames_lost: int
+    lost_fraction: float
+    delay_mean_ms: float | None = None
+    delay_p50_ms: float | None = None
+    delay_p95_ms: float | None = None
+    delay_p99_ms: float | None = None
+    delay_max_ms: float | None = None
+    delay_min_ms: float | None = None
+    jitter_ms: float | None = None  #: RFC 3550 J after the last frame
+    jitter_mean_ms: float | None = None  #: mean of J over the frames
+    budget_ms: float | None = None
+    late_frames: int = 0  #: received over the budget
+    hol_mean_ms: float | None = None
+    hol_p99_ms: float | None = None
+    hol_max_ms: float | None = None
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), on sorted values."""
+    if not sorted_values:
+        raise ValueError("percentile of nothing")
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def rfc3550_jitter(delays_ms: Iterable[float]) -> list[float]:
+    """The running estimate J after each frame (the first frame leaves J at 0)."""
+    out: list[float] = []
+    j = 0.0
+    prev: float | None = None
+    for d in delays_ms:
+        if prev is not None:
+            j += (abs(d - prev) - j) / 16.0
+        prev = d
+        out.append(j)
+    return out
+
+
+def after_warmup(records: Sequence[FrameRecord], warmup_s: float) -> list[FrameRecord]:
+    """The frames sent from `warmup_s` after the first one on: the probe's figures leave out
+    the connection's start (slow start, joins) as its goodput does; ``frames.csv`` keeps all."""
+    if not records:
+        return []
+    start = min(r.send_us for r in records)
+    return [r for r in records if r.send_us - start >= warmup_s * 1e6]
+
+
+def frame_stats(records: Sequence[FrameRecord], *, budget_ms: float | None = None,
+                clock: Clock = "shared", unit: Literal["frame", "message"] = "frame",
+                warmup_s: float = 0.0) -> FrameStats:
+    """The figures of the frames sent after `warmup_s` (see `after_warmup`)."""
+    records = after_warmup(records, warmup_s)
+    received = [r for r in sorted(records, key=lambda r: r.seq) if r.recv_us is not None]
+    sent = len(records)
+    lost = sent - len(received)
+    base = dict(unit=unit, clock=clock, frames_sent=sent, frames_received=len(received),
+                frames_lost=lost, lost_fraction=lost / sent if sent else 0.0, budget_ms=budget_ms)
+    if not received:
+        return FrameStats(**base)
+    delays = [r.delay_ms for r in received]
+    assert all(d is not None for d in delays)
+    raw = [float(d) for d in delays if d is not None]
+    lowest = min(raw)
+    # relative clocks: only differences mean anything, so the minimum is the zero
+    shown = [d - lowest for d in raw] if clock == "relative" else raw
+    ordered = sorted(shown)
+    hol = sorted(d - lowest for d in raw)
+    jit = rfc3550_jitter(raw)
+    return FrameStats(
+        **base, delay_mean_ms=sum(shown) / len(shown), delay_p50_ms=percentile(ordered, 50),
+        delay_p95_ms=percentile(ordered, 95), delay_p99_ms=percentile(ordered, 99),
+        delay_max_ms=ordered[-1], delay_min_ms=ordered[0], jitter_ms=jit[-1],
+        jitter_mean_ms=sum(jit) / len(jit),
+        late_frames=sum(d > budget_ms for d in shown) if budget_ms is not None else 0,
+        hol_mean_ms=sum(hol) / len(hol), hol_p99_ms=percentile(hol, 99), hol_max_ms=hol[-1])
+
+
+def frames_csv(records: Sequence[FrameRecord]) -> str:
+    """The raw per-frame file kept with the probe (``FRAMES_ARTIFACT``)."""
+    delays = [r.delay_ms for r in records if r.delay_ms is not None]
+    lowest = min(delays) if delays else 0.0
+    lines = [_CSV_HEADER]
+    for r in records:
+        d = r.delay_ms
+        lines.append(f"{r.seq},{r.send_us},{'' if r.recv_us is None else r.recv_us},"
+                     f"{r.size_bytes},{'' if d is None else f'{d:.3f}'},"
+                     f"{'' if d is None else f'{d - lowest:.3f}'}")
+    return "\n".join(lines) + "\n"
+
+
+def read_frames_csv(text: str) -> list[FrameRecord]:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines or lines[0] != _CSV_HEADER:
+        raise ValueError(f"frames file: header must be {_CSV_HEADER!r}")
+    out = []
+    for ln in lines[1:]:
+        seq, send, recv, size, *_ = ln.split(",")
+        out.append(FrameRecord(int(seq), int(send), int(recv) if recv else None, int(size)))
+    return out
+
+
+def goodput_series(records: Sequence[FrameRecord], start_us: int, interval_s: float = 1.0,
+                   duration_s: float | None = None) -> list[tuple[float, float]]:
+    """(interval end s since start, Mbit/s) of the frames' bytes by receive time. With
+    `duration_s`, only the whole intervals of the sending time: the frames that arrive after it
+    (the last ones, one path delay late) would make a short, thin interval of their own."""
+    got = [(r.recv_us - start_us, r.size_bytes) for r in records if r.recv_us is not None]
+    if not got:
+        return []
+    step = int(interval_s * 1e6)
+    n = max(t for t, _ in got) // step + 1
+    if duration_s is not None:
+        n = min(n, max(1, int(duration_s / interval_s)))
+    buckets = [0] * int(n)
+    for t, size in got:
+        if max(0, t) // step < n:
+            buckets[max(0, t) // step] += size
+    return [((i + 1) * interval_s, b * 8 / interval_s / 1e6) for i, b in enumerate(buckets)]

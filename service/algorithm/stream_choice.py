@@ -1,0 +1,193 @@
+"""Deciding for a stream: which PM, CC and buffer carry the stream with the smallest p99 frame
+delay (docs/design.md, "Deciding for streams").
+
+Per measured point (arm, buffer) the runs give goodput, the fraction of frames lost and the
+p99 frame delay. The rule:
+
+1. a point **carries** the stream when its mean goodput reaches the stream's rate (less
+   `rate_tolerance`, 2 %: a paced stream's goodput is the rate itself, binned into intervals,
+   so "goodput >= rate" taken literally fails half the runs by rounding) and its mean lost
+   fraction is at most `max_loss`;
+2. among carrying points, the smallest mean p99 delay picks the **arm** (OPM, OCC);
+3. in that arm, OBS is the **smallest buffer** that carries and whose mean p99 is within
+   (1 + delta) of the arm's best: a larger buffer only adds queueing (bufferbloat under
+   Cubic/Reno), so the smallest one near the best is the answer, as the bulk rule takes the
+   smallest buffer within delta of T*.
+
+Unlike goodput, delay need not be monotone in the buffer (too small: frames wait in the
+sender; too large: they wait in a bloated queue), so there is no bisection: every point of the
+grid is measured `min_runs` times, then repeats go only where they can change the decision (up
+to `max_runs` per point): the chosen point and any other arm's best point whose p99 interval
+overlaps it, and the chosen arm's buffers below OBS whose interval straddles the (1 + delta)
+line. Intervals are Student-t at `confidence` with the spread pooled over every point, as in
+the bulk sweep (`adaptive.pooled_noise`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from statistics import fmean
+
+from .adaptive import DEFAULT_CONFIDENCE, MAX_RUNS, MIN_RUNS, WantedProbe, pooled_noise
+from .arm import Arm
+from .confidence_summary import Alternative
+
+RATE_TOLERANCE = 0.02
+DEFAULT_MAX_LOSS = 0.01
+
+
+@dataclass(frozen=True)
+class StreamRun:
+    """One paced probe's figures."""
+
+    goodput_mbps: float
+    p99_ms: float | None  #: None: no frame arrived
+    lost_fraction: float
+
+
+Runs = Mapping[Arm, Mapping[float, Sequence[StreamRun]]]
+
+
+@dataclass
+class StreamDecision:
+    probes: list[WantedProbe] = field(default_factory=list)
+    settled: bool = False
+    opm: str | None = None
+    occ: str | None = None
+    obs_mib: float | None = None
+    p99_ms: float | None = None  #: the chosen point's mean p99 frame delay
+    p99_half_width_ms: float | None = None
+    goodput_mbps: float | None = None
+    lost_fraction: float | None = None
+    best_p99_ms: float | None = None  #: the chosen arm's best point
+    best_bs_mib: float | None = None
+    limit_p99_ms: float | None = None  #: (1 + delta) x best
+    carrying: list[str] = field(default_factory=list)  #: arms with a carrying point
+    not_carrying: dict[str, str] = field(default_factory=dict)  #: arm -> why
+    alternatives: list[Alternative] = field(default_factory=list)
+    pm_settled: bool = False
+    cc_settled: bool = False
+    confidence: float = DEFAULT_CONFIDENCE
+
+    def p99_interval(self) -> tuple[float, float] | None:
+        """Where the chosen point's mean p99 lies; None when no spread is known (one run per
+        point: the campaign's grid with `runs` 1)."""
+        if (self.p99_ms is None or self.p99_half_width_ms is None
+                or not math.isfinite(self.p99_half_width_ms)):
+            return None
+        return self.p99_ms - self.p99_half_width_ms, self.p99_ms + self.p99_half_width_ms
+
+
+def _label(arm: Arm) -> str:
+    return f"{arm[0]}/{arm[1]}"
+
+
+def carries(runs: Sequence[StreamRun], rate_mbps: float, max_loss: float,
+            rate_tolerance: float = RATE_TOLERANCE) -> bool:
+    if not runs or any(r.p99_ms is None for r in runs):
+        return False
+    return (fmean(r.goodput_mbps for r in runs) >= rate_mbps * (1 - rate_tolerance)
+            and fmean(r.lost_fraction for r in runs) <= max_loss)
+
+
+def decide_stream(
+    arms: Sequence[Arm],
+    grid: Sequence[float],
+    runs: Runs,
+    *,
+    rate_mbps: float,
+    delta: float,
+    max_loss: float = DEFAULT_MAX_LOSS,
+    confidence: float = DEFAULT_CONFIDENCE,
+    min_runs: int = MIN_RUNS,
+    max_runs: int = MAX_RUNS,
+    rate_tolerance: float = RATE_TOLERANCE,
+) -> StreamDecision:
+    """Probes still needed, or the decision (see the module's rule)."""
+    if rate_mbps <= 0 or not 0 <= delta < 1 or not 0 <= max_loss < 1:
+        raise ValueError("rate_mbps > 0, 0 <= delta < 1 and 0 <= max_loss < 1")
+    grid = sorted(set(grid))
+    arms = [Arm(*a) for a in arms]
+
+    def at(arm: Arm, bs: float) -> Sequence[StreamRun]:
+        return runs.get(arm, {}).get(bs, ())
+
+    missing = [WantedProbe(a.pm, a.cc, bs)
+               for a in arms for bs in grid if len(at(a, bs)) < min_runs]
+    if missing:
+        return StreamDecision(probes=missing, confidence=confidence)
+    p99s = {a: {bs: [r.p99_ms for r in at(a, bs) if r.p99_ms is not None] for bs in grid}
+            for a in arms}
+    noise = pooled_noise(p99s)
+
+    def hw(arm: Arm, bs: float) -> float:
+        return noise.half_width(len(p99s[arm][bs]), confidence)
+
+    def mean(arm: Arm, bs: float) -> float:
+        return fmean(p99s[arm][bs])
+
+    ok = {a: [bs for bs in grid if carries(at(a, bs), rate_mbps, max_loss, rate_tolerance)]
+          for a in arms}
+    out = StreamDecision(confidence=confidence)
+    for a in arms:
+        if ok[a]:
+            out.carrying.append(_label(a))
+        else:
+            out.not_carrying[_label(a)] = _why_not(at, a, grid, rate_mbps, max_loss,
+                                                  rate_tolerance)
+    if not out.carrying:
+        out.settled = True  # measured everywhere: nothing carries the stream
+        return out
+    best_of = {a: min(ok[a], key=lambda bs: (mean(a, bs), bs)) for a in arms if ok[a]}
+    chosen = min(best_of, key=lambda a: (mean(a, best_of[a]), best_of[a]))
+    best_bs = best_of[chosen]
+    best = mean(chosen, best_bs)
+    limit = (1 + delta) * best
+    obs = next(bs for bs in ok[chosen] if mean(chosen, bs) <= limit)
+    p99, h = mean(chosen, obs), hw(chosen, obs)
+    out.opm, out.occ, out.obs_mib = chosen.pm, chosen.cc, obs
+    out.p99_ms, out.p99_half_width_ms = p99, h
+    out.goodput_mbps = fmean(r.goodput_mbps for r in at(chosen, obs))
+    out.lost_fraction = fmean(r.lost_fraction for r in at(chosen, obs))
+    out.best_p99_ms, out.best_bs_mib, out.limit_p99_ms = best, best_bs, limit
+    # rivals: other arms' best points whose interval overlaps the chosen best's
+    for a, bs in best_of.items():
+        if a == chosen:
+            continue
+        m, ha = mean(a, bs), hw(a, bs)
+        if m - ha <= best + hw(chosen, best_bs) and best - hw(chosen, best_bs) <= m + ha:
+            differs = tuple(k for k, same in (("pm", a.pm == chosen.pm),
+                                              ("cc", a.cc == chosen.cc)) if not same)
+            out.alternatives.append(Alternative(_label(a), m / best - 1, differs))
+            if len(p99s[a][bs]) < max_runs:
+                out.probes.append(WantedProbe(a.pm, a.cc, bs))
+    out.alternatives.sort(key=lambda x: x.relative)
+    if out.alternatives and len(p99s[chosen][best_bs]) < max_runs:
+        out.probes.append(WantedProbe(chosen.pm, chosen.cc, best_bs))
+    # the chosen arm's buffers up to OBS whose interval straddles the (1 + delta) line
+    for bs in ok[chosen]:
+        if bs > obs:
+            break
+        if mean(chosen, bs) - hw(chosen, bs) <= limit <= mean(chosen, bs) + hw(chosen, bs) \
+                and len(p99s[chosen][bs]) < max_runs:
+            out.probes.append(WantedProbe(chosen.pm, chosen.cc, bs))
+    out.probes = list(dict.fromkeys(out.probes))
+    out.settled = not out.probes
+    out.pm_settled = not any("pm" in a.differs_in for a in out.alternatives)
+    out.cc_settled = not any("cc" in a.differs_in for a in out.alternatives)
+    return out
+
+
+def _why_not(at, arm: Arm, grid: Sequence[float], rate: float, max_loss: float,
+             tol: float) -> str:
+    best_bs = max(grid, key=lambda bs: fmean(r.goodput_mbps for r in at(arm, bs)))
+    rs = at(arm, best_bs)
+    gp = fmean(r.goodput_mbps for r in rs)
+    lost = fmean(r.lost_fraction for r in rs)
+    if gp < rate * (1 - tol):
+        return f"goodput {gp:.3g} Mbit/s at best ({best_bs:g} MiB) under the rate {rate:.3g}"
+    if lost > max_loss:
+        return f"{lost:.1%} of frames lost at {best_bs:g} MiB (allowed {max_loss:.1%})"
+    return "no frame arrived" if math.isfinite(gp) else "not measured"
