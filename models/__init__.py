@@ -1,5 +1,6 @@
 """SQLAlchemy 2 tables of mpcoa. Imports nothing else of the project."""
 
+from .applied import APPLY_STATES, AppliedAnswer
 from .base import Base, JSONType, UTCDateTime, utcnow
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
 from .sites import (
@@ -34,6 +35,7 @@ from .tables import (
 
 __all__ = [
     "ACTIVE_CAMPAIGN_STATES",
+    "APPLY_STATES",
     "CAMPAIGN_STATES",
     "EVENT_KINDS",
     "FINAL_CAMPAIGN_STATES",
@@ -46,6 +48,7 @@ __all__ = [
     "TOKEN_SCOPES",
     "AnswerGeneration",
     "ApiToken",
+    "AppliedAnswer",
     "Base",
     "Campaign",
     "FitRecord",

@@ -1,0 +1,190 @@
+"""A site's MPTCP and TCP settings, read and written: the in-kernel path manager's endpoints and
+limits, the sysctls an answer sets, in a network namespace or on the host itself.
+
+Every value is checked here before it reaches a command (`check_target`); every command is an
+argument list (`ip -n NS mptcp ...`, `ip netns exec NS sysctl -w KEY=VALUE`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import platform
+import re
+from typing import Any
+
+from probes.base import ProbeError
+from probes.localsite import host_addresses
+from probes.netns import ip, run_ns, sysctl_get
+from probes.vocabulary import CC_PATTERN
+
+FLAGS = ("signal", "subflow", "backup", "fullmesh")
+LIMIT_KEYS = ("subflows", "add_addr_accepted")
+LIMIT_MAX = 8
+# The sysctls an apply may write inside a namespace, with the form of their values.
+NETNS_SYSCTLS: dict[str, str] = {
+    "net.mptcp.enabled": r"^[01]$",
+    "net.mptcp.path_manager": r"^(kernel|userspace)$",
+    "net.mptcp.pm_type": r"^[01]$",
+    "net.ipv4.tcp_congestion_control": CC_PATTERN,
+    "net.ipv4.tcp_rmem": r"^\d{1,10} \d{1,10} \d{1,10}$",
+    "net.ipv4.tcp_wmem": r"^\d{1,10} \d{1,10} \d{1,10}$",
+}
+HOST_SYSCTLS = ("net.core.rmem_max", "net.core.wmem_max")
+READ_SYSCTLS = (*NETNS_SYSCTLS, *HOST_SYSCTLS)
+
+
+class SiteConfigError(ProbeError):
+    """A target that is not valid, or a setting the site refused."""
+
+
+def _base(ns: str | None) -> list[str]:
+    return ["ip"] if ns is None else ["ip", "-n", ns]
+
+
+def read_endpoints(ns: str | None) -> list[dict[str, Any]]:
+    cp = run_ns(None, [*_base(ns), "-j", "mptcp", "endpoint", "show"], check=False)
+    if cp.returncode != 0:
+        raise SiteConfigError(f"ip mptcp endpoint show: {cp.stderr.strip() or 'failed'}")
+    out = []
+    for e in json.loads(cp.stdout or "[]"):
+        if e.get("implicit"):  # made by the kernel for a peer's address, not configured
+            continue
+        out.append({"id": int(e["id"]), "address": e["address"],
+                    **({"dev": e["dev"]} if e.get("dev") else {}),
+                    **{f: True for f in FLAGS if e.get(f)}})
+    return sorted(out, key=lambda e: e["id"])
+
+
+def read_limits(ns: str | None) -> dict[str, int]:
+    text = ip(ns, "mptcp", "limits", "show").stdout  # iproute2 6.1 has no JSON for limits
+    found = dict(re.findall(r"(subflows|add_addr_accepted)\s+(\d+)", text))
+    return {k: int(v) for k, v in found.items()}
+
+
+def read_state(ns: str | None) -> dict[str, Any]:
+    """Everything an apply may change on this site, as it is now."""
+    sysctls = {}
+    for key in READ_SYSCTLS:
+        v = sysctl_get(ns, key)
+        if v is not None:
+            sysctls[key] = " ".join(v.split())
+    return {
+        "namespace": ns,
+        "kernel": platform.release(),
+        "endpoints": read_endpoints(ns),
+        "limits": read_limits(ns),
+        "sysctls": sysctls,
+        "available_ccs": (sysctl_get(ns, "net.ipv4.tcp_available_congestion_control")
+                          or "").split(),
+    }
+
+
+# ---- validation ---------------------------------------------------------------------------------
+def check_endpoint(ep: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(ep, dict):
+        raise SiteConfigError(f"endpoint {ep!r}: not an object")
+    eid = ep.get("id")
+    if not isinstance(eid, int) or isinstance(eid, bool) or not 1 <= eid <= 255:
+        raise SiteConfigError(f"endpoint id {eid!r}: an integer 1..255")
+    try:
+        addr = str(ipaddress.ip_address(ep.get("address", "")))
+    except ValueError:
+        raise SiteConfigError(f"endpoint {eid}: {ep.get('address')!r} is not an IP address") \
+            from None
+    unknown = [k for k in ep if k not in ("id", "address", "dev", *FLAGS)]
+    if unknown:
+        raise SiteConfigError(f"endpoint {eid}: unknown field(s) {unknown}")
+    flags = {f: True for f in FLAGS if ep.get(f) is True}
+    return {"id": eid, "address": addr, **flags}
+
+
+def check_target(target: dict[str, Any]) -> dict[str, Any]:
+    """A site's target (`service.algorithm.apply_plan.desired_state`'s form), validated."""
+    if not isinstance(target, dict):
+        raise SiteConfigError("target: not an object")
+    eps = [check_endpoint(e) for e in target.get("endpoints", [])]
+    ids = [e["id"] for e in eps]
+    addrs = [e["address"] for e in eps]
+    if len(set(ids)) != len(ids) or len(set(addrs)) != len(addrs):
+        raise SiteConfigError("endpoints: ids and addresses must be unique")
+    limits = {}
+    for k, v in (target.get("limits") or {}).items():
+        if k not in LIMIT_KEYS or not isinstance(v, int) or not 0 <= v <= LIMIT_MAX:
+            raise SiteConfigError(f"limit {k}={v!r}: one of {LIMIT_KEYS}, 0..{LIMIT_MAX}")
+        limits[k] = v
+    sysctls = {}
+    for k, v in (target.get("sysctls") or {}).items():
+        pattern = NETNS_SYSCTLS.get(k)
+        if pattern is None:
+            raise SiteConfigError(f"sysctl {k!r}: not one an apply writes "
+                                  f"({', '.join(NETNS_SYSCTLS)})")
+        if not isinstance(v, str) or not re.fullmatch(pattern, v):
+            raise SiteConfigError(f"sysctl {k}={v!r}: not of the form {pattern}")
+        sysctls[k] = v
+    host = {}
+    for k, v in (target.get("host_minimums") or {}).items():
+        if k not in HOST_SYSCTLS or not isinstance(v, int) or not 0 < v < 2**31:
+            raise SiteConfigError(f"host minimum {k}={v!r}: one of {HOST_SYSCTLS}, 1..2^31-1")
+        host[k] = v
+    bpf_cc = target.get("bpf_cc")
+    if bpf_cc is not None and (not isinstance(bpf_cc, str) or not re.fullmatch(CC_PATTERN,
+                                                                              bpf_cc)):
+        raise SiteConfigError(f"bpf_cc {bpf_cc!r}: not a congestion-control name")
+    return {"endpoints": eps, "limits": limits, "sysctls": sysctls, "host_minimums": host,
+            "bpf_cc": bpf_cc}
+
+
+# ---- writing ------------------------------------------------------------------------------------
+def _same_endpoint(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return (a["id"], a["address"]) == (b["id"], b["address"]) and all(
+        bool(a.get(f)) == bool(b.get(f)) for f in FLAGS)
+
+
+def _device_of(ns: str | None, address: str) -> str | None:
+    for dev, addrs in host_addresses(ns).items():
+        if address in addrs:
+            return dev
+    return None
+
+
+def set_endpoints(ns: str | None, wanted: list[dict[str, Any]]) -> None:
+    """Converge the endpoint table to exactly `wanted` (idempotent: run twice, same table)."""
+    current = read_endpoints(ns)
+    for ep in current:
+        if not any(_same_endpoint(ep, w) for w in wanted):
+            ip(ns, "mptcp", "endpoint", "delete", "id", str(ep["id"]))
+    have = read_endpoints(ns)
+    for w in wanted:
+        if any(_same_endpoint(h, w) for h in have):
+            continue
+        argv = ["mptcp", "endpoint", "add", w["address"]]
+        dev = _device_of(ns, w["address"]) if w.get("subflow") else None
+        if dev:
+            argv += ["dev", dev]
+        argv += ["id", str(w["id"]), *[f for f in FLAGS if w.get(f)]]
+        ip(ns, *argv)
+
+
+def set_backup(ns: str | None, endpoint_id: int, backup: bool, fullmesh: bool) -> None:
+    """Flip one endpoint's backup flag on the live connections too (MP_PRIO). `fullmesh` is
+    repeated: iproute2 6.1 sends both flags on a change, and one left out is cleared."""
+    ip(ns, "mptcp", "endpoint", "change", "id", str(int(endpoint_id)),
+       "backup" if backup else "nobackup", "fullmesh" if fullmesh else "nofullmesh")
+
+
+def set_limits(ns: str | None, limits: dict[str, int]) -> None:
+    args: list[str] = []
+    for k in LIMIT_KEYS:
+        if k in limits:
+            args += [k, str(int(limits[k]))]
+    if args:
+        ip(ns, "mptcp", "limits", "set", *args)
+
+
+def set_sysctl(ns: str | None, key: str, value: str) -> None:
+    if key not in NETNS_SYSCTLS and key not in HOST_SYSCTLS:
+        raise SiteConfigError(f"sysctl {key!r}: not one an apply writes")
+    cp = run_ns(ns, ["sysctl", "-q", "-w", f"{key}={value}"], check=False)
+    if cp.returncode != 0:
+        raise SiteConfigError(f"sysctl {key}={value}: {cp.stderr.strip() or 'refused'}")
