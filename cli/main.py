@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from cli.algorithm import register as register_algorithm
+from cli.apply import register as register_apply
 from cli.demo import register as register_demo
 from cli.serve import register as register_serve
 from cli.testbed import app as testbed_app
@@ -21,4 +22,5 @@ register_algorithm(app)  # solve, fit, impact, recommend
 register_serve(app)  # serve, db, token
 register_workers(app)  # calibrate, worker, beat
 register_demo(app)  # demo
+register_apply(app)  # apply --dry-run | --rollback
 app.add_typer(testbed_app, name="testbed")  # testbed up | down | status

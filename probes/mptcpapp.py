@@ -1,11 +1,11 @@
 """A plain MPTCP application, for confirming an applied answer: no path-manager control of ours,
 no congestion control chosen; the site's own endpoints, limits and sysctls decide everything.
 
-``sink ADDR PORT SECONDS``: accept one MPTCP connection, count what arrives every 0.2 s, print
-JSON (bytes, series). ``send SRC DST PORT SECONDS [SNDBUF]``: connect from SRC (an application
-binding its source, as the plan's ``connect`` says), send for SECONDS, print the CC the kernel
-chose, how many subflows MPTCP_INFO counts and whether it fell back to TCP.
-`confirm` runs both halves in two namespaces and returns the receiver's goodput.
+``sink ADDR PORT SECONDS``: accept one MPTCP connection on PORT (every address), count what
+arrives every 0.2 s, print JSON (bytes, series). ``send SRC DST PORT SECONDS [SNDBUF]``:
+connect from SRC (an application binding its source, as the plan's ``connect`` says), send for
+SECONDS, print the CC the kernel chose, how many subflows MPTCP_INFO counts and whether it fell
+back to TCP. `confirm` runs both halves in two namespaces and returns the receiver's goodput.
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ INTERVAL_S = 0.2
 
 
 def sink(addr: str, port: int, seconds: float) -> dict[str, Any]:
+    """`addr` is where the sender connects; the sink listens on every address, as a server
+    does: subflows join on the site's other (announced) addresses."""
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind((addr, port))
+    ls.bind(("0.0.0.0", port))  # noqa: S104 - inside the site's namespace, as a server does
     ls.listen(1)
     ls.settimeout(10.0)
     print("ready", flush=True)

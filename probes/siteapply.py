@@ -90,6 +90,15 @@ def _steps(target: dict[str, Any], current: dict[str, Any], ns: str | None,
         else:
             skipped.append({"kind": "bpf_cc", "key": target["bpf_cc"], "action": "needs_host"})
     cur_sys = current["sysctls"]
+    cc = target["sysctls"].get("net.ipv4.tcp_congestion_control")
+    allowed = cur_sys.get(sc.ALLOWED_CCS, "").split()
+    if cc and cc not in allowed:
+        if not (ns is None and allow_host):  # refused before anything changed
+            raise sc.SiteConfigError(
+                f"congestion control {cc}: not in the host's {sc.ALLOWED_CCS} "
+                f"({' '.join(allowed)}); a network namespace may default only to those. "
+                "Add it on the host first (host-wide), or apply on the host itself")
+        add("sysctl", sc.ALLOWED_CCS, cur_sys.get(sc.ALLOWED_CCS), " ".join([*allowed, cc]))
     for key, value in target["sysctls"].items():
         add("sysctl", key, cur_sys.get(key), value)
     for key, minimum in target["host_minimums"].items():
@@ -115,8 +124,7 @@ def _do(ns: str | None, step: dict[str, Any], value: Any, journal: dict[str, Any
     elif kind == "limits":
         sc.set_limits(ns, value)
     elif kind == "endpoints":
-        sc.set_endpoints(ns, [sc.check_endpoint({k: v for k, v in e.items() if k != "dev"})
-                              for e in value])
+        sc.set_endpoints(ns, [sc.check_endpoint(e) for e in value])
     elif kind == "bpf_cc":
         from probes import bpf_cc
 

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from probes.base import ProbeError
-from probes.localsite import host_addresses
+from probes.localsite import IFNAME, host_addresses
 from probes.netns import ip, run_ns, sysctl_get
 from probes.vocabulary import CC_PATTERN
 
@@ -31,7 +31,11 @@ NETNS_SYSCTLS: dict[str, str] = {
     "net.ipv4.tcp_wmem": r"^\d{1,10} \d{1,10} \d{1,10}$",
 }
 HOST_SYSCTLS = ("net.core.rmem_max", "net.core.wmem_max")
-READ_SYSCTLS = (*NETNS_SYSCTLS, *HOST_SYSCTLS)
+# A namespace may default only to a congestion control in this host-wide list (the kernel
+# answers EPERM otherwise, even to root: "only init netns can set default to a restricted
+# algorithm").
+ALLOWED_CCS = "net.ipv4.tcp_allowed_congestion_control"
+READ_SYSCTLS = (*NETNS_SYSCTLS, *HOST_SYSCTLS, ALLOWED_CCS)
 
 
 class SiteConfigError(ProbeError):
@@ -95,8 +99,11 @@ def check_endpoint(ep: dict[str, Any]) -> dict[str, Any]:
     unknown = [k for k in ep if k not in ("id", "address", "dev", *FLAGS)]
     if unknown:
         raise SiteConfigError(f"endpoint {eid}: unknown field(s) {unknown}")
+    dev = ep.get("dev")
+    if dev is not None and (not isinstance(dev, str) or not IFNAME.fullmatch(dev)):
+        raise SiteConfigError(f"endpoint {eid}: {dev!r} is not an interface name")
     flags = {f: True for f in FLAGS if ep.get(f) is True}
-    return {"id": eid, "address": addr, **flags}
+    return {"id": eid, "address": addr, **({"dev": dev} if dev else {}), **flags}
 
 
 def check_target(target: dict[str, Any]) -> dict[str, Any]:
@@ -136,9 +143,11 @@ def check_target(target: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---- writing ------------------------------------------------------------------------------------
-def _same_endpoint(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return (a["id"], a["address"]) == (b["id"], b["address"]) and all(
-        bool(a.get(f)) == bool(b.get(f)) for f in FLAGS)
+def _same_endpoint(have: dict[str, Any], want: dict[str, Any]) -> bool:
+    """`have` is as `want` says (a device only when `want` names one)."""
+    return (have["id"], have["address"]) == (want["id"], want["address"]) and all(
+        bool(have.get(f)) == bool(want.get(f)) for f in FLAGS) and (
+        "dev" not in want or have.get("dev") == want["dev"])
 
 
 def _device_of(ns: str | None, address: str) -> str | None:
@@ -159,7 +168,7 @@ def set_endpoints(ns: str | None, wanted: list[dict[str, Any]]) -> None:
         if any(_same_endpoint(h, w) for h in have):
             continue
         argv = ["mptcp", "endpoint", "add", w["address"]]
-        dev = _device_of(ns, w["address"]) if w.get("subflow") else None
+        dev = w.get("dev") or (_device_of(ns, w["address"]) if w.get("subflow") else None)
         if dev:
             argv += ["dev", dev]
         argv += ["id", str(w["id"]), *[f for f in FLAGS if w.get(f)]]
@@ -183,7 +192,7 @@ def set_limits(ns: str | None, limits: dict[str, int]) -> None:
 
 
 def set_sysctl(ns: str | None, key: str, value: str) -> None:
-    if key not in NETNS_SYSCTLS and key not in HOST_SYSCTLS:
+    if key not in NETNS_SYSCTLS and key not in HOST_SYSCTLS and key != ALLOWED_CCS:
         raise SiteConfigError(f"sysctl {key!r}: not one an apply writes")
     cp = run_ns(ns, ["sysctl", "-q", "-w", f"{key}={value}"], check=False)
     if cp.returncode != 0:

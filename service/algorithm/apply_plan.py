@@ -30,8 +30,10 @@ PER_NETNS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.t
              "net.mptcp.enabled", "net.mptcp.path_manager", "net.mptcp.pm_type",
              "mptcp endpoints", "mptcp limits")
 # ... these are the host's (read-only inside a namespace: EINVAL on write), and so is the list
-# of congestion controls a BPF registration adds to.
-HOST_WIDE = ("net.core.rmem_max", "net.core.wmem_max", "bpf congestion control")
+# of congestion controls a BPF registration adds to. A namespace's default CC must be in the
+# host's tcp_allowed_congestion_control (EPERM otherwise, even for root).
+HOST_WIDE = ("net.core.rmem_max", "net.core.wmem_max", "net.ipv4.tcp_allowed_congestion_control",
+             "bpf congestion control")
 
 
 @dataclass(frozen=True)
@@ -273,6 +275,14 @@ def changes(site: SitePlan, current: dict[str, Any]) -> list[dict[str, Any]]:
         ok = b is not None and int(b) >= v
         out.append({"kind": "sysctl", "key": k, "before": b, "after": b if ok else v,
                     "minimum": v, "scope": "host", "action": "none" if ok else "needs_host"})
+    cc = want["sysctls"].get("net.ipv4.tcp_congestion_control")
+    if cc:  # a namespace may default only to a CC of the host's allowed list
+        key = "net.ipv4.tcp_allowed_congestion_control"
+        allowed = (cur_sys.get(key) or "").split()
+        ok = cc in allowed
+        out.append({"kind": "sysctl", "key": key, "before": " ".join(allowed),
+                    "after": " ".join(allowed if ok else [*allowed, cc]), "scope": "host",
+                    "action": "none" if ok else "needs_host"})
     if site.bpf_cc:
         have = site.bpf_cc in current.get("available_ccs", [])
         out.append({"kind": "bpf_cc", "key": site.bpf_cc, "before": "available" if have

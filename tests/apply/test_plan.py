@@ -86,7 +86,8 @@ CURRENT = {
     "sysctls": {"net.ipv4.tcp_congestion_control": "bbr", "net.mptcp.enabled": "1",
                 "net.mptcp.path_manager": "kernel", "net.ipv4.tcp_rmem": "4096 131072 6291456",
                 "net.ipv4.tcp_wmem": "4096 16384 4194304", "net.core.rmem_max": "212992",
-                "net.core.wmem_max": "67108864"},
+                "net.core.wmem_max": "67108864",
+                "net.ipv4.tcp_allowed_congestion_control": "reno bbr cubic"},
     "available_ccs": ["reno", "cubic", "bbr"],
 }
 
