@@ -69,10 +69,13 @@ def apply(
             return
         with session_scope() as s:
             if rollback:
-                row = flow.start_rollback(s, topology_id=topology_id)
+                row = flow.start_rollback(
+                    s, topology_id=topology_id,
+                    site_hosts=site is not None or bool(settings.broker_url))
             elif site is None or _no_open_apply(s, topology_id):
                 row = flow.start_apply(s, topology_id=topology_id, confirm=confirm,
-                                       seconds=seconds)
+                                       seconds=seconds,
+                                       site_hosts=site is not None or bool(settings.broker_url))
             else:
                 from service.store import applied
 

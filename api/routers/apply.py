@@ -77,7 +77,8 @@ def post_apply(topology_id: Id, request: Request, session: SessionDep,
                body: ApplyIn | None = None):
     body = body or ApplyIn()
     row = apply_flow.start_apply(session, topology_id=topology_id, confirm=body.confirm,
-                                 seconds=body.seconds)
+                                 seconds=body.seconds,
+                                 site_hosts=bool(request.app.state.settings.broker_url))
     commit(session)
     apply_flow.dispatch(row.id, row.plan, "apply", request.app.state.settings)
     return AppliedOut.of(row)
@@ -87,7 +88,8 @@ def post_apply(topology_id: Id, request: Request, session: SessionDep,
              status_code=status.HTTP_202_ACCEPTED, dependencies=[Depends(require_write)],
              responses=ERRORS, summary="Restore what the last apply replaced, on both sites")
 def post_rollback(topology_id: Id, request: Request, session: SessionDep):
-    row = apply_flow.start_rollback(session, topology_id=topology_id)
+    row = apply_flow.start_rollback(session, topology_id=topology_id,
+                                    site_hosts=bool(request.app.state.settings.broker_url))
     commit(session)
     apply_flow.dispatch(row.id, row.plan, "rollback", request.app.state.settings)
     return AppliedOut.of(row)

@@ -39,12 +39,19 @@ CONFIRM_WARMUP_S = 3.0
 
 
 def start_apply(session: Session, *, topology_id: int, confirm: bool = True,
-                seconds: float = CONFIRM_SECONDS) -> AppliedAnswer:
-    """A new apply of the topology's newest answer (409 while another one is applying)."""
+                seconds: float = CONFIRM_SECONDS, site_hosts: bool = False) -> AppliedAnswer:
+    """A new apply of the topology's newest answer (409 while another one is applying).
+
+    `site_hosts`: real sites may be in the plan, because their own workers (Celery queues) or
+    their operators (`mpcoa apply ID --site NAME` on each host) apply them; without it only
+    the testbed's namespaces may be (this process must never change its own host for a site)."""
     last = applied.latest_apply(session, topology_id=topology_id)
     if last is not None and last.state == "applying":
         raise Conflict(f"topology {topology_id}: apply {last.id} is still applying")
     plan = build_plan(session, topology_id)
+    if not site_hosts and not _can_confirm(plan):
+        raise Conflict("the sites are real hosts: they apply through their workers' queues "
+                       "(MPCOA_BROKER_URL) or by `mpcoa apply ID --site NAME` on each host")
     plan["confirm"] = {"wanted": confirm, "seconds": seconds}
     return applied.add_apply(session, topology_id=topology_id,
                              recommendation_id=plan["recommendation_id"], plan=plan)
@@ -195,11 +202,17 @@ def judge(measured: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def start_rollback(session: Session, *, topology_id: int) -> AppliedAnswer:
+def start_rollback(session: Session, *, topology_id: int,
+                   site_hosts: bool = False) -> AppliedAnswer:
+    """The apply to roll back: the topology's last, applied or failed (`site_hosts` as for
+    `start_apply`)."""
     row = applied.latest_apply(session, topology_id=topology_id)
     if row is None or row.state not in ("applied", "failed"):
         state = "nothing applied" if row is None else row.state
         raise Conflict(f"topology {topology_id}: nothing to roll back ({state})")
+    if not site_hosts and not _can_confirm(row.plan):
+        raise Conflict("the sites are real hosts: they roll back through their workers' "
+                       "queues or by `mpcoa apply ID --rollback --site NAME` on each host")
     return row
 
 
