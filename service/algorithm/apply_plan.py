@@ -23,6 +23,7 @@ from typing import Any
 from .topology import TopologySpec
 
 MIB = 2**20
+INT_MAX = 2**31 - 1
 MPTCP_MAX = 8  # the kernel's maximum for `ip mptcp limits` subflows and add_addr_accepted
 # Where each setting lives on Linux 6.18 (checked in a fresh namespace, docs/workers.md):
 # written inside a namespace, these change that namespace only ...
@@ -149,6 +150,9 @@ def plan_sites(
     buf = None if obs_mib is None or obs_mib <= 0 else round(obs_mib * MIB)
     if buf is None:
         notes.append("no_buffer_in_answer")
+    elif 2 * buf > INT_MAX:  # the sysctls and SO_SNDBUF are C ints
+        buf = INT_MAX // 2
+        notes.append(f"buffer_capped_to_kernel_int:{buf}")
     bpf = None
     if occ and occ not in builtin_ccs:
         if occ in bpf_ccs:
