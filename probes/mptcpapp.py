@@ -36,7 +36,7 @@ def sink(addr: str, port: int, seconds: float) -> dict[str, Any]:
     print("ready", flush=True)
     c, peer = ls.accept()
     c.settimeout(1.0)
-    n, t0, nxt, series = 0, None, 0.0, []
+    n, t0, t0_wall, nxt, series = 0, None, None, 0.0, []
     while True:
         try:
             b = c.recv(1 << 20)
@@ -50,13 +50,13 @@ def sink(addr: str, port: int, seconds: float) -> dict[str, Any]:
         if not b:
             continue
         if t0 is None:
-            t0 = now
+            t0, t0_wall = now, time.time()
         n += len(b)
         if now - t0 >= nxt:
             series.append((round(now - t0, 3), n))
             nxt += INTERVAL_S
     series.append((round(time.monotonic() - (t0 or time.monotonic()), 3), n))
-    return {"bytes": n, "series": series, "peer": peer[0]}
+    return {"bytes": n, "series": series, "peer": peer[0], "t0_wall": t0_wall}
 
 
 def send(src: str, dst: str, port: int, seconds: float, sndbuf: int | None) -> dict[str, Any]:
@@ -98,8 +98,10 @@ def _subflows(s: socket.socket) -> int | None:
     return info[0] if info else None
 
 
-def goodput_mbps(series: list[list[float]], warmup_s: float) -> float:
-    pts = [p for p in series if p[0] >= warmup_s]
+def goodput_mbps(series: list[list[float]], warmup_s: float, end_s: float | None = None
+                 ) -> float:
+    """Mean goodput between `warmup_s` and `end_s` (None: the end) of a sink's series."""
+    pts = [p for p in series if p[0] >= warmup_s and (end_s is None or p[0] <= end_s)]
     if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
         return 0.0
     return (pts[-1][1] - pts[0][1]) * 8 / (pts[-1][0] - pts[0][0]) / 1e6
@@ -138,7 +140,7 @@ def confirm(*, sender_ns: str | None, receiver_ns: str | None, source: str, dest
     sent = json.loads(cli.stdout.strip().splitlines()[-1])
     return {"goodput_mbps": goodput_mbps(received["series"], warmup_s),
             "bytes": received["bytes"], "seconds": seconds, "warmup_s": warmup_s,
-            "series": received["series"], **sent}
+            "series": received["series"], "t0_wall": received["t0_wall"], **sent}
 
 
 def main(argv: list[str]) -> int:

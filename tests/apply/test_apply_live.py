@@ -185,3 +185,76 @@ def test_the_next_apply_first_undoes_an_interrupted_one_and_says_so(bed, root, t
     assert by_key["endpoints:mptcp"] == before["endpoints"]
     siteapply.rollback(ns=bed.ns("A"), root=root)
     assert sc.read_state(bed.ns("A")) == before
+
+
+def test_a_cut_link_fails_over_to_the_standby_and_comes_back(bed, root, tmp_path):
+    """An application transfer on an applied answer that uses U only (K stands by); U's ISP is
+    cut in the core (the site sees its carrier go) and returns; the watcher promotes K within
+    seconds, the transfer keeps >= 80 % of what survives, the selection comes back after the
+    hold time; nothing of it is left after the rollback."""
+    import threading
+
+    plan = _plan(bed, ["U-C", "U-D"])
+    sender = plan.sites[0]
+    before = {s.site: sc.read_state(bed.ns(s.site)) for s in plan.sites}
+    for s in plan.sites:
+        siteapply.apply(ap.desired_state(s, before[s.site]), ns=bed.ns(s.site), root=root)
+    ids = {e.label: e.id for e in sender.endpoints}
+    assert sender.standby_endpoints == [ids["K"]]
+    cfg = tmp_path / "failover.json"
+    cfg.write_text(json.dumps({"used": [ids["U"]], "standbys": sender.standby_endpoints,
+                               "hold_s": 3}))
+    events = tmp_path / "events.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT_DIR)}
+    watcher = subprocess.Popen(  # the site worker's watcher, in the sender's namespace
+        ["ip", "netns", "exec", bed.ns("A"), sys.executable, "-m", "probes.failover",
+         "--ns", bed.ns("A"), "--config", str(cfg), "--events", str(events)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    core_dev = next(lk.core_dev for lk in bed.site_links("A") if lk.label == "U")
+    result: dict = {}
+    try:
+        wait_for(events.exists, 10, "the watcher to start")
+        transfer = threading.Thread(target=lambda: result.update(mptcpapp.confirm(
+            sender_ns=bed.ns("A"), receiver_ns=bed.ns("B"), source=plan.connect["source"],
+            destination=plan.connect["destination"],
+            port=choose_port_triple([bed.ns("A"), bed.ns("B")]), seconds=24, warmup_s=2)))
+        transfer.start()
+        time.sleep(6)
+        cut_at = time.time()
+        subprocess.run(["ip", "-n", bed.core_ns, "link", "set", core_dev, "down"], check=True)
+        time.sleep(10)
+        back_at = time.time()
+        subprocess.run(["ip", "-n", bed.core_ns, "link", "set", core_dev, "up"], check=True)
+        transfer.join(60)
+        assert not transfer.is_alive() and result, "the transfer did not finish"
+        wait_for(lambda: "restored" in events.read_text(), 10, "the selection restored")
+    finally:
+        subprocess.run(["ip", "-n", bed.core_ns, "link", "set", core_dev, "up"], check=False)
+        if watcher.poll() is None:
+            os.killpg(watcher.pid, signal.SIGTERM)
+        watcher.wait(10)
+    log = [json.loads(line) for line in events.read_text().splitlines()]
+    fail = next(e for e in log if e["kind"] == "failover")
+    restored = next(e for e in log if e["kind"] == "restored")
+    assert fail["endpoint"] == ids["U"] and fail["promoted"] == ids["K"]
+    assert fail["at"] - cut_at < 2.0
+    assert restored["at"] - back_at >= 3.0  # the hold time
+    t0 = result["t0_wall"]
+    surviving = dict(SITES["A"])["K"] / 1000  # K's uplink carries K-C and K-D
+    # from 5 s after the cut until the link returns
+    kept = mptcpapp.goodput_mbps(result["series"], cut_at + 5 - t0, back_at - t0)
+    # the first 1-second window after the cut at >= 80 % of what survives
+    windows = [(s, mptcpapp.goodput_mbps(result["series"], s, s + 1))
+               for s in [cut_at - t0 + 0.2 * i for i in range(40)]]
+    recovered = next(s for s, g in windows if g >= 0.8 * surviving) - (cut_at - t0)
+    print(f"failover: event {fail['at'] - cut_at:.2f} s after the cut, >= 80 % of the "
+          f"surviving {surviving:.1f} Mbit/s after {recovered:.1f} s; {kept:.3f} Mbit/s from "
+          f"cut+5 s to the link's return; restored {restored['at'] - back_at:.2f} s after it")
+    assert kept >= 0.8 * surviving, result["series"]
+    assert recovered <= 5.0
+    now = {e["id"]: e for e in sc.read_endpoints(bed.ns("A"))}
+    assert not now[ids["U"]].get("backup") and now[ids["K"]].get("backup")
+    assert now[ids["U"]].get("fullmesh") and now[ids["K"]].get("fullmesh")
+    for s in plan.sites:
+        siteapply.rollback(ns=bed.ns(s.site), root=root)
+        assert sc.read_state(bed.ns(s.site)) == before[s.site]
