@@ -21,7 +21,7 @@ from service.flows.campaign_answer import CampaignSolution, solve_campaign
 from service.store import artifacts as artifact_store
 from service.store import campaigns as campaign_store
 from service.store import dashboard as reads
-from service.store import inventory, recommendations, results
+from service.store import applied, inventory, recommendations, results
 
 CURVE_POINTS = 120  # points per fitted curve drawn on the Fits page
 
@@ -76,6 +76,7 @@ def topology_page(session: Session, topology_id: int) -> dict:
         "campaigns": campaigns,
         "campaigns_total": campaigns_total,
         "active_campaign": campaign_store.active_campaign(session, topology_id=topology.id),
+        "applies": applied.list_applies(session, topology_id=topology.id, limit=5),
     }
 
 

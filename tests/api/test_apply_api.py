@@ -81,3 +81,28 @@ def test_apply_needs_a_write_token(client, db_session):
     r = client.post("/topologies/1/apply", headers={"Authorization": f"Bearer {reader}"})
     assert r.status_code == 403
     assert client.post("/topologies/1/apply").status_code == 401
+
+
+def test_the_topology_page_shows_what_is_applied(client, auth, db_session):
+    from service.store import applied
+
+    tid = _topology(client, auth)
+    page = client.get(f"/dashboard/topologies/{tid}")
+    assert page.status_code == 200 and "No answer applied to the sites yet" in page.text
+    plan = {"answer": {"opm": "PCDC", "occ": "reno", "obs_mib": 0.5}, "used": ["U-C", "K-C"],
+            "standbys": ["U-CU"]}
+    row = applied.add_apply(db_session, topology_id=tid, recommendation_id=None, plan=plan)
+    applied.set_site(db_session, row, "SRL", {"state": "applied", "namespace": None,
+                                              "changed": ["sysctl net.ipv4.tcp_wmem"]})
+    applied.finish(db_session, row, "applied", confirmation={
+        "goodput_mbps": 11.25, "threshold_mbps": 10.5, "kernel_over_userspace": 0.98})
+    applied.add_event(db_session, row, "failover", "SRL", {"endpoint": 1, "promoted": 2})
+    db_session.commit()
+    page = client.get(f"/dashboard/topologies/{tid}")
+    assert page.status_code == 200
+    for text in ("U-C, K-C", "11.250", "10.500", "0.980", "sysctl net.ipv4.tcp_wmem",
+                 "failover at SRL"):
+        assert text in page.text, text
+    listed = client.get(f"/topologies/{tid}/applied", headers=auth).json()
+    assert [a["state"] for a in listed] == ["applied"]
+    assert listed[0]["events"][0]["kind"] == "failover"
