@@ -1,11 +1,13 @@
 """The failover watcher of a site with an applied answer: when the link under a selected
-(non-backup) endpoint fails, that endpoint is marked backup and the next standby endpoint whose
-link is up is promoted; when the link is back and has stayed up for `hold_s` (hysteresis), the
-selection is restored. Every change is an event.
+(non-backup) endpoint fails, the next standby endpoint whose link is up is promoted (its backup
+flag cleared); when the link is back and has stayed up for `hold_s` (hysteresis), the standby
+goes back to backup. The failed endpoint itself is left alone: its subflows stall while the
+link is down and carry on when it returns. Every change is an event.
 
 `Policy` decides (pure, clocked by its caller); `watch` polls link state (`ip -j link show`:
 operational state UP, or a carrier loss such as an ISP's modem going away) and applies the
-decisions with `ip mptcp endpoint change id N backup|nobackup` (MP_PRIO on live connections).
+decisions by replacing the endpoint with the new flag (`siteconfig.readd_endpoint`: new
+subflows on every live connection).
 ``python -m probes.failover --ns NS --config FILE --events FILE`` runs it in its own process.
 """
 
@@ -50,14 +52,14 @@ class Policy:
                     spare = next((s for s in self.standbys
                                   if up.get(s, True) and s not in busy), None)
                     self.failed[eid] = spare
-                    sets = {eid: True, **({spare: False} if spare is not None else {})}
+                    sets = {} if spare is None else {spare: False}
                     out.append({"kind": "failover", "endpoint": eid, "promoted": spare,
                                 "set": sets})
             elif eid in self.failed:
                 since = self.up_since.setdefault(eid, now)
                 if now - since >= self.hold_s:
                     spare = self.failed.pop(eid)
-                    sets = {eid: False, **({spare: True} if spare is not None else {})}
+                    sets = {} if spare is None else {spare: True}
                     out.append({"kind": "restored", "endpoint": eid, "demoted": spare,
                                 "set": sets})
         # a stand-in whose own link fails is replaced by the next one
@@ -81,14 +83,14 @@ def link_up(ns: str | None) -> dict[str, bool]:
 
 
 def endpoint_devices(ns: str | None) -> dict[int, dict[str, Any]]:
-    """Endpoint id -> its device and flags (the device from the endpoint, else its address's)."""
+    """Endpoint id -> the endpoint, with its device (its own, else its address's)."""
     from probes.localsite import host_addresses
 
     addrs = host_addresses(ns)
     out = {}
     for ep in sc.read_endpoints(ns):
         dev = ep.get("dev") or next((d for d, a in addrs.items() if ep["address"] in a), None)
-        out[ep["id"]] = {"dev": dev, "fullmesh": bool(ep.get("fullmesh"))}
+        out[ep["id"]] = {**ep, **({"dev": dev} if dev else {})}
     return out
 
 
@@ -98,10 +100,10 @@ def watch(ns: str | None, policy: Policy, events: Path, *, interval: float = INT
     with open(events, "a") as log:
         while not stop():
             links = link_up(ns)
-            up = {eid: links.get(e["dev"], True) for eid, e in eps.items()}
+            up = {eid: links.get(e.get("dev"), True) for eid, e in eps.items()}
             for decision in policy.step(time.monotonic(), up):
                 for eid, backup in decision["set"].items():
-                    sc.set_backup(ns, eid, backup, eps[eid]["fullmesh"])
+                    sc.readd_endpoint(ns, eps[eid], backup)
                 log.write(json.dumps({"at": time.time(), **decision,
                                       "set": {str(k): v for k, v in decision["set"].items()}})
                           + "\n")

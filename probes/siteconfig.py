@@ -175,11 +175,20 @@ def set_endpoints(ns: str | None, wanted: list[dict[str, Any]]) -> None:
         ip(ns, *argv)
 
 
-def set_backup(ns: str | None, endpoint_id: int, backup: bool, fullmesh: bool) -> None:
-    """Flip one endpoint's backup flag on the live connections too (MP_PRIO). `fullmesh` is
-    repeated: iproute2 6.1 sends both flags on a change, and one left out is cleared."""
-    ip(ns, "mptcp", "endpoint", "change", "id", str(int(endpoint_id)),
-       "backup" if backup else "nobackup", "fullmesh" if fullmesh else "nofullmesh")
+def readd_endpoint(ns: str | None, endpoint: dict[str, Any], backup: bool) -> None:
+    """Replace one endpoint by itself with the backup flag set or cleared: its subflows close
+    and the in-kernel PM opens new ones, with the new flag, on every live connection.
+
+    Not `ip mptcp endpoint change id N nobackup`: on this kernel its MP_PRIO reaches only the
+    first subflow of the address (seen: K-C kept its backup flag in `ss -Mti` while K-D was
+    promoted, and the transfer ran on K-D alone), and iproute2 6.1 clears `fullmesh` unless it
+    is repeated."""
+    ep = check_endpoint({**endpoint, "backup": backup})
+    ip(ns, "mptcp", "endpoint", "delete", "id", str(ep["id"]))
+    argv = ["mptcp", "endpoint", "add", ep["address"]]
+    if ep.get("dev"):
+        argv += ["dev", ep["dev"]]
+    ip(ns, *argv, "id", str(ep["id"]), *[f for f in FLAGS if ep.get(f)])
 
 
 def set_limits(ns: str | None, limits: dict[str, int]) -> None:
