@@ -139,7 +139,7 @@ def _run(ns: str | None, directory: Path, journal: dict[str, Any], forward: bool
          hold_after: int | None = None) -> None:
     steps = journal["steps"] if forward else list(reversed(journal["steps"]))
     for n, step in enumerate(steps, 1):
-        if forward and step["done"]:
+        if step["done"] == forward:  # applied already / never applied
             continue
         _do(ns, step, step["after"] if forward else step["before"], journal)
         step["done"] = forward
@@ -171,7 +171,21 @@ def apply(target: dict[str, Any], *, ns: str | None, root: Path | None = None,
                    "started_at": time.time(), "recovered": recovered,
                    "bpf_map_ids": (old or {}).get("bpf_map_ids", {})}
         _write_journal(directory, journal)
-        _run(ns, directory, journal, forward=True, hold_after=hold_after)
+        try:
+            _run(ns, directory, journal, forward=True, hold_after=hold_after)
+        except Exception:
+            # a step the site refused: undo every step (the refused one may be half done;
+            # redoing a value is harmless), so the site is as it was
+            journal["phase"] = "rolling_back"
+            for step in journal["steps"]:
+                step["done"] = True
+            _write_journal(directory, journal)
+            _run(ns, directory, journal, forward=False)
+            journal["phase"] = "rolled_back"
+            journal["recovered"] = "rolled_back"
+            journal["finished_at"] = time.time()
+            _write_journal(directory, journal)
+            raise
         journal["phase"] = "applied"
         journal["finished_at"] = time.time()
         _write_journal(directory, journal)

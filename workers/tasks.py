@@ -192,6 +192,8 @@ def apply_site(apply_id: int, site: str, action: str) -> str:
     if action == "rollback":
         return apply_flow.rollback_site(apply_id, site, namespace=where)["state"]
     report = apply_flow.apply_site(apply_id, site, namespace=where)
+    if report["state"] == "applied":
+        apply_flow.confirm_when_both_applied(apply_id)
     return report["state"]
 
 

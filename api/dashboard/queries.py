@@ -18,10 +18,10 @@ from sqlalchemy.orm import Session
 from models import Campaign, FitRecord, ImpactFactor, Topology
 from service.algorithm.impact import sign_changes
 from service.flows.campaign_answer import CampaignSolution, solve_campaign
+from service.store import applied, inventory, recommendations, results
 from service.store import artifacts as artifact_store
 from service.store import campaigns as campaign_store
 from service.store import dashboard as reads
-from service.store import applied, inventory, recommendations, results
 
 CURVE_POINTS = 120  # points per fitted curve drawn on the Fits page
 

@@ -105,6 +105,19 @@ def apply_site(apply_id: int, site: str, *, namespace: str | None = "plan") -> d
     return report
 
 
+def confirm_when_both_applied(apply_id: int) -> None:
+    """On Celery, each site's task reports alone: the one that sees both sites applied first
+    (claimed by a conditional update) runs the confirmation."""
+    with session_scope() as s:
+        row = applied.get_apply(s, apply_id=apply_id)
+        done = all((row.sites.get(e["site"]) or {}).get("state") == "applied"
+                   for e in row.plan["sites"])
+        if not (done and _can_confirm(row.plan)
+                and applied.claim_confirmation(s, apply_id=apply_id)):
+            return
+    confirm(apply_id)
+
+
 def _report(journal: dict[str, Any], ns: str | None, state: str) -> dict[str, Any]:
     return {
         "state": state,

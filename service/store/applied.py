@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from models import AppliedAnswer, Recommendation, utcnow
@@ -76,3 +76,14 @@ def finish(session: Session, row: AppliedAnswer, state: str, *, error: str | Non
     if state != "applying":
         row.finished_at = now
     session.flush()
+
+
+def claim_confirmation(session: Session, *, apply_id: int) -> bool:
+    """True for exactly one caller: marks the confirmation as running if nobody did."""
+    result = session.execute(
+        update(AppliedAnswer).where(AppliedAnswer.id == apply_id,
+                                    AppliedAnswer.state == "applying",
+                                    AppliedAnswer.confirmation.is_(None))
+        .values(confirmation={"running": True}))
+    session.flush()
+    return result.rowcount == 1

@@ -3,6 +3,8 @@ nothing here changes a host: real sites apply through their own workers."""
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 
 from probes.localsite import LocalSite, capability_report
@@ -14,9 +16,13 @@ from .conftest import HU, SRL
 pytestmark = pytest.mark.postgres
 
 
+# names of their own: a running testbed with the paper's site names would be found instead
+LOCAL, REMOTE = f"SRL{secrets.token_hex(3)}", f"HU{secrets.token_hex(3)}"
+
+
 def _topology(client, auth) -> int:
-    a = client.post("/sites", json=SRL, headers=auth).json()
-    b = client.post("/sites", json=HU, headers=auth).json()
+    a = client.post("/sites", json={**SRL, "name": LOCAL}, headers=auth).json()
+    b = client.post("/sites", json={**HU, "name": REMOTE}, headers=auth).json()
     rtts = {f"{lo}-{r}": 300.0 for lo in "UKPT" for r in ("C", "CU")}
     r = client.post("/topologies", json={"local_site_id": a["id"], "remote_site_id": b["id"],
                                          "rtts_ms": rtts}, headers=auth)
@@ -41,9 +47,9 @@ def test_plan_for_real_sites_and_the_errors(client, auth, db_session):
     r = client.get(f"/topologies/{tid}/apply-plan", headers=auth)
     assert r.status_code == 409 and "has not reported its addresses" in r.json()["detail"]
 
-    _report(db_session, "SRL", {"U": "192.0.2.1", "K": "192.0.2.2", "P": "192.0.2.3",
+    _report(db_session, LOCAL, {"U": "192.0.2.1", "K": "192.0.2.2", "P": "192.0.2.3",
                                 "T": "192.0.2.4"})
-    _report(db_session, "HU", {"C": "198.51.100.1", "CU": "198.51.100.2"})
+    _report(db_session, REMOTE, {"C": "198.51.100.1", "CU": "198.51.100.2"})
     r = client.get(f"/topologies/{tid}/apply-plan", headers=auth)
     assert r.status_code == 200, r.text
     plan = r.json()
@@ -92,16 +98,16 @@ def test_the_topology_page_shows_what_is_applied(client, auth, db_session):
     plan = {"answer": {"opm": "PCDC", "occ": "reno", "obs_mib": 0.5}, "used": ["U-C", "K-C"],
             "standbys": ["U-CU"]}
     row = applied.add_apply(db_session, topology_id=tid, recommendation_id=None, plan=plan)
-    applied.set_site(db_session, row, "SRL", {"state": "applied", "namespace": None,
+    applied.set_site(db_session, row, LOCAL, {"state": "applied", "namespace": None,
                                               "changed": ["sysctl net.ipv4.tcp_wmem"]})
     applied.finish(db_session, row, "applied", confirmation={
         "goodput_mbps": 11.25, "threshold_mbps": 10.5, "kernel_over_userspace": 0.98})
-    applied.add_event(db_session, row, "failover", "SRL", {"endpoint": 1, "promoted": 2})
+    applied.add_event(db_session, row, "failover", LOCAL, {"endpoint": 1, "promoted": 2})
     db_session.commit()
     page = client.get(f"/dashboard/topologies/{tid}")
     assert page.status_code == 200
     for text in ("U-C, K-C", "11.250", "10.500", "0.980", "sysctl net.ipv4.tcp_wmem",
-                 "failover at SRL"):
+                 f"failover at {LOCAL}"):
         assert text in page.text, text
     listed = client.get(f"/topologies/{tid}/applied", headers=auth).json()
     assert [a["state"] for a in listed] == ["applied"]

@@ -36,8 +36,9 @@ def test_apply_confirm_and_rollback_from_the_cli(sites, testbed, tmp_path):
     no_answer = _mpcoa(env, "apply", str(topology_id), "--dry-run")
     assert no_answer.returncode == 2 and "has no answer yet" in no_answer.stderr
 
-    cal = _mpcoa(env, "calibrate", str(topology_id), "--cc", "reno", "--buffer", "0.0625", "--buffer", "0.125",
-                 "--buffer", "0.25", "--runs", "1", "--duration", "3", "--mode", "grid")
+    cal = _mpcoa(env, "calibrate", str(topology_id), "--cc", "reno", "--buffer", "0.0625",
+                 "--buffer", "0.125", "--buffer", "0.25", "--runs", "1", "--duration", "3",
+                 "--mode", "grid")
     assert cal.returncode == 0, cal.stdout + cal.stderr
     original = {s: _site_values(testbed, s) for s in sites}
 
