@@ -84,6 +84,9 @@ def apply_site(apply_id: int, site: str, *, namespace: str | None = "plan") -> d
         plan = applied.get_apply(s, apply_id=apply_id).plan
     entry = _site_entry(plan, site)
     ns = entry["namespace"] if namespace == "plan" else namespace
+    if ns is None and namespace == "plan":
+        raise ProbeError(f"site {site!r} is a real host: only its own worker (or `mpcoa apply "
+                         f"ID --site {site}` on it) applies there")
     try:
         journal = siteapply.apply(entry["target"], ns=ns, allow_host=ns is None,
                                   label=f"apply {apply_id}")
@@ -234,6 +237,8 @@ def rollback_site(apply_id: int, site: str, *, namespace: str | None = "plan") -
         plan = applied.get_apply(s, apply_id=apply_id).plan
     entry = _site_entry(plan, site)
     ns = entry["namespace"] if namespace == "plan" else namespace
+    if ns is None and namespace == "plan":
+        raise ProbeError(f"site {site!r} is a real host: only its own worker rolls it back")
     journal = siteapply.rollback(ns=ns)
     report = {**_report(journal, ns, "rolled_back"), "changed": []}
     with session_scope() as s:
