@@ -14,7 +14,7 @@ from api.dashboard import login_router, static_router
 from api.dashboard import router as dashboard_router
 from api.deps import SessionDep, require_read
 from api.middleware import BodyLimit, WriteGate
-from api.routers import campaigns, inventory, recommendations, schedules
+from api.routers import apply, campaigns, inventory, recommendations, schedules
 from api.schemas import Health, Problem
 from service.db import get_engine, make_sessionmaker
 from service.flows import runner
@@ -94,6 +94,7 @@ def create_app(
     app.include_router(campaigns.router)
     app.include_router(schedules.router)
     app.include_router(metrics.router)
+    app.include_router(apply.router)
     app.include_router(login_router)
     app.include_router(static_router)
     app.include_router(dashboard_router)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from cli.algorithm import register as register_algorithm
+from cli.apply import register as register_apply
 from cli.bundle import register as register_bundle
 from cli.demo import register as register_demo
 from cli.report import register as register_report
@@ -25,4 +26,5 @@ register_workers(app)  # calibrate, worker, beat
 register_demo(app)  # demo
 register_bundle(app)  # export, import
 register_report(app)  # report
+register_apply(app)  # apply --dry-run | --rollback
 app.add_typer(testbed_app, name="testbed")  # testbed up | down | status

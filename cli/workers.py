@@ -307,6 +307,7 @@ def _site_report(name: str, isp_options: list[str]) -> dict:
         typer.echo(f"mpcoa: error: {exc}", err=True)
         raise typer.Exit(EXIT_FAILED) from None
     report = capability_report(local, netperfmeter=default_binary())
+    report["config"] = _current_config()  # what an apply would replace (GET .../apply-plan)
     typer.echo(json.dumps(report, indent=2))
     for problem in report["problems"]:
         typer.echo(f"problem: {problem}", err=True)
@@ -319,6 +320,16 @@ def _site_report(name: str, isp_options: list[str]) -> dict:
     except Exception as exc:
         typer.echo(f"report not stored: database unavailable ({type(exc).__name__})", err=True)
     return report
+
+
+def _current_config() -> dict | None:
+    from probes.base import ProbeError
+    from probes.siteconfig import read_state
+
+    try:
+        return read_state(None)
+    except ProbeError:
+        return None
 
 
 def beat() -> None:

@@ -1,5 +1,6 @@
 """SQLAlchemy 2 tables of mpcoa. Imports nothing else of the project."""
 
+from .applied import APPLY_STATES, AppliedAnswer
 from .base import Base, JSONType, UTCDateTime, utcnow
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
 from .sites import (
@@ -35,6 +36,7 @@ from .tables import (
 
 __all__ = [
     "ACTIVE_CAMPAIGN_STATES",
+    "APPLY_STATES",
     "CAMPAIGN_MODES",
     "CAMPAIGN_STATES",
     "EVENT_KINDS",
@@ -48,6 +50,7 @@ __all__ = [
     "TOKEN_SCOPES",
     "AnswerGeneration",
     "ApiToken",
+    "AppliedAnswer",
     "Base",
     "Campaign",
     "FitRecord",

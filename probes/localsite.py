@@ -19,7 +19,7 @@ from probes.capabilities import IPERF3_VERSION, NETPERFMETER_VERSION, tool_versi
 from probes.netns import run_ns, sysctl_get
 from probes.vocabulary import LABEL_PATTERN, NAME_PATTERN
 
-_IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")  # Linux: at most 15 bytes (IFNAMSIZ - 1)
+IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")  # Linux: at most 15 bytes (IFNAMSIZ - 1)
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ def parse_isp_option(value: str) -> tuple[str, str]:
         raise ValueError(f"--isp {value!r}: label {label!r} is not an ISP label "
                          "(a letter, then up to 7 letters or digits)")
     if target.startswith("@"):
-        if not _IFNAME.fullmatch(target[1:]):
+        if not IFNAME.fullmatch(target[1:]):
             raise ValueError(f"--isp {value!r}: {target[1:]!r} is not an interface name")
         return label, target
     try:

@@ -178,7 +178,26 @@ def recalibrate_due() -> list[int]:
         return recalibration.queue_due_campaigns(s, settings=get_settings())
 
 
+@app.task(
+    name="mpcoa.apply_site", autoretry_for=TRANSIENT, retry_backoff=True, max_retries=None,
+    acks_late=True,
+)
+def apply_site(apply_id: int, site: str, action: str) -> str:
+    """A site's side of an apply or a rollback (`flows.apply`), on the site's own queue: a
+    real site's worker changes its own host, the testbed's worker the site's namespace. A
+    worker killed mid-apply gets the task again: the journal rolls the site back first."""
+    from service.flows import apply as apply_flow
+
+    where = None if local_site() is not None else "plan"
+    if action == "rollback":
+        return apply_flow.rollback_site(apply_id, site, namespace=where)["state"]
+    report = apply_flow.apply_site(apply_id, site, namespace=where)
+    if report["state"] == "applied":
+        apply_flow.confirm_when_both_applied(apply_id)
+    return report["state"]
+
+
 __all__ = [
-    "CONTROL_QUEUE", "advance_campaign", "recalibrate_due", "resume_campaigns", "run_probe",
-    "serve_probe",
+    "CONTROL_QUEUE", "advance_campaign", "apply_site", "recalibrate_due", "resume_campaigns",
+    "run_probe", "serve_probe",
 ]

@@ -20,10 +20,10 @@ from service.algorithm.impact import sign_changes
 from service.algorithm.objective import objective_of
 from service.flows.campaign_answer import CampaignSolution, solve_campaign
 from service.flows.stream_answer import stream_answer
+from service.store import applied, inventory, recommendations, results
 from service.store import artifacts as artifact_store
 from service.store import campaigns as campaign_store
 from service.store import dashboard as reads
-from service.store import inventory, recommendations, results
 
 CURVE_POINTS = 120  # points per fitted curve drawn on the Fits page
 
@@ -78,6 +78,7 @@ def topology_page(session: Session, topology_id: int) -> dict:
         "campaigns": campaigns,
         "campaigns_total": campaigns_total,
         "active_campaign": campaign_store.active_campaign(session, topology_id=topology.id),
+        "applies": applied.list_applies(session, topology_id=topology.id, limit=5),
     }
 
 

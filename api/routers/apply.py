@@ -1,0 +1,107 @@
+"""Applying an answer to the topology's sites: the plan, the apply, the rollback, the record."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Request, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.deps import SessionDep, commit, require_read, require_write
+from api.schemas import MAX_ID
+from service.flows import apply as apply_flow
+from service.flows.apply_plan import build_plan
+from service.store import applied
+
+Id = Annotated[int, Path(ge=1, le=MAX_ID)]
+ERRORS = {401: {"description": "no valid token"}, 404: {"description": "unknown topology"},
+          409: {"description": "no answer yet, sites not reachable, or an apply in progress"}}
+
+router = APIRouter(tags=["apply"])
+
+
+class ApplyPlanOut(BaseModel):
+    """Per site every change the topology's newest answer needs, with the value it replaces."""
+
+    topology_id: int
+    recommendation_id: int
+    answer: dict[str, Any]
+    used: list[str]
+    standbys: list[str]
+    dropped: list[str]
+    connect: dict[str, str]
+    notes: list[str]
+    scopes: dict[str, Any]
+    sites: list[dict[str, Any]]
+
+
+class ApplyIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    confirm: bool = Field(True, description="run the confirmation transfer after applying")
+    seconds: float = Field(10.0, ge=5, le=120, allow_inf_nan=False,
+                           description="the confirmation transfer's length")
+
+
+class AppliedOut(BaseModel):
+    id: int
+    topology_id: int
+    recommendation_id: int | None
+    state: str
+    sites: dict[str, Any]
+    confirmation: dict[str, Any] | None
+    events: list[dict[str, Any]]
+    error: str | None
+    created_at: datetime
+    applied_at: datetime | None
+    finished_at: datetime | None
+    plan: dict[str, Any]
+
+    @classmethod
+    def of(cls, row) -> AppliedOut:
+        return cls.model_validate(row, from_attributes=True)
+
+
+@router.get("/topologies/{topology_id}/apply-plan", response_model=ApplyPlanOut,
+            dependencies=[Depends(require_read)], responses=ERRORS,
+            summary="What applying the newest answer would change on each site")
+def get_apply_plan(topology_id: Id, session: SessionDep):
+    return build_plan(session, topology_id)
+
+
+@router.post("/topologies/{topology_id}/apply", response_model=AppliedOut,
+             status_code=status.HTTP_202_ACCEPTED, dependencies=[Depends(require_write)],
+             responses=ERRORS, summary="Apply the newest answer on both sites, then confirm it")
+def post_apply(topology_id: Id, request: Request, session: SessionDep,
+               body: ApplyIn | None = None):
+    body = body or ApplyIn()
+    row = apply_flow.start_apply(session, topology_id=topology_id, confirm=body.confirm,
+                                 seconds=body.seconds,
+                                 site_hosts=bool(request.app.state.settings.broker_url))
+    commit(session)
+    apply_flow.dispatch(row.id, row.plan, "apply", request.app.state.settings)
+    return AppliedOut.of(row)
+
+
+@router.post("/topologies/{topology_id}/rollback", response_model=AppliedOut,
+             status_code=status.HTTP_202_ACCEPTED, dependencies=[Depends(require_write)],
+             responses=ERRORS, summary="Restore what the last apply replaced, on both sites")
+def post_rollback(topology_id: Id, request: Request, session: SessionDep):
+    row = apply_flow.start_rollback(session, topology_id=topology_id,
+                                    site_hosts=bool(request.app.state.settings.broker_url))
+    commit(session)
+    apply_flow.dispatch(row.id, row.plan, "rollback", request.app.state.settings)
+    return AppliedOut.of(row)
+
+
+@router.get("/topologies/{topology_id}/applied", response_model=list[AppliedOut],
+            dependencies=[Depends(require_read)], responses=ERRORS,
+            summary="The applies of the topology's answers, newest first")
+def list_applied(topology_id: Id, session: SessionDep,
+                 limit: Annotated[int, Query(ge=1, le=100)] = 20):
+    from service.store import inventory
+
+    inventory.get_topology(session, topology_id=topology_id)
+    return [AppliedOut.of(r) for r in applied.list_applies(session, topology_id=topology_id,
+                                                           limit=limit)]

@@ -1,0 +1,150 @@
+"""`mpcoa apply TOPOLOGY_ID`: show the plan (--dry-run), apply the newest answer to both sites,
+confirm it, roll it back; `--site NAME` runs one site's side on this host (a real site)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated
+
+import typer
+
+from cli.algorithm import fail
+from service.db import session_scope, upgrade
+from service.errors import ServiceError
+from service.settings import get_settings
+
+EXIT_FAILED = 1
+
+
+def _print_plan(plan: dict) -> None:
+    a = plan["answer"]
+    typer.echo(f"topology {plan['topology_id']}, answer {plan['recommendation_id']} "
+               f"({a['kind']}): OPM={a['opm']} OCC={a['occ']} OBS={a['obs_mib']} MiB "
+               f"OTP={a['otp_mbps']} Mbit/s")
+    typer.echo(f"subflows carrying data: {', '.join(plan['used'])}; standbys (backup, in "
+               f"failover order): {', '.join(plan['standbys']) or 'none'}")
+    if plan["dropped"]:
+        typer.echo(f"not expressible per address, left as backup: {', '.join(plan['dropped'])}")
+    typer.echo(f"an application connects from {plan['connect']['source']} to "
+               f"{plan['connect']['destination']}")
+    for site in plan["sites"]:
+        typer.echo(f"\nsite {site['site']} ({site['role']}, {site['where']}"
+                   + (f", namespace {site['namespace']}" if site["namespace"] else "") + ")")
+        for c in site["changes"]:
+            mark = {"set": "*", "none": " ", "needs_host": "!", "advice": "~"}[c["action"]]
+            typer.echo(f"  {mark} [{c['scope']:<11}] {c['kind']:<8} {c['key']:<34} "
+                       f"{c['before']!s:>24} -> {c['after']!s}")
+    typer.echo("\n* changes   ! host-wide, too low, not changed from a namespace   "
+               "~ for applications that set their own socket buffers")
+    if plan["notes"]:
+        typer.echo(f"notes: {', '.join(plan['notes'])}")
+
+
+def apply(
+    topology_id: Annotated[int, typer.Argument(min=1, help="stored topology id")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="show the plan, change nothing")]
+    = False,
+    rollback: Annotated[bool, typer.Option("--rollback", help="restore what the last apply "
+                                           "replaced")] = False,
+    site: Annotated[str | None, typer.Option("--site", help="only this site's side, on this "
+                                             "host (a real site's operator)")] = None,
+    confirm: Annotated[bool, typer.Option(help="run the confirmation transfer")] = True,
+    seconds: Annotated[float, typer.Option(min=5, max=120, help="confirmation length, s")]
+    = 10.0,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Apply the topology's newest answer to its sites (endpoints, limits, CC, buffers)."""
+    from service.flows import apply as flow
+    from service.flows.apply_plan import build_plan
+
+    settings = get_settings()
+    if settings.is_embedded:
+        upgrade(settings.effective_database_url)
+    try:
+        if dry_run:
+            with session_scope() as s:
+                plan = build_plan(s, topology_id)
+            typer.echo(json.dumps(plan, indent=1)) if as_json else _print_plan(plan)
+            return
+        with session_scope() as s:
+            if rollback:
+                row = flow.start_rollback(
+                    s, topology_id=topology_id,
+                    site_hosts=site is not None or bool(settings.broker_url))
+            elif site is None or _no_open_apply(s, topology_id):
+                row = flow.start_apply(s, topology_id=topology_id, confirm=confirm,
+                                       seconds=seconds,
+                                       site_hosts=site is not None or bool(settings.broker_url))
+            else:
+                from service.store import applied
+
+                row = applied.latest_apply(s, topology_id=topology_id)
+            apply_id, plan = row.id, row.plan
+    except ServiceError as exc:
+        fail(exc.message)
+    if site is not None:  # this host is the site: no namespace
+        names = [e["site"] for e in plan["sites"]]
+        if site not in names:
+            fail(f"--site {site!r}: the topology's sites are {', '.join(names)}")
+        run = flow.rollback_site if rollback else flow.apply_site
+        report = run(apply_id, site, namespace=None)
+        typer.echo(json.dumps(report, indent=1))
+        raise typer.Exit(0 if report["state"] != "failed" else EXIT_FAILED)
+    if settings.broker_url:
+        flow.dispatch(apply_id, plan, "rollback" if rollback else "apply", settings)
+        state = _wait(apply_id)
+    else:
+        (flow.run_rollback if rollback else flow.run_apply)(apply_id)
+        state = _wait(apply_id, timeout_s=0)
+    _print_outcome(apply_id, as_json)
+    raise typer.Exit(0 if state in ("applied", "rolled_back") else EXIT_FAILED)
+
+
+def _no_open_apply(session, topology_id: int) -> bool:
+    from service.store import applied
+
+    last = applied.latest_apply(session, topology_id=topology_id)
+    return last is None or last.state != "applying"
+
+
+def _wait(apply_id: int, timeout_s: float = 600) -> str:
+    from service.store import applied
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with session_scope() as s:
+            state = applied.get_apply(s, apply_id=apply_id).state
+        if state != "applying" or time.monotonic() >= deadline:
+            return state
+        time.sleep(1.0)
+
+
+def _print_outcome(apply_id: int, as_json: bool) -> None:
+    from service.store import applied
+
+    with session_scope() as s:
+        row = applied.get_apply(s, apply_id=apply_id)
+        out = {"apply": row.id, "state": row.state, "sites": row.sites,
+               "confirmation": row.confirmation, "error": row.error}
+    if as_json:
+        typer.echo(json.dumps(out, indent=1))
+        return
+    typer.echo(f"apply {out['apply']}: {out['state']}" + (f" ({out['error']})"
+                                                           if out["error"] else ""))
+    for name, rep in out["sites"].items():
+        typer.echo(f"  site {name}: {rep.get('state')}; changed: "
+                   f"{', '.join(rep.get('changed') or []) or 'nothing'}"
+                   + (f"; recovered: {rep['recovered']}" if rep.get("recovered") else ""))
+    c = out["confirmation"] or {}
+    if "goodput_mbps" in c:
+        typer.echo(f"  confirmation: {c['goodput_mbps']:.3f} Mbit/s on the in-kernel path "
+                   f"manager ({c['subflows']} extra subflows, cc {c['cc']}) against OTP "
+                   f"{c['otp_mbps']:.3f} (needed {c['threshold_mbps']:.3f}): "
+                   + ("confirmed" if c["passed"] else "NOT confirmed, rolled back"))
+    elif c:
+        typer.echo(f"  confirmation: {c.get('skipped')}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("apply")(apply)

@@ -1,0 +1,257 @@
+"""Applying a topology's answer to its sites, confirming it, rolling it back.
+
+`start_apply` stores the plan (`apply_plan.build_plan`) as an `AppliedAnswer` in state
+``applying``; after the commit `dispatch` hands it to each site's worker: on Celery the
+``mpcoa.apply_site`` task on the site's own queue, embedded a thread of this process that does
+both sites. Each site applies its side with `probes.siteapply` (journaled: as it was or as
+planned, never half) and reports into the row (`apply_site`). When both sites are applied and
+this process reaches both (the emulated testbed), the confirmation runs a plain MPTCP
+application connection (`probes.mptcpapp`) on the sites' own endpoints and sysctls; below
+(1 - delta) x the answer's OTP the sites are rolled back, the row is ``unconfirmed`` and the
+answer is flagged ``apply_unconfirmed`` with the figures.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from models import AppliedAnswer
+from probes import mptcpapp, siteapply
+from probes.base import ProbeError
+from probes.ports import choose_port_triple
+
+from ..db import session_scope
+from ..errors import Conflict
+from ..settings import Settings
+from ..store import applied
+from .apply_plan import build_plan
+from .dispatch import _celery_client, site_queue
+
+log = logging.getLogger(__name__)
+
+APPLY_TASK = "mpcoa.apply_site"
+CONFIRM_SECONDS = 10.0
+CONFIRM_WARMUP_S = 3.0
+
+
+def start_apply(session: Session, *, topology_id: int, confirm: bool = True,
+                seconds: float = CONFIRM_SECONDS, site_hosts: bool = False) -> AppliedAnswer:
+    """A new apply of the topology's newest answer (409 while another one is applying).
+
+    `site_hosts`: real sites may be in the plan, because their own workers (Celery queues) or
+    their operators (`mpcoa apply ID --site NAME` on each host) apply them; without it only
+    the testbed's namespaces may be (this process must never change its own host for a site)."""
+    last = applied.latest_apply(session, topology_id=topology_id)
+    if last is not None and last.state == "applying":
+        raise Conflict(f"topology {topology_id}: apply {last.id} is still applying")
+    plan = build_plan(session, topology_id)
+    if not site_hosts and not _can_confirm(plan):
+        raise Conflict("the sites are real hosts: they apply through their workers' queues "
+                       "(MPCOA_BROKER_URL) or by `mpcoa apply ID --site NAME` on each host")
+    plan["confirm"] = {"wanted": confirm, "seconds": seconds}
+    return applied.add_apply(session, topology_id=topology_id,
+                             recommendation_id=plan["recommendation_id"], plan=plan)
+
+
+def dispatch(apply_id: int, plan: dict[str, Any], action: str, settings: Settings) -> None:
+    """Hand an apply (or a rollback) to the sites' workers, after the row was committed."""
+    if settings.broker_url:
+        client = _celery_client(settings.broker_url)
+        for site in plan["sites"]:
+            client.send_task(APPLY_TASK, args=[apply_id, site["site"], action],
+                             queue=site_queue(site["site"]))
+        return
+    target = run_apply if action == "apply" else run_rollback
+    threading.Thread(target=target, args=(apply_id,), name=f"mpcoa-{action}-{apply_id}",
+                     daemon=True).start()
+
+
+def _site_entry(plan: dict[str, Any], site: str) -> dict[str, Any]:
+    for s in plan["sites"]:
+        if s["site"] == site:
+            return s
+    raise ProbeError(f"site {site!r} is not in this apply's plan")
+
+
+def apply_site(apply_id: int, site: str, *, namespace: str | None = "plan") -> dict[str, Any]:
+    """One site's side: apply its target, report the journal's outcome into the row.
+    `namespace`: "plan" = where the plan says (the testbed's namespace); None = this host."""
+    with session_scope() as s:
+        plan = applied.get_apply(s, apply_id=apply_id).plan
+    entry = _site_entry(plan, site)
+    ns = entry["namespace"] if namespace == "plan" else namespace
+    if ns is None and namespace == "plan":
+        raise ProbeError(f"site {site!r} is a real host: only its own worker (or `mpcoa apply "
+                         f"ID --site {site}` on it) applies there")
+    try:
+        journal = siteapply.apply(entry["target"], ns=ns, allow_host=ns is None,
+                                  label=f"apply {apply_id}")
+        report = _report(journal, ns, "applied")
+    except (ProbeError, OSError) as exc:
+        state = siteapply.read_journal(siteapply.state_dir(ns)) or {}
+        report = {"state": "failed", "error": str(exc), "namespace": ns,
+                  "left": state.get("phase"), "recovered": state.get("recovered")}
+    with session_scope() as s:
+        row = applied.get_apply(s, apply_id=apply_id)
+        applied.set_site(s, row, site, report)
+        if report["state"] == "failed":
+            applied.finish(s, row, "failed", error=f"{site}: {report['error']}")
+        elif all((row.sites.get(e["site"]) or {}).get("state") == "applied"
+                 for e in plan["sites"]) and not _can_confirm(plan):
+            applied.finish(s, row, "applied", confirmation={
+                "skipped": "the sites are real hosts: run the confirmation from the sender "
+                           "(docs/workers.md)"})
+    return report
+
+
+def confirm_when_both_applied(apply_id: int) -> None:
+    """On Celery, each site's task reports alone: the one that sees both sites applied first
+    (claimed by a conditional update) runs the confirmation."""
+    with session_scope() as s:
+        row = applied.get_apply(s, apply_id=apply_id)
+        done = all((row.sites.get(e["site"]) or {}).get("state") == "applied"
+                   for e in row.plan["sites"])
+        if not (done and _can_confirm(row.plan)
+                and applied.claim_confirmation(s, apply_id=apply_id)):
+            return
+    confirm(apply_id)
+
+
+def _report(journal: dict[str, Any], ns: str | None, state: str) -> dict[str, Any]:
+    return {
+        "state": state,
+        "namespace": ns,
+        "changed": [f"{st['kind']} {st['key']}" for st in journal.get("steps", [])
+                    if st["before"] != st["after"]],
+        "skipped": journal.get("skipped", []),
+        "recovered": journal.get("recovered"),
+        "at": journal.get("finished_at"),
+    }
+
+
+def _can_confirm(plan: dict[str, Any]) -> bool:
+    """This process reaches both sites: the testbed's namespaces."""
+    return all(s["namespace"] for s in plan["sites"])
+
+
+def run_apply(apply_id: int) -> None:
+    """Embedded: both sites in turn, then the confirmation (a thread of the API process)."""
+    try:
+        with session_scope() as s:
+            plan = applied.get_apply(s, apply_id=apply_id).plan
+        for entry in plan["sites"]:
+            if apply_site(apply_id, entry["site"])["state"] != "applied":
+                return
+        if _can_confirm(plan):
+            confirm(apply_id)
+    except Exception as exc:
+        log.exception("apply %s", apply_id)
+        with session_scope() as s:
+            applied.finish(s, applied.get_apply(s, apply_id=apply_id), "failed", error=str(exc))
+
+
+def confirm(apply_id: int) -> dict[str, Any]:
+    """The plain MPTCP application's goodput against (1 - delta) x OTP; a miss rolls back."""
+    with session_scope() as s:
+        row = applied.get_apply(s, apply_id=apply_id)
+        plan = row.plan
+    want = plan.get("confirm", {})
+    answer = plan["answer"]
+    if not want.get("wanted", True) or not answer.get("otp_mbps"):
+        figures = {"skipped": "not asked" if not want.get("wanted", True) else "no OTP"}
+        with session_scope() as s:
+            applied.finish(s, applied.get_apply(s, apply_id=apply_id), "applied",
+                           confirmation=figures)
+        return figures
+    sender, receiver = plan["sites"][0], plan["sites"][1]
+    measured = mptcpapp.confirm(
+        sender_ns=sender["namespace"], receiver_ns=receiver["namespace"],
+        source=plan["connect"]["source"], destination=plan["connect"]["destination"],
+        port=choose_port_triple([sender["namespace"], receiver["namespace"]]),
+        seconds=float(want.get("seconds", CONFIRM_SECONDS)),
+        warmup_s=CONFIRM_WARMUP_S)
+    figures = judge(measured, answer)
+    with session_scope() as s:
+        row = applied.get_apply(s, apply_id=apply_id)
+        if figures["passed"]:
+            applied.finish(s, row, "applied", confirmation=figures)
+            return figures
+    for entry in plan["sites"]:
+        siteapply.rollback(ns=entry["namespace"])
+    with session_scope() as s:
+        row = applied.get_apply(s, apply_id=apply_id)
+        applied.finish(s, row, "unconfirmed", confirmation=figures)
+        flag = (f"apply_unconfirmed:measured={figures['goodput_mbps']:.3f},"
+                f"needed={figures['threshold_mbps']:.3f}")
+        if row.recommendation_id is not None:
+            from ..store import recommendations
+
+            rec = recommendations.get_recommendation(s, recommendation_id=row.recommendation_id)
+            rec.quality_flags = [*(rec.quality_flags or []), flag]
+    return figures
+
+
+def judge(measured: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    """A confirmation's figures: the in-kernel goodput beside the userspace-PM probes' OTP."""
+    otp, delta = float(answer["otp_mbps"]), float(answer["delta"])
+    lo, hi = answer.get("promise_low_mbps"), answer.get("promise_high_mbps")
+    got = float(measured["goodput_mbps"])
+    threshold = (1 - delta) * otp
+    return {
+        "goodput_mbps": got,
+        "otp_mbps": otp,
+        "threshold_mbps": threshold,
+        "passed": got >= threshold and not measured.get("fallback"),
+        "promise": [lo, hi],
+        "inside_promise": None if lo is None else lo <= got <= (hi if hi is not None else got),
+        # the in-kernel endpoints against the userspace-PM probes the answer came from
+        "kernel_over_userspace": got / otp if otp else None,
+        "cc": measured.get("cc"),
+        "subflows": measured.get("peak_subflows"),
+        "fallback": measured.get("fallback"),
+        "seconds": measured.get("seconds"),
+        "warmup_s": measured.get("warmup_s"),
+    }
+
+
+def start_rollback(session: Session, *, topology_id: int,
+                   site_hosts: bool = False) -> AppliedAnswer:
+    """The apply to roll back: the topology's last, applied or failed (`site_hosts` as for
+    `start_apply`)."""
+    row = applied.latest_apply(session, topology_id=topology_id)
+    if row is None or row.state not in ("applied", "failed"):
+        state = "nothing applied" if row is None else row.state
+        raise Conflict(f"topology {topology_id}: nothing to roll back ({state})")
+    if not site_hosts and not _can_confirm(row.plan):
+        raise Conflict("the sites are real hosts: they roll back through their workers' "
+                       "queues or by `mpcoa apply ID --rollback --site NAME` on each host")
+    return row
+
+
+def rollback_site(apply_id: int, site: str, *, namespace: str | None = "plan") -> dict:
+    with session_scope() as s:
+        plan = applied.get_apply(s, apply_id=apply_id).plan
+    entry = _site_entry(plan, site)
+    ns = entry["namespace"] if namespace == "plan" else namespace
+    if ns is None and namespace == "plan":
+        raise ProbeError(f"site {site!r} is a real host: only its own worker rolls it back")
+    journal = siteapply.rollback(ns=ns)
+    report = {**_report(journal, ns, "rolled_back"), "changed": []}
+    with session_scope() as s:
+        row = applied.get_apply(s, apply_id=apply_id)
+        applied.set_site(s, row, site, report)
+        if all((row.sites.get(e["site"]) or {}).get("state") == "rolled_back"
+               for e in plan["sites"]):
+            applied.finish(s, row, "rolled_back")
+    return report
+
+
+def run_rollback(apply_id: int) -> None:
+    with session_scope() as s:
+        plan = applied.get_apply(s, apply_id=apply_id).plan
+    for entry in plan["sites"]:
+        rollback_site(apply_id, entry["site"])
