@@ -1,7 +1,7 @@
 """applied answers: an answer set on a topology's sites, its confirmation and failover events
 
 Revision ID: 0018
-Revises: 0016
+Revises: 0017
 Create Date: 2026-11-24 10:00:00
 """
 
