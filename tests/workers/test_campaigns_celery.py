@@ -47,6 +47,10 @@ def broker_api(committed_db, broker_url, tmp_path):
     with TestClient(create_app(settings)) as client:
         client.headers["Authorization"] = f"Bearer {token}"
         yield client
+        # A failed test's campaign must not hold the topology the next test posts to (409).
+        for state in ("queued", "running"):
+            for c in client.get("/campaigns", params={"state": state}).json()["items"]:
+                client.post(f"/campaigns/{c['id']}/cancel")
 
 
 def topology_id(broker_api, sites) -> int:
@@ -136,9 +140,16 @@ def test_posted_topology_is_calibrated_from_measurements(
     assert rec["provisional"] is False and rec["campaign_id"] == cid
     assert rec["opm"] in ("PCDC", "FullMesh") and rec["occ"] in ("reno", "cubic")
     assert PLAN["buffer_grid_mib"][0] <= rec["obs_mib"] <= PLAN["buffer_grid_mib"][-1]
-    # The two sites' capacity: 12 + 3 Mbit/s uplinks into a 20 Mbit/s downlink. Each measured
-    # run stays under it; the fitted curve may overshoot it a little at its peak.
-    assert 0 < max(goodputs(committed_db, cid)) <= 15 * 1.05
+    # The two sites' capacity: 12 + 3 Mbit/s uplinks into a 20 Mbit/s downlink. What a run moved
+    # over its whole transfer stays under it.
+    whole_runs = [json.loads(broker_api.get(
+        f"/measurements/{row['id']}/artifacts/iperf3-server.json").content
+    )["end"]["sum_received"]["bits_per_second"] / 1e6 for row in rows]
+    assert 0 < max(whole_runs) <= 15 * 1.05, whole_runs
+    # A run's goodput is its window after the warm-up, here one second: in it MPTCP can hand over
+    # data that arrived earlier and waited for the slow subflow's segments, so the window may
+    # read above the capacity by that backlog (16.5 Mbit/s seen once), never by a multiple.
+    assert 0 < max(goodputs(committed_db, cid)) <= 15 * 1.25
     assert 5 < rec["otp_mbps"] <= 15 * 1.2
     assert rec["provenance"]["measurement_count"] == PROBES
     # Table 2 from the impact runs: an Omega per CC and subflow (F-U the fast, A-U the slow one).
