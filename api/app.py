@@ -17,7 +17,7 @@ from api.middleware import BodyLimit, WriteGate
 from api.routers import apply, campaigns, inventory, recommendations, schedules
 from api.schemas import Health, Problem
 from service.db import get_engine, make_sessionmaker
-from service.flows import runner
+from service.flows import failover_watch, runner
 from service.flows.embedded_scheduler import EmbeddedScheduler
 from service.settings import Settings, get_settings
 
@@ -68,6 +68,8 @@ def create_app(
         finally:
             if scheduler is not None:
                 scheduler.stop()
+            # the failover watchers this process started for embedded applies
+            failover_watch.stop_all("the server is stopping")
 
     app = FastAPI(
         lifespan=lifespan,

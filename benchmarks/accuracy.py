@@ -15,6 +15,9 @@ Per scenario (a testbed file; files outside probes/scenarios/ work too):
    quotient of the two fresh means; `ratio_vs_oracle_cell` keeps the old figure (fresh
    recommendation / the oracle's best cell).
 
+`--objective stream` runs the stream oracle instead (`benchmarks/stream_accuracy.py`, with its
+own options: `accuracy.py --objective stream SCENARIO --stream-mbps R`).
+
 `--mode grid|adaptive|both`: the campaign's mode, by default the product's own
 (`Settings().campaign_mode`, what users get); with `both`, both campaigns run on
 the same oracle and the adaptive row adds `agrees` (OPM and OCC equal to the grid's, OBS within
@@ -100,6 +103,15 @@ def dense_grid(spec, sender: str, receiver: str, points: int, top: float) -> lis
 
 def probe(bed, sender, receiver, pm, cc, subflows, all_subflows, bs_mib, duration) -> float:
     """One measurement's receiver goodput (Mbit/s); PCDC excludes what is not in `subflows`."""
+    result = probe_result(bed, sender, receiver, cc, subflows, all_subflows, bs_mib, duration)
+    return result.goodput_mbps  # the mean after the warm-up
+
+
+def probe_result(bed, sender, receiver, cc, subflows, all_subflows, bs_mib, duration, *,
+                 profile=None, warmup_s=None):
+    """One usable measurement (`MeasurementResult`); PCDC excludes what is not in `subflows`.
+    `profile`: bulk by default; a paced one runs on the paced tool (frame figures), as a stream
+    campaign's probes do. `warmup_s`: None, the probes' default."""
     from probes.base import MeasurementRequest, ProbeError
 
     allowed = None if set(subflows) == set(all_subflows) else list(subflows)
@@ -110,24 +122,29 @@ def probe(bed, sender, receiver, pm, cc, subflows, all_subflows, bs_mib, duratio
         cc=cc,
         buffer_bytes=None if bs_mib <= 0 else round(bs_mib * MIB),
         duration_s=duration,
+        warmup_s=warmup_s,
         path_manager="PCDC" if allowed else "FullMesh",
+        **({"profile": profile} if profile is not None else {}),
     )
+    backend = "paced" if profile is not None and profile.kind == "paced" else "iperf3"
     for _attempt in range(3):  # as a campaign does: a failed or unusable probe is run again
         try:
-            result = bed.measure(request)  # waits for quiet sites; aborts its connections after
+            # waits for quiet sites; aborts its connections after
+            result = bed.measure(request, backend=backend)
         except ProbeError as exc:
             why = str(exc)
             continue
         if (why := result.failure_reason()) is None:
-            return result.goodput_mbps  # the mean after the warm-up
+            return result
     raise RuntimeError(f"probe unusable three times: {why}")
 
 
-def best_subset_of(measure, names: list[str], log) -> list[str]:
+def best_subset_of(measure, names: list[str], log, describe=None) -> list[str]:
     """PCDC's best proper subset of `names` by `measure(subset)`: every one when there are at most
     4 subflows; beyond, forward selection (the best single subflow, then add the one that helps
     most while one helps), so that one fast subflow alone is always tried: on UNIS-HiN and SRL-HU
-    thin subflows beside a fast one cost more than they add (head-of-line blocking)."""
+    thin subflows beside a fast one cost more than they add (head-of-line blocking). `describe`
+    turns a score into its log text (default: a goodput, negative for unusable)."""
     if len(names) <= 4:
         tried = {tuple(c): measure(list(c)) for k in range(1, len(names))
                  for c in itertools.combinations(names, k)}
@@ -143,7 +160,8 @@ def best_subset_of(measure, names: list[str], log) -> list[str]:
                 break
             current, best = list(step), tried[step]
     for subset, tp in tried.items():
-        log(f"    subset {list(subset)}: " + ("unusable" if tp < 0 else f"{tp:.2f} Mbit/s"))
+        text = describe(tp) if describe else ("unusable" if tp < 0 else f"{tp:.2f} Mbit/s")
+        log(f"    subset {list(subset)}: {text}")
     return list(max(tried, key=tried.get))
 
 
@@ -187,9 +205,27 @@ def run_oracle(bed, spec, sender, receiver, ccs, grid, runs, duration, log) -> O
     return Oracle(arms, seconds)
 
 
-def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode="grid") -> dict:
-    """The product's own campaign, in-process on a fresh SQLite file; its recommendation."""
+def topology_of(spec, sender: str, receiver: str):
+    """The scenario as the product's topology (`TopologySpec`) and its subflows' RTTs (ms), as a
+    user would enter them."""
     from service.algorithm.topology import TopologySpec
+
+    topo = TopologySpec.model_validate({
+        role: {"name": name, "isps": [
+            {"name": i.name, "label": i.label,
+             "down_kbps": spec.rate_kbps(name, i.label, "down"),
+             "up_kbps": spec.rate_kbps(name, i.label, "up")}
+            for i in spec.site(name).isps]}
+        for role, name in (("local", sender), ("remote", receiver))
+    })
+    return topo, {n: 2 * spec.path(*n.split("-")).delay_ms for n in topo.subflow_names()}
+
+
+def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode="grid",
+                 objective=None) -> dict:
+    """The product's own campaign, in-process on a fresh SQLite file; its recommendation. Grid,
+    runs, duration or mode None: the product's defaults. `objective`: a stream's (`Objective`),
+    else bulk."""
     from service.db import session_scope, upgrade
     from service.flows import dispatch
     from service.flows.plan import CampaignParameters
@@ -199,20 +235,13 @@ def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode=
 
     settings = get_settings()
     upgrade(settings.effective_database_url)
-    topo = TopologySpec.model_validate({
-        role: {"name": name, "isps": [
-            {"name": i.name, "label": i.label,
-             "down_kbps": spec.rate_kbps(name, i.label, "down"),
-             "up_kbps": spec.rate_kbps(name, i.label, "up")}
-            for i in spec.site(name).isps]}
-        for role, name in (("local", sender), ("remote", receiver))
-    })
-    rtts = {n: 2 * spec.path(*n.split("-")).delay_ms for n in topo.subflow_names()}
+    topo, rtts = topology_of(spec, sender, receiver)
     dispatch.register_executor("inprocess", lambda _cid: None)  # this script runs it
     with session_scope() as s:
         row = inventory.ensure_topology(s, spec=topo, rtts_ms=rtts)
         params = CampaignParameters(ccs=ccs, buffer_grid_mib=grid, runs=runs,
-                                    duration_s=duration, delta=delta, mode=mode)
+                                    duration_s=duration, delta=delta, mode=mode,
+                                    objective=objective)
         cid = dispatch.start_campaign(s, topology_id=row.id, params=params, reason="benchmark",
                                       settings=settings).id
     started = time.monotonic()
@@ -228,6 +257,8 @@ def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode=
             "subflows": rec.outputs.get("subflows_used"), "flags": rec.quality_flags,
             "probe_seconds": c.probe_seconds_used, "probes": c.probes_done,
             "wall_s": wall, "interval": stated_interval(rec.outputs or {}),
+            "outputs": rec.outputs or {}, "grid": list(c.buffer_grid_mib),
+            "runs": c.runs, "extra_rounds": c.extra_rounds,
         }
 
 
@@ -399,7 +430,22 @@ def print_table(rows: list[dict]) -> None:
               f"{r['linux_default_mbps']:>6.2f} {r.get('agrees', '')!s:>6}")
 
 
+def stream_objective(argv: list[str]) -> list[str] | None:
+    """The arguments for `stream_accuracy` when `argv` asks for `--objective stream`, else
+    None (the bulk oracle)."""
+    for k, arg in enumerate(argv):
+        if arg == "--objective" and k + 1 < len(argv):
+            return argv[:k] + argv[k + 2:] if argv[k + 1] == "stream" else None
+        if arg.startswith("--objective="):
+            return argv[:k] + argv[k + 1:] if arg.split("=", 1)[1] == "stream" else None
+    return None
+
+
 def main() -> int:
+    if (stream_args := stream_objective(sys.argv[1:])) is not None:
+        from benchmarks.stream_accuracy import main as stream_main  # the stream oracle
+
+        return stream_main(stream_args)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("scenarios", nargs="+", type=Path)
     ap.add_argument("--ccs", nargs="+", default=["reno", "cubic", "bbr"])
@@ -416,6 +462,8 @@ def main() -> int:
     ap.add_argument("--mode", choices=["grid", "adaptive", "both"], default=None,
                     help="the campaign's mode (default: the product's, Settings().campaign_mode);"
                     " both: grid and adaptive on the same oracle")
+    ap.add_argument("--objective", choices=["bulk", "stream"], default="bulk",
+                    help="stream: the stream oracle (benchmarks/stream_accuracy.py, its options)")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     data = Path(tempfile.mkdtemp(prefix="mpcoa-accuracy-"))

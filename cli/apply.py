@@ -12,6 +12,7 @@ import typer
 from cli.algorithm import fail
 from service.db import session_scope, upgrade
 from service.errors import ServiceError
+from service.flows import failover_watch
 from service.settings import get_settings
 
 EXIT_FAILED = 1
@@ -52,6 +53,16 @@ def apply(
     confirm: Annotated[bool, typer.Option(help="run the confirmation transfer")] = True,
     seconds: Annotated[float, typer.Option(min=5, max=120, help="confirmation length, s")]
     = 10.0,
+    watch: Annotated[bool | None, typer.Option(
+        "--watch/--no-watch", help="the failover watchers, once applied: with site workers "
+        "they start them (default: yes); embedded, --watch keeps this command in the "
+        "foreground watching until SIGINT/SIGTERM")] = None,
+    hold_s: Annotated[float, typer.Option("--hold-s", min=0.5, max=600,
+                                          help="a failed link must stay up this long before "
+                                          "it is used again, s")] = 10.0,
+    timeout_s: Annotated[float, typer.Option("--timeout", min=1, max=3600,
+                                             help="with site workers: how long to wait for "
+                                             "every site's report, s")] = 600.0,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Apply the topology's newest answer to its sites (endpoints, limits, CC, buffers)."""
@@ -74,7 +85,8 @@ def apply(
                     site_hosts=site is not None or bool(settings.broker_url))
             elif site is None or _no_open_apply(s, topology_id):
                 row = flow.start_apply(s, topology_id=topology_id, confirm=confirm,
-                                       seconds=seconds,
+                                       seconds=seconds, watch=watch is not False,
+                                       hold_s=hold_s,
                                        site_hosts=site is not None or bool(settings.broker_url))
             else:
                 from service.store import applied
@@ -83,6 +95,8 @@ def apply(
             apply_id, plan = row.id, row.plan
     except ServiceError as exc:
         fail(exc.message)
+    holding = bool(watch) and not rollback and (site is not None or not settings.broker_url)
+    stopping = _stop_on_signals() if holding else None
     if site is not None:  # this host is the site: no namespace
         names = [e["site"] for e in plan["sites"]]
         if site not in names:
@@ -90,15 +104,55 @@ def apply(
         run = flow.rollback_site if rollback else flow.apply_site
         report = run(apply_id, site, namespace=None)
         typer.echo(json.dumps(report, indent=1))
+        if holding and report["state"] == "applied":
+            _watch_in_foreground(lambda: failover_watch.start(
+                apply_id, site, namespace=None, this_site_only=True), stopping)
         raise typer.Exit(0 if report["state"] != "failed" else EXIT_FAILED)
     if settings.broker_url:
         flow.dispatch(apply_id, plan, "rollback" if rollback else "apply", settings)
-        state = _wait(apply_id)
+        # a rollback starts from an applied row: waiting only while it is `applying` would
+        # return before the site workers have rolled back
+        state = _wait(apply_id, done=_rolled_back if rollback else _not_applying,
+                      timeout_s=timeout_s)
+    elif rollback:
+        flow.run_rollback(apply_id)
+        state = _wait(apply_id, done=_not_applying, timeout_s=0)
     else:
-        (flow.run_rollback if rollback else flow.run_apply)(apply_id)
-        state = _wait(apply_id, timeout_s=0)
+        flow.run_apply(apply_id, watch_here=bool(watch))
+        state = _wait(apply_id, done=_not_applying, timeout_s=0)
     _print_outcome(apply_id, as_json)
+    if holding and state == "applied":
+        _watch_in_foreground(lambda: None, stopping)  # run_apply started them here
+    if rollback and settings.broker_url and state != "rolled_back":
+        typer.echo(f"mpcoa: error: {_not_rolled_back(apply_id, timeout_s)}", err=True)
+        raise typer.Exit(EXIT_FAILED)
     raise typer.Exit(0 if state in ("applied", "rolled_back") else EXIT_FAILED)
+
+
+def _stop_on_signals():
+    """An event SIGINT and SIGTERM set from now on (instead of ending the process): taken
+    before the apply starts the watchers, so a signal at any moment stops them cleanly."""
+    import signal
+    import threading
+
+    stopping = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopping.set())
+    return stopping
+
+
+def _watch_in_foreground(start, stopping) -> None:
+    """Hold this process's failover watchers until SIGINT or SIGTERM (or until they all
+    stopped: a rollback from elsewhere), then stop them; each says why in the events."""
+    if not stopping.is_set():
+        start()
+    watchers = failover_watch.running_here()
+    typer.echo(f"watching {len(watchers)} site(s); SIGINT or SIGTERM stops", err=True)
+    while not stopping.wait(0.5):
+        if not failover_watch.running_here():
+            return
+    failover_watch.stop_all("mpcoa apply --watch was stopped")
+    typer.echo("the watchers stopped", err=True)
 
 
 def _no_open_apply(session, topology_id: int) -> bool:
@@ -108,16 +162,41 @@ def _no_open_apply(session, topology_id: int) -> bool:
     return last is None or last.state != "applying"
 
 
-def _wait(apply_id: int, timeout_s: float = 600) -> str:
+def _not_applying(state: str) -> bool:
+    return state != "applying"
+
+
+def _rolled_back(state: str) -> bool:
+    return state == "rolled_back"
+
+
+def _wait(apply_id: int, *, done, timeout_s: float) -> str:
+    """The apply's state once `done(state)` holds or `timeout_s` has passed (the sites'
+    workers write their reports into the row; polling it is how this process hears them)."""
     from service.store import applied
 
     deadline = time.monotonic() + timeout_s
     while True:
         with session_scope() as s:
             state = applied.get_apply(s, apply_id=apply_id).state
-        if state != "applying" or time.monotonic() >= deadline:
+        if done(state) or time.monotonic() >= deadline:
             return state
-        time.sleep(1.0)
+        time.sleep(0.5)
+
+
+def _not_rolled_back(apply_id: int, timeout_s: float) -> str:
+    from service.store import applied
+
+    with session_scope() as s:
+        row = applied.get_apply(s, apply_id=apply_id)
+        waiting = [f"{e['site']} ({(row.sites.get(e['site']) or {}).get('state', 'no report')})"
+                   for e in row.plan["sites"]
+                   if (row.sites.get(e["site"]) or {}).get("state") != "rolled_back"]
+    names = " ".join(f"--site {w.split()[0]}" for w in waiting)
+    return (f"apply {apply_id}: not rolled back after {timeout_s:g} s; still waiting for "
+            f"{', '.join(waiting)}. Is each site's worker running (`mpcoa worker {names}`)? "
+            "The rollback stays queued for it; or roll back by hand on the site host: "
+            f"`mpcoa apply TOPOLOGY_ID --rollback --site NAME`")
 
 
 def _print_outcome(apply_id: int, as_json: bool) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -185,18 +186,26 @@ class QuietCheck(BaseModel):
     busy: list[str] = Field(default_factory=list)  #: what was still busy (socket / qdisc)
 
 
-def mean_after_warmup(series: list[tuple[float, float]], warmup_s: float) -> float | None:
-    """Time-weighted mean of a (interval end s, Mbit/s) series over intervals starting at or
-    after ``warmup_s`` (50 ms of slack: tools' interval ends drift by a few ms); None when no
-    interval does."""
-    total = weight = 0.0
+def intervals_after_warmup(
+    series: Sequence[tuple[float, float]], warmup_s: float
+) -> list[tuple[float, float]]:
+    """The (length s, Mbit/s) intervals of a (interval end s, Mbit/s) series that start at or
+    after ``warmup_s`` (50 ms of slack: tools' interval ends drift by a few ms): the measured
+    part of a probe, whose mean is its goodput and whose spread its promise counts."""
+    measured = []
     prev = 0.0
     for t, v in series:
         if prev >= warmup_s - 0.05 and t > prev:
-            total += v * (t - prev)
-            weight += t - prev
+            measured.append((t - prev, v))
         prev = t
-    return total / weight if weight > 0 else None
+    return measured
+
+
+def mean_after_warmup(series: Sequence[tuple[float, float]], warmup_s: float) -> float | None:
+    """Time-weighted mean of the intervals after ``warmup_s``; None when no interval is."""
+    measured = intervals_after_warmup(series, warmup_s)
+    weight = sum(length for length, _ in measured)
+    return sum(length * v for length, v in measured) / weight if weight > 0 else None
 
 
 class MeasurementResult(BaseModel):

@@ -8,13 +8,19 @@ link is down and carry on when it returns. Every change is an event.
 operational state UP, or a carrier loss such as an ISP's modem going away) and applies the
 decisions by replacing the endpoint with the new flag (`siteconfig.readd_endpoint`: new
 subflows on every live connection).
-``python -m probes.failover --ns NS --config FILE --events FILE`` runs it in its own process.
+``python -m probes.failover --ns NS --config FILE --events FILE`` runs it in its own process;
+its first line is ``watching`` (what it watches), then one line per decision. With
+``--parent-pid`` it is a site worker's child and never outlives it: the kernel sends it
+SIGTERM when its parent dies (PR_SET_PDEATHSIG, even on SIGKILL), and it also stops when its
+parent pid changes (the window before the prctl). SIGTERM and SIGINT stop it between polls.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
 import signal
 import sys
 import time
@@ -111,22 +117,51 @@ def watch(ns: str | None, policy: Policy, events: Path, *, interval: float = INT
             time.sleep(interval)
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> bool:
+    """Ask the kernel for SIGTERM when the parent dies; False when it already has (this
+    process was re-parented before the request took effect)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    return os.getppid() == parent_pid
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m probes.failover")
     p.add_argument("--ns", default=None)
     p.add_argument("--config", required=True, help='JSON: {"used": [ids], "standbys": [ids], '
                    '"hold_s": s}')
     p.add_argument("--events", required=True)
+    p.add_argument("--parent-pid", type=int, default=None,
+                   help="stop when this process (the site worker) is gone")
     a = p.parse_args(argv)
     cfg = json.loads(Path(a.config).read_text())
     ids = [*cfg["used"], *cfg["standbys"]]
     if not all(isinstance(i, int) and 1 <= i <= 255 for i in ids):
         p.error("endpoint ids: integers 1..255")
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
-    Path(a.events).touch()
-    watch(a.ns, Policy(cfg["used"], cfg["standbys"], float(cfg.get("hold_s", HOLD_S))),
-          Path(a.events), stop=lambda: bool(stopping))
+    hold_s = float(cfg.get("hold_s", HOLD_S))
+    if not 0 <= hold_s <= 3600:
+        p.error("hold_s: 0..3600 seconds")
+    stopping: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: stopping.append(signum))
+    if a.parent_pid is not None and not die_with_parent(a.parent_pid):
+        return 0
+    orphaned = (lambda: False) if a.parent_pid is None else \
+        (lambda: os.getppid() != a.parent_pid)
+    with open(a.events, "a") as log:
+        log.write(json.dumps({"at": time.time(), "kind": "watching", "used": cfg["used"],
+                              "standbys": cfg["standbys"], "hold_s": hold_s,
+                              "pid": os.getpid()}) + "\n")
+    watch(a.ns, Policy(cfg["used"], cfg["standbys"], hold_s), Path(a.events),
+          stop=lambda: bool(stopping) or orphaned())
+    reason = (f"signal {signal.Signals(stopping[0]).name}" if stopping
+              else "its parent (the site worker) is gone")
+    with open(a.events, "a") as log:
+        log.write(json.dumps({"at": time.time(), "kind": "stopping", "reason": reason}) + "\n")
     return 0
 
 

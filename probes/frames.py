@@ -175,3 +175,37 @@ def goodput_series(records: Sequence[FrameRecord], start_us: int, interval_s: fl
         if max(0, t) // step < n:
             buckets[max(0, t) // step] += size
     return [((i + 1) * interval_s, b * 8 / interval_s / 1e6) for i, b in enumerate(buckets)]
+
+
+def delay_cdf(records: Sequence[FrameRecord], warmup_s: float = 0.0,
+              max_points: int = 200) -> list[tuple[float, float]]:
+    """(delay ms, fraction of frames sent) of the frames sent after `warmup_s`: the share of
+    frames that arrived within that delay. Counted against frames *sent*, so a run that lost
+    frames ends below 1 (the lost fraction is the gap). At most `max_points` steps, evenly
+    spaced in rank, the last (slowest) frame always kept."""
+    kept = after_warmup(records, warmup_s)
+    delays = sorted(d for r in kept if (d := r.delay_ms) is not None)
+    if not delays:
+        return []
+    sent = len(kept)
+    step = max(1, math.ceil(len(delays) / max_points))
+    ranks = list(range(step - 1, len(delays), step))
+    if ranks[-1] != len(delays) - 1:
+        ranks.append(len(delays) - 1)
+    return [(delays[i], (i + 1) / sent) for i in ranks]
+
+
+def hol_timeline(records: Sequence[FrameRecord], warmup_s: float = 0.0
+                 ) -> tuple[list[tuple[float, float]], list[float]]:
+    """One probe's head-of-line wait over time after `warmup_s`: (send time s since the first
+    frame kept, hol ms) per received frame, and the send times of the lost frames."""
+    kept = sorted(after_warmup(records, warmup_s), key=lambda r: r.send_us)
+    if not kept:
+        return [], []
+    start = kept[0].send_us
+    delays = [d for r in kept if (d := r.delay_ms) is not None]
+    lowest = min(delays) if delays else 0.0
+    got = [((r.send_us - start) / 1e6, r.delay_ms - lowest) for r in kept
+           if r.delay_ms is not None]
+    lost = [(r.send_us - start) / 1e6 for r in kept if r.recv_us is None]
+    return got, lost

@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from .settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -67,7 +69,10 @@ def session_scope(engine: Engine | None = None) -> Iterator[Session]:
 
 
 def alembic_config(url: str) -> Config:
-    """Alembic's config pointing at the packaged migrations, whatever the CWD."""
+    """Alembic's config pointing at the packaged migrations, whatever the CWD. Alembic (with
+    Mako and Pygments) is imported here, where a migration runs, not by every command's start."""
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -79,10 +84,14 @@ def upgrade(url: str | None = None, revision: str = "head") -> None:
     url = url or get_settings().effective_database_url
     if url.startswith("sqlite"):
         make_engine(url).dispose()  # creates the file's folder
+    from alembic import command
+
     command.upgrade(alembic_config(url), revision)
 
 
 def downgrade(url: str | None = None, revision: str = "base") -> None:
+    from alembic import command
+
     command.downgrade(alembic_config(url or get_settings().effective_database_url), revision)
 
 

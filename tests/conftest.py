@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +21,24 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from tests import support
+
+# Keep pytest's rewritten test modules: where PYTHONDONTWRITEBYTECODE is set (this machine kind
+# sets it) pytest would otherwise rewrite and compile every test module on every run, in every
+# xdist worker.
+sys.dont_write_bytecode = False
+
+
+def _stop(signum, _frame) -> None:
+    from probes.interrupts import Stopped
+
+    raise Stopped(signum)
+
+
+def pytest_configure(config) -> None:
+    """SIGTERM stops a test run as Ctrl-C does: pytest unwinds and the fixtures' teardowns run
+    (testbed namespaces, servers, databases), where by default the process would just end and
+    leave them behind."""
+    signal.signal(signal.SIGTERM, _stop)
 
 PG_HOST = os.environ.get("MPCOA_TEST_PG_HOST", "localhost")
 PG_USER = os.environ.get("MPCOA_TEST_PG_USER", "postgres")

@@ -9,7 +9,7 @@ at a time, broker reconnection, and retries with exponential backoff.
 from __future__ import annotations
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 
 from service.flows.dispatch import CONTROL_QUEUE, site_queue
 from service.settings import Settings, get_settings
@@ -58,3 +58,12 @@ app = make_app()
 def _resume_on_start(sender, **_kwargs) -> None:
     """A worker that comes back picks up the campaigns nobody is working on."""
     sender.app.send_task("mpcoa.resume_campaigns", queue=CONTROL_QUEUE)
+
+
+@worker_shutdown.connect
+def _stop_watchers(**_kwargs) -> None:
+    """SIGTERM or SIGINT of the worker (a warm shutdown): its failover watchers stop with it,
+    each with a `watch_stopped` event. (SIGKILL: the kernel ends them, PR_SET_PDEATHSIG.)"""
+    from service.flows import failover_watch
+
+    failover_watch.stop_all("the site worker is stopping")

@@ -8,8 +8,9 @@ advance_campaign(id)  -> one turn: does what needs no probe, claims the next ste
 run_probe(id, step)   -> measures (outside any DB transaction), stores, releases, advances;
                          at a real site it runs the active half and sends serve_probe
 serve_probe(...)      -> a real receiver site's passive half of a two-sided probe
-resume_campaigns()    -> hands on campaigns whose lease ran out (killed worker) and sends the
-                         hand-overs still owed (broker down): the outbox sweeper
+resume_campaigns()    -> hands on campaigns a killed worker left (a lease that ran out, a turn
+                         nobody took) and sends the hand-overs still owed (broker down): the
+                         outbox sweeper
 recalibrate_due()     -> queues the campaigns whose cron schedule is due (beat)
 """
 
@@ -77,6 +78,9 @@ def advance_campaign(self, campaign_id: int) -> str:
         advance_campaign.apply_async(
             (campaign_id,), queue=site_queue(local), countdown=SITE_BUSY_RETRY_S
         )
+        # a fresh hand-over: the sweeper re-sends only turns nobody took for a while
+        with session_scope() as s:
+            campaign_store.mark_dispatched(s, campaign_id=campaign_id)
         return "sites busy"
     run_probe.apply_async((campaign_id, turn.step.to_dict(), turn.lease), queue=site_queue(local))
     return f"sent {turn.step.describe()}"
@@ -157,9 +161,10 @@ def serve_probe(campaign_id: int, step_data: dict, lease: str, key: str) -> str:
     name="mpcoa.resume_campaigns", autoretry_for=TRANSIENT, retry_backoff=True, max_retries=None
 )
 def resume_campaigns() -> dict[str, list[int]]:
-    """Beat (and every worker at start): hand on the campaigns whose lease ran out (a worker
-    died mid-probe), then send the hand-overs still owed (the broker was down). A campaign
-    whose message is waiting in its queue is left alone: nothing is sent twice."""
+    """Beat (and every worker at start): hand on the campaigns a dead worker left (its lease
+    ran out, or it took the turn and died before claiming a probe), then send the hand-overs
+    still owed (the broker was down). A turn waiting in its queue for under `lease_ttl_s` is
+    left alone."""
     settings = get_settings()
     with session_scope() as s:
         recovered = dispatch.recover_stalled(s, settings=settings)
@@ -183,17 +188,23 @@ def recalibrate_due() -> list[int]:
     acks_late=True,
 )
 def apply_site(apply_id: int, site: str, action: str) -> str:
-    """A site's side of an apply or a rollback (`flows.apply`), on the site's own queue: a
-    real site's worker changes its own host, the testbed's worker the site's namespace. A
-    worker killed mid-apply gets the task again: the journal rolls the site back first."""
+    """A site's side of an apply, a rollback or a watch (`flows.apply`, `flows.failover_watch`),
+    on the site's own queue: a real site's worker changes its own host, the testbed's worker
+    the site's namespace. A worker killed mid-apply gets the task again: the journal rolls the
+    site back first. `watch` starts the site's failover watcher as this worker's child."""
     from service.flows import apply as apply_flow
+    from service.flows import failover_watch
 
     where = None if local_site() is not None else "plan"
     if action == "rollback":
         return apply_flow.rollback_site(apply_id, site, namespace=where)["state"]
+    if action == "watch":  # the watcher is this worker's child: it dies with the worker
+        watcher = failover_watch.start(apply_id, site, namespace=where)
+        return "watching" if watcher is not None else "not watching"
     report = apply_flow.apply_site(apply_id, site, namespace=where)
     if report["state"] == "applied":
         apply_flow.confirm_when_both_applied(apply_id)
+        apply_flow.watch_when_applied(apply_id, get_settings())
     return report["state"]
 
 

@@ -15,9 +15,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from models import Campaign, FitRecord, ImpactFactor, Topology
+from models import Campaign, FitRecord, ImpactFactor, Recommendation, Topology
+from probes.frames import FrameRecord, after_warmup, delay_cdf, hol_timeline, read_frames_csv
 from service.algorithm.impact import sign_changes
 from service.algorithm.objective import objective_of
+from service.algorithm.stream_choice import StreamRun, carries
 from service.flows.campaign_answer import CampaignSolution, solve_campaign
 from service.flows.stream_answer import stream_answer
 from service.store import applied, inventory, recommendations, results
@@ -195,7 +197,11 @@ def fits_page(
     session: Session, topology_id: int, campaign_id: int | None, delta: float | None
 ) -> dict:
     topology = inventory.get_topology(session, topology_id=topology_id)
-    campaign = _campaign_of(session, topology, campaign_id, FitRecord)
+    # by default the newest bulk campaign: a stream campaign's fits are of its paced goodput,
+    # flat at the stream's rate, and say nothing of its answer (asked for by id, it is shown)
+    campaign = (_campaign_of(session, topology, campaign_id, FitRecord) if campaign_id
+                else reads.newest_bulk_campaign_with(session, topology.id, FitRecord)
+                or _campaign_of(session, topology, None, FitRecord))
     page: dict[str, Any] = {
         "topology": topology,
         "campaign": campaign,
@@ -306,7 +312,33 @@ def recommendation_page(session: Session, recommendation_id: int) -> dict:
     rec = recommendations.get_recommendation(session, recommendation_id=recommendation_id)
     topology = reads.topology_or_none(session, rec.topology_id)
     campaign = reads.campaign_or_none(session, rec.campaign_id)
-    return {"rec": rec, "topology": topology, "campaign": campaign}
+    return {"rec": rec, "topology": topology, "campaign": campaign,
+            "p99_chart": p99_chart(rec)}
+
+
+def p99_chart(rec: Recommendation) -> dict | None:
+    """A stream answer's p99 frame delay per buffer, per arm, as it was stored with the answer
+    (never recomputed), with the (1 + δ) limit over the chosen arm's best; a point that did not
+    carry the stream is marked (its frames waited, its p99 is not a carried stream's)."""
+    stream = (rec.outputs or {}).get("stream")
+    if not stream or not stream.get("points"):
+        return None
+    objective = objective_of((rec.inputs or {}).get("objective"))
+    rate = objective.rate_mbps if objective.is_stream else 0.0
+    arms: dict[str, list[dict]] = {}
+    for p in stream["points"]:
+        p99s = [v for v in p.get("p99_ms") or [] if v is not None]
+        runs = [StreamRun(g, v, lost) for g, v, lost in zip(
+            p.get("goodput_mbps") or [], p.get("p99_ms") or [], p.get("lost_fraction") or [],
+            strict=False)]
+        arms.setdefault(f"{p['pm']}/{p['cc']}", []).append({
+            "bs": p["bs_mib"], "p99": sum(p99s) / len(p99s) if p99s else None,
+            "runs": len(p99s),
+            "carries": bool(rate) and carries(runs, rate, objective.loss_allowed)})
+    return {"id": f"p99-{rec.id}", "chosen": f"{rec.opm}/{rec.occ}", "obs": rec.obs_mib,
+            "p99": stream.get("p99_ms"), "limit": stream.get("limit_p99_ms"),
+            "best": stream.get("best_p99_ms"), "delta": rec.delta,
+            "series": [{"arm": arm, "points": pts} for arm, pts in sorted(arms.items())]}
 
 
 # --- campaigns -----------------------------------------------------------------------------------
@@ -338,9 +370,50 @@ def _stream(session: Session, campaign: Campaign) -> dict | None:
         return None
     answer = stream_answer(session, campaign, objective, campaign.delta)
     d = answer.decision
+    choice = None if d is None or d.opm is None else {
+        "pm": d.opm, "cc": d.occ, "bs_mib": d.obs_mib, "p99_ms": d.p99_ms}
+    cdfs, timeline = _frame_charts(session, campaign, choice)
     return {"objective": objective, "points": answer.points, "error": answer.error,
-            "choice": None if d is None or d.opm is None else
-            {"pm": d.opm, "cc": d.occ, "bs_mib": d.obs_mib, "p99_ms": d.p99_ms}}
+            "choice": choice, "cdf_charts": cdfs, "timeline": timeline}
+
+
+def _frame_charts(session: Session, campaign: Campaign,
+                  choice: dict | None) -> tuple[list[dict], dict | None]:
+    """Per arm a frame-delay CDF at each buffer (its runs pooled, each run's warm-up left out,
+    counted against frames sent), and one probe's head-of-line timeline: the choice's first
+    run, else the first probe with frames. From the probes' own stored `frames.csv`; a file
+    that does not parse is left out (the table above still shows its figures)."""
+    per_point: dict[tuple[str, str, float], list[FrameRecord]] = {}
+    runs: dict[tuple[str, str, float], int] = {}
+    parsed = []
+    for f in reads.campaign_frames(session, campaign.id):
+        try:
+            records = read_frames_csv(f.text)
+        except ValueError:
+            continue
+        parsed.append((f, records))
+        key = (f.pm, f.cc, f.bs_mib)
+        # each run's own warm-up: pooled first, the earliest run's start would decide for all
+        per_point.setdefault(key, []).extend(after_warmup(records, f.warmup_s))
+        runs[key] = runs.get(key, 0) + 1
+    chosen = (choice["pm"], choice["cc"], choice["bs_mib"]) if choice else None
+    first = next((p for p in parsed if (p[0].pm, p[0].cc, p[0].bs_mib) == chosen),
+                 parsed[0] if parsed else None)
+    arms: dict[str, list[dict]] = {}
+    for (pm, cc, bs), records in sorted(per_point.items()):
+        cdf = delay_cdf(records)
+        arms.setdefault(f"{pm}/{cc}", []).append({
+            "bs": bs, "runs": runs[(pm, cc, bs)], "sent": len(records),
+            "reached": cdf[-1][1] if cdf else 0.0, "points": cdf})
+    cdfs = [{"id": f"cdf-{i}", "arm": arm, "series": series}
+            for i, (arm, series) in enumerate(sorted(arms.items()))]
+    timeline = None
+    if first is not None:
+        f, records = first
+        got, lost = hol_timeline(records, f.warmup_s)
+        timeline = {"id": "hol-timeline", "measurement_id": f.measurement_id, "pm": f.pm,
+                    "cc": f.cc, "bs": f.bs_mib, "run": f.run, "points": got, "lost": lost}
+    return cdfs, timeline
 
 
 def progress(campaign: Campaign) -> float:

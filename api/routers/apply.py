@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.deps import SessionDep, commit, require_read, require_write
 from api.schemas import MAX_ID
 from service.flows import apply as apply_flow
+from service.flows import failover_watch
 from service.flows.apply_plan import build_plan
 from service.store import applied
 
@@ -42,6 +43,12 @@ class ApplyIn(BaseModel):
     confirm: bool = Field(True, description="run the confirmation transfer after applying")
     seconds: float = Field(10.0, ge=5, le=120, allow_inf_nan=False,
                            description="the confirmation transfer's length")
+    watch: bool = Field(True, description="once applied, each site's worker starts its "
+                        "failover watcher (docs/workers.md)")
+    hold_s: float = Field(failover_watch.HOLD_S, ge=failover_watch.HOLD_S_RANGE[0],
+                          le=failover_watch.HOLD_S_RANGE[1], allow_inf_nan=False,
+                          description="how long a failed link must stay up again before "
+                          "the watcher uses it again, s")
 
 
 class AppliedOut(BaseModel):
@@ -77,7 +84,7 @@ def post_apply(topology_id: Id, request: Request, session: SessionDep,
                body: ApplyIn | None = None):
     body = body or ApplyIn()
     row = apply_flow.start_apply(session, topology_id=topology_id, confirm=body.confirm,
-                                 seconds=body.seconds,
+                                 seconds=body.seconds, watch=body.watch, hold_s=body.hold_s,
                                  site_hosts=bool(request.app.state.settings.broker_url))
     commit(session)
     apply_flow.dispatch(row.id, row.plan, "apply", request.app.state.settings)

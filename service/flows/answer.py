@@ -93,6 +93,8 @@ class StreamOutcome(BaseModel):
     best_p99_ms: float | None
     best_bs_mib: float | None
     limit_p99_ms: float | None
+    #: a buffer within the limit passed because the one below it did not carry the stream
+    skipped_edge_mib: float | None = None
     goodput_mbps: float | None
     lost_fraction: float | None
     settled: bool

@@ -28,6 +28,7 @@ from ..db import session_scope
 from ..errors import Conflict
 from ..settings import Settings
 from ..store import applied
+from . import failover_watch
 from .apply_plan import build_plan
 from .dispatch import _celery_client, site_queue
 
@@ -39,7 +40,8 @@ CONFIRM_WARMUP_S = 3.0
 
 
 def start_apply(session: Session, *, topology_id: int, confirm: bool = True,
-                seconds: float = CONFIRM_SECONDS, site_hosts: bool = False) -> AppliedAnswer:
+                seconds: float = CONFIRM_SECONDS, site_hosts: bool = False,
+                watch: bool = True, hold_s: float = failover_watch.HOLD_S) -> AppliedAnswer:
     """A new apply of the topology's newest answer (409 while another one is applying).
 
     `site_hosts`: real sites may be in the plan, because their own workers (Celery queues) or
@@ -53,6 +55,7 @@ def start_apply(session: Session, *, topology_id: int, confirm: bool = True,
         raise Conflict("the sites are real hosts: they apply through their workers' queues "
                        "(MPCOA_BROKER_URL) or by `mpcoa apply ID --site NAME` on each host")
     plan["confirm"] = {"wanted": confirm, "seconds": seconds}
+    plan["watch"] = {"wanted": watch, "hold_s": hold_s}
     return applied.add_apply(session, topology_id=topology_id,
                              recommendation_id=plan["recommendation_id"], plan=plan)
 
@@ -65,6 +68,8 @@ def dispatch(apply_id: int, plan: dict[str, Any], action: str, settings: Setting
             client.send_task(APPLY_TASK, args=[apply_id, site["site"], action],
                              queue=site_queue(site["site"]))
         return
+    if action == "watch":
+        raise ValueError("embedded: the watchers start in run_apply, in this process")
     target = run_apply if action == "apply" else run_rollback
     threading.Thread(target=target, args=(apply_id,), name=f"mpcoa-{action}-{apply_id}",
                      daemon=True).start()
@@ -87,6 +92,7 @@ def apply_site(apply_id: int, site: str, *, namespace: str | None = "plan") -> d
     if ns is None and namespace == "plan":
         raise ProbeError(f"site {site!r} is a real host: only its own worker (or `mpcoa apply "
                          f"ID --site {site}` on it) applies there")
+    failover_watch.stop(ns, reason=f"a new apply ({apply_id})")  # it watches the old answer
     try:
         journal = siteapply.apply(entry["target"], ns=ns, allow_host=ns is None,
                                   label=f"apply {apply_id}")
@@ -96,8 +102,8 @@ def apply_site(apply_id: int, site: str, *, namespace: str | None = "plan") -> d
         report = {"state": "failed", "error": str(exc), "namespace": ns,
                   "left": state.get("phase"), "recovered": state.get("recovered")}
     with session_scope() as s:
-        row = applied.get_apply(s, apply_id=apply_id)
-        applied.set_site(s, row, site, report)
+        # the other site's worker may report at this very moment: under the row's lock
+        row = applied.report_site(s, apply_id=apply_id, site=site, report=report)
         if report["state"] == "failed":
             applied.finish(s, row, "failed", error=f"{site}: {report['error']}")
         elif all((row.sites.get(e["site"]) or {}).get("state") == "applied"
@@ -138,8 +144,10 @@ def _can_confirm(plan: dict[str, Any]) -> bool:
     return all(s["namespace"] for s in plan["sites"])
 
 
-def run_apply(apply_id: int) -> None:
-    """Embedded: both sites in turn, then the confirmation (a thread of the API process)."""
+def run_apply(apply_id: int, *, watch_here: bool = True) -> None:
+    """Embedded: both sites in turn, then the confirmation (a thread of the API process), then
+    the sites' watchers as children of this process (`watch_here`; the CLI without --watch
+    exits at once, so nobody would hold them: it says so)."""
     try:
         with session_scope() as s:
             plan = applied.get_apply(s, apply_id=apply_id).plan
@@ -148,10 +156,39 @@ def run_apply(apply_id: int) -> None:
                 return
         if _can_confirm(plan):
             confirm(apply_id)
+        with session_scope() as s:
+            row = applied.claim_watch(s, apply_id=apply_id)
+        if row is None:  # not applied (unconfirmed, failed)
+            return
+        for entry in plan["sites"]:
+            if not failover_watch.wanted(plan):
+                failover_watch.not_watching(apply_id, entry["site"], "not asked (watch: false)")
+            elif watch_here:
+                failover_watch.start(apply_id, entry["site"])
+            else:
+                failover_watch.not_watching(
+                    apply_id, entry["site"], "nobody holds a watcher: the CLI returned (run "
+                    "`mpcoa apply ID --watch` in the foreground, or apply through the API)")
     except Exception as exc:
         log.exception("apply %s", apply_id)
         with session_scope() as s:
             applied.finish(s, applied.get_apply(s, apply_id=apply_id), "failed", error=str(exc))
+
+
+def watch_when_applied(apply_id: int, settings: Settings) -> bool:
+    """On Celery, once the apply is `applied`: each site's worker is asked (on its own queue)
+    to start its watcher, once, by whichever site's task gets here first after that."""
+    with session_scope() as s:
+        row = applied.claim_watch(s, apply_id=apply_id)
+        plan = None if row is None else row.plan
+    if plan is None:
+        return False
+    if not failover_watch.wanted(plan):
+        for entry in plan["sites"]:
+            failover_watch.not_watching(apply_id, entry["site"], "not asked (watch: false)")
+        return True
+    dispatch(apply_id, plan, "watch", settings)
+    return True
 
 
 def confirm(apply_id: int) -> dict[str, Any]:
@@ -239,11 +276,11 @@ def rollback_site(apply_id: int, site: str, *, namespace: str | None = "plan") -
     ns = entry["namespace"] if namespace == "plan" else namespace
     if ns is None and namespace == "plan":
         raise ProbeError(f"site {site!r} is a real host: only its own worker rolls it back")
+    failover_watch.stop(ns, reason="rollback")  # before the endpoints it promotes go away
     journal = siteapply.rollback(ns=ns)
     report = {**_report(journal, ns, "rolled_back"), "changed": []}
     with session_scope() as s:
-        row = applied.get_apply(s, apply_id=apply_id)
-        applied.set_site(s, row, site, report)
+        row = applied.report_site(s, apply_id=apply_id, site=site, report=report)
         if all((row.sites.get(e["site"]) or {}).get("state") == "rolled_back"
                for e in plan["sites"]):
             applied.finish(s, row, "rolled_back")

@@ -23,6 +23,7 @@ from probes.base import ProbeError
 
 from ..algorithm import apply_plan as algo_plan
 from ..errors import Conflict
+from ..settings import get_settings
 from ..store import applied
 from .probing import find_testbed
 from .snapshot import TopologySnapshot, snapshot_by_id
@@ -42,7 +43,8 @@ class Place:
 def places(session: Session, snap: TopologySnapshot) -> dict[str, Place]:
     local, remote = snap.spec.local.name, snap.spec.remote.name
     try:
-        bed = tb.attach(find_testbed(local, remote))
+        # MPCOA_TESTBED: the testbed campaigns probe is the one an apply changes
+        bed = tb.attach(find_testbed(local, remote, get_settings().testbed))
     except ProbeError:
         bed = None
     out: dict[str, Place] = {}

@@ -56,10 +56,7 @@ def calibrated_answer(
     flags = [*solved.flags, *solution.flags]
     impacts = {r.cc: r for r in results.impact_results(session, campaign_id=campaign.id)}
     selection = (selection_note(campaign) or {}).get("ccs", {}).get(solution.occ)
-    if selection is not None and selection.get("usable"):
-        used, standby = _selected_subflows(snap, solution, selection)
-    else:
-        used, standby = _subflows_used(snap, solution, impacts, flags)
+    used, standby = answer_subflows(session, snap, campaign, solution.opm, solution.occ, flags)
     unsettled = (campaign.notes or {}).get("unsettled_omegas", {}).get(solution.occ, [])
     # Omega decides SP* only in the paper's procedure: there its doubts are the answer's.
     if unsettled and campaign.mode != "adaptive":
@@ -92,25 +89,28 @@ def calibrated_answer(
     )
 
 
-def _subflows_used(snap, solution, impacts, flags) -> tuple[list[str], list[str]]:
-    """The subflows the answer runs and, for PCDC, the standby ones best Omega first."""
+def answer_subflows(session: Session, snap: TopologySnapshot, campaign: Campaign, opm: str,
+                    occ: str, flags: list[str]) -> tuple[list[str], list[str]]:
+    """The subflows an answer of `campaign` for (OPM, OCC) states -- the ones carrying data and,
+    for PCDC, the standbys -- which is what `mpcoa apply` installs. Every answer of a campaign
+    (bulk or stream) states them through here, so they are the subflows its PCDC arm was probed
+    on: the measured selection's SP* where it ran, else Ω's (`phases.base.Context.subsets`).
+    FullMesh runs every subflow; a PCDC answer with no SP* known runs every subflow, flagged."""
     names = snap.spec.subflow_names()
-    if solution.opm == FULLMESH:
+    if opm == FULLMESH:
         return names, []
-    if solution.occ not in impacts:
+    selection = (selection_note(campaign) or {}).get("ccs", {}).get(occ)
+    if selection is not None and selection.get("usable"):
+        # standbys best alone first, as the selection ordered them
+        return ([n for n in selection["subset"] if n in names],
+                [n for n in selection.get("standby_subflows", []) if n in names])
+    impact = next((r for r in results.impact_results(session, campaign_id=campaign.id)
+                   if r.cc == occ), None)
+    if impact is None:
         flags.append("pcdc_subset_unknown")
         return names, []
-    impact = impacts[solution.occ]
-    return [n for n in impact.subset if n in names], impact.standby
-
-
-def _selected_subflows(snap, solution, selection: dict) -> tuple[list[str], list[str]]:
-    """The measured selection's SP* for OCC (PCDC) and its standbys, best alone first."""
-    names = snap.spec.subflow_names()
-    if solution.opm == FULLMESH:
-        return names, []
-    return ([n for n in selection["subset"] if n in names],
-            [n for n in selection.get("standby_subflows", []) if n in names])
+    # standbys best Ω first
+    return [n for n in impact.subset if n in names], list(impact.standby)
 
 
 def _promise(campaign: Campaign, solution: Solution) -> Promise | None:

@@ -56,8 +56,12 @@ def _celery_client(broker_url: str):
     return Celery("mpcoa-client", broker=broker_url)
 
 
-def send_to_celery(campaign_id: int, site: str, broker_url: str) -> None:
-    _celery_client(broker_url).send_task(ADVANCE_TASK, args=[campaign_id], queue=site_queue(site))
+def send_to_celery(
+    campaign_id: int, site: str, broker_url: str, expires_s: float | None = None
+) -> None:
+    _celery_client(broker_url).send_task(
+        ADVANCE_TASK, args=[campaign_id], queue=site_queue(site), expires=expires_s
+    )
 
 
 def start_campaign(
@@ -103,12 +107,15 @@ def plan_for(
     return plan, checked_probes(plan, len(topology.subflows))
 
 
-def hand_over(campaign_id: int, site: str, settings: Settings) -> bool:
+def hand_over(
+    campaign_id: int, site: str, settings: Settings, *, expires_s: float | None = None
+) -> bool:
     """Send the campaign to its executor now; True when the executor took it. A broker that is
-    down is not an error here: the hand-over stays owed and the sweeper sends it later."""
+    down is not an error here: the hand-over stays owed and the sweeper sends it later.
+    `expires_s`: a Celery message not run by then is dropped unrun."""
     try:
         if settings.executor == "celery":
-            send_to_celery(campaign_id, site, settings.broker_url)
+            send_to_celery(campaign_id, site, settings.broker_url, expires_s)
         elif settings.executor in _executors:
             _executors[settings.executor](campaign_id)
         else:  # it stays queued; the executor resumes queued campaigns when it starts
@@ -178,16 +185,34 @@ def send_owed(session: Session, *, settings: Settings, now: datetime | None = No
     return sent
 
 
-def recover_stalled(session: Session, *, settings: Settings) -> list[int]:
-    """Campaigns whose lease ran out (its worker died mid-probe): drop the lease and hand each
-    over once, so another worker goes on within the lease's time to live."""
+def recover_stalled(
+    session: Session, *, settings: Settings, now: datetime | None = None
+) -> list[int]:
+    """Hand on the campaigns a dead worker left, so another goes on within the lease's time
+    to live, not when the broker gives the message back (its visibility timeout):
+    - a lease that ran out: the worker died mid-probe; the lease is dropped, the turn re-sent;
+    - a Celery hand-over nobody took within `lease_ttl_s`: the worker died after it received
+      the turn but before it claimed a probe, so no lease is left to run out. The re-sent turn
+      expires after the same time, so a site whose worker was down long runs one of them and
+      drops the rest. A turn run twice is harmless: the second finds the lease held or the
+      step stored."""
+    now = now or utcnow()
     recovered = []
-    for cid in campaign_store.expired_lease_campaign_ids(session):
+    for cid in campaign_store.expired_lease_campaign_ids(session, now=now):
         campaign = campaign_store.get_campaign(session, campaign_id=cid)
         campaign_store.drop_lease(campaign)
         campaign_store.owe_dispatch(campaign)
         session.flush()
         if hand_over(cid, _sender_site(session, campaign), settings):
-            campaign_store.mark_dispatched(session, campaign_id=cid)
+            campaign_store.mark_dispatched(session, campaign_id=cid, at=now)
         recovered.append(cid)
+    untaken_before = now - timedelta(seconds=settings.lease_ttl_s)
+    for cid in campaign_store.untaken_dispatch_campaign_ids(
+        session, executor="celery", before=untaken_before
+    ):
+        campaign = campaign_store.get_campaign(session, campaign_id=cid)
+        if hand_over(cid, _sender_site(session, campaign), settings,
+                     expires_s=settings.lease_ttl_s):
+            campaign_store.mark_dispatched(session, campaign_id=cid, at=now)
+            recovered.append(cid)
     return recovered

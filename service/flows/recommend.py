@@ -26,7 +26,7 @@ from ..store import campaigns as campaign_store
 from ..store import inventory, recommendations
 from .answer import Outputs, StreamOutcome
 from .answer_cache import STALE_AFTER_S, stale_at
-from .calibrated import CalibratedAnswer, calibrated_answer
+from .calibrated import CalibratedAnswer, answer_subflows, calibrated_answer
 from .eq1 import traditional_eq1
 from .provisional import provisional_answer
 from .snapshot import TopologySnapshot, snapshot_by_id, snapshot_of
@@ -92,7 +92,7 @@ def recommend(
     if campaign is not None and objective.is_stream:
         stream = stream_answer(session, campaign, objective, delta)
         if stream.error is None:
-            return _store_stream(session, snap, campaign.id, delta, objective, stream, reuse,
+            return _store_stream(session, snap, campaign, delta, objective, stream, reuse,
                                  finished)
         flags.append(stream.error)
     elif campaign is not None:
@@ -185,14 +185,18 @@ def _store_calibrated(
 
 
 def _store_stream(
-    session, snap, campaign_id, delta, objective: Objective, answer: StreamAnswer, reuse: bool,
-    finished: Campaign | None,
+    session, snap, campaign: Campaign, delta, objective: Objective, answer: StreamAnswer,
+    reuse: bool, finished: Campaign | None,
 ) -> Outcome:
     """A stream campaign's answer, stored like a calibrated one (`_store_calibrated`)."""
     d = answer.decision
     assert d is not None
     assert d.opm is not None
+    assert d.occ is not None
+    campaign_id = campaign.id
     flags: list[str] = [] if d.settled else ["stream:unsettled"]
+    # the subflows its PCDC arm was probed on, stated as a bulk answer states them
+    used, standby = answer_subflows(session, snap, campaign, d.opm, d.occ, flags)
     _add_finished(flags, finished)
     grid = [p["bs_mib"] for p in answer.points]
     inputs = _inputs(snap, delta, min(grid), max(grid), objective)
@@ -201,14 +205,16 @@ def _store_stream(
             session, campaign_id=campaign_id, inputs=inputs, quality_flags=flags)
         if stored is not None:
             return Outcome(recommendation=stored, campaign_id=campaign_id)
-    used = snap.spec.subflow_names()
     interval = d.p99_interval()
     notes = [f"stream of {objective.rate_mbps:.3g} Mbit/s ({objective.rate_hz:g} frames/s of "
              f"{objective.frame_bytes} bytes): p99 frame delay "
              + (f"{interval[0]:.1f}-{interval[1]:.1f} ms ({d.confidence:.0%})" if interval
                 else f"{d.p99_ms:.1f} ms") + f" at {d.obs_mib:g} MiB; the arm's best "
              f"{d.best_p99_ms:.1f} ms at {d.best_bs_mib:g} MiB"]
-    outputs = Outputs(subflows_used=used, notes=notes,
+    if d.skipped_edge_mib is not None:
+        notes.append(f"{d.skipped_edge_mib:g} MiB was within the limit but at the edge of "
+                     "carrying the stream (the buffer below did not): one step up is kept")
+    outputs = Outputs(subflows_used=used, standby_subflows=standby, notes=notes,
                       stream=StreamOutcome.model_validate(answer.outputs()))
     rec = recommendations.add_recommendation(
         session, topology_id=snap.id, campaign_id=campaign_id, kind="calibrated", delta=delta,

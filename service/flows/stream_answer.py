@@ -42,7 +42,7 @@ class StreamAnswer:
             "p99_interval_ms": list(interval) if interval else None,
             "confidence": d.confidence,
             "best_p99_ms": d.best_p99_ms, "best_bs_mib": d.best_bs_mib,
-            "limit_p99_ms": d.limit_p99_ms,
+            "limit_p99_ms": d.limit_p99_ms, "skipped_edge_mib": d.skipped_edge_mib,
             "goodput_mbps": d.goodput_mbps, "lost_fraction": d.lost_fraction,
             "settled": d.settled, "pm_settled": d.pm_settled, "cc_settled": d.cc_settled,
             "carrying": d.carrying, "not_carrying": d.not_carrying,

@@ -51,16 +51,59 @@ def list_applies(session: Session, *, topology_id: int, limit: int = 20) -> list
         .order_by(AppliedAnswer.id.desc()).limit(limit)))
 
 
+def lock_apply(session: Session, *, apply_id: int) -> AppliedAnswer:
+    """The row, locked until the transaction ends and read afresh: its JSON columns are
+    rewritten whole, so two site workers reporting at once must not both start from the same
+    copy (the second would drop the first's report). PostgreSQL: SELECT ... FOR UPDATE.
+    SQLite ignores FOR UPDATE and, in pysqlite's default mode, reads outside a transaction: a
+    no-op UPDATE first takes its database write lock (others wait out busy_timeout), so the
+    read that follows sees every report committed before it."""
+    if session.get_bind().dialect.name == "sqlite":
+        session.execute(update(AppliedAnswer).where(AppliedAnswer.id == apply_id)
+                        .values(id=AppliedAnswer.id))
+    row = session.scalar(select(AppliedAnswer).where(AppliedAnswer.id == apply_id)
+                         .with_for_update().execution_options(populate_existing=True))
+    if row is None:
+        raise NotFound(f"apply {apply_id} not found")
+    return row
+
+
 def set_site(session: Session, row: AppliedAnswer, site: str, report: dict[str, Any]) -> None:
+    """Store one site's report; `row` must come from `lock_apply` in this transaction."""
     row.sites = {**(row.sites or {}), site: report}  # a new dict: JSON columns track assignment
     session.flush()
 
 
-def add_event(session: Session, row: AppliedAnswer, kind: str, site: str,
-              detail: dict[str, Any]) -> None:
+def report_site(session: Session, *, apply_id: int, site: str,
+                report: dict[str, Any]) -> AppliedAnswer:
+    """A site worker's report, stored under the row's lock; returns the row with every report
+    committed before this one (to tell whether both sites are done)."""
+    row = lock_apply(session, apply_id=apply_id)
+    set_site(session, row, site, report)
+    return row
+
+
+def claim_watch(session: Session, *, apply_id: int) -> AppliedAnswer | None:
+    """The applied row for exactly one caller, which then asks each site's worker to start its
+    watcher (both sites' tasks reach this point, in either order); None for the others."""
+    row = lock_apply(session, apply_id=apply_id)
+    sites = row.sites or {}
+    if row.state != "applied" or any(r.get("watch_asked") for r in sites.values()):
+        return None
+    row.sites = {name: {**r, "watch_asked": True} for name, r in sites.items()}
+    session.flush()
+    return row
+
+
+def append_event(session: Session, *, apply_id: int, kind: str, site: str,
+                 detail: dict[str, Any]) -> AppliedAnswer:
+    """One event of the apply's timeline (the failover watcher's), under the row's lock: the
+    watchers of both sites and a stopping process may write at the same moment."""
+    row = lock_apply(session, apply_id=apply_id)
     row.events = [*(row.events or []),
                   {"at": utcnow().isoformat(), "kind": kind, "site": site, "detail": detail}]
     session.flush()
+    return row
 
 
 def finish(session: Session, row: AppliedAnswer, state: str, *, error: str | None = None,

@@ -239,6 +239,9 @@ def flags(campaign: Campaign) -> list[str]:
         out.append("grid_extended:" + ",".join(f"{b:g}" for b in notes["grid_extended"]))
     if notes.get("adaptive"):  # adaptive:settled / adaptive:budget
         out.append(f"adaptive:{notes['adaptive']['stop']}")
+        # the rate inside a probe at OBS never settled: the promise is wide, and this is why
+        if ((notes["adaptive"].get("spread_at_obs") or {}).get("unsteady_runs") or 0) > 0:
+            out.append("unsteady_rate_at_obs")
     if (notes.get("warm") or {}).get("verdict"):  # warm_confirmed / warm_drifted
         out.append(notes["warm"]["verdict"])
     if notes.get("grid_below_plateau"):
@@ -365,4 +368,19 @@ def owed_dispatch_campaign_ids(session: Session, *, before: datetime) -> list[in
     """Active campaigns whose hand-over is owed since before `before` (locked ones skipped)."""
     return _active_ids_unlocked(
         session, Campaign.dispatched_at.is_(None), Campaign.updated_at <= before
+    )
+
+
+def untaken_dispatch_campaign_ids(
+    session: Session, *, executor: str, before: datetime
+) -> list[int]:
+    """Active campaigns of `executor` handed over before `before` that no worker has taken
+    since: no lease, and no fresher hand-over. A worker killed after it received the turn
+    but before it claimed a probe leaves exactly this (its message was acknowledged)."""
+    return _active_ids_unlocked(
+        session,
+        Campaign.executor == executor,
+        Campaign.lease_id.is_(None),
+        Campaign.dispatched_at.is_not(None),
+        Campaign.dispatched_at <= before,
     )

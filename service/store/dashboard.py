@@ -3,12 +3,26 @@ function gives. Read-only."""
 
 from __future__ import annotations
 
+import gzip
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from models import Campaign, FitRecord, ImpactFactor, Measurement, Recommendation, Topology
+from models import (
+    Campaign,
+    FitRecord,
+    ImpactFactor,
+    Measurement,
+    MeasurementArtifact,
+    Recommendation,
+    Topology,
+)
+
+#: the paced probes' per-frame file, as `probes.frames.FRAMES_ARTIFACT` names it (the store
+#: reads rows and imports no probe code)
+FRAMES_ARTIFACT = "frames.csv"
 
 
 def latest_by_topology(session: Session, model, topology_ids: list[int]) -> dict[int, Any]:
@@ -121,3 +135,53 @@ def topology_or_none(session: Session, topology_id: int) -> Topology | None:
 
 def campaign_or_none(session: Session, campaign_id: int | None) -> Campaign | None:
     return session.get(Campaign, campaign_id) if campaign_id else None
+
+
+def newest_bulk_campaign_with(session: Session, topology_id: int, what: type) -> Campaign | None:
+    """The newest *bulk* campaign of the topology with rows in `what` (the Fits page's default:
+    a stream campaign's fits are of its flat paced goodput, not the answer a bulk user gets)."""
+    return session.scalar(
+        select(Campaign)
+        .where(
+            Campaign.topology_id == topology_id,
+            Campaign.objective_key == "bulk",
+            select(what.id).where(what.campaign_id == Campaign.id).exists(),
+        )
+        .order_by(Campaign.id.desc())
+        .limit(1)
+    )
+
+
+@dataclass(frozen=True)
+class FramesFile:
+    """One ok buffer-phase probe's stored `frames.csv` with what places it."""
+
+    measurement_id: int
+    pm: str
+    cc: str
+    bs_mib: float
+    run: int
+    warmup_s: float
+    text: str
+
+
+def campaign_frames(session: Session, campaign_id: int) -> list[FramesFile]:
+    """Every ok buffer-phase probe of the campaign that stored a frames file, by arm, buffer
+    and run."""
+    rows = session.execute(
+        select(Measurement.id, Measurement.pm, Measurement.cc, Measurement.bs_mib,
+               Measurement.run, Measurement.warmup_s, MeasurementArtifact.gzip_data)
+        .join(MeasurementArtifact, MeasurementArtifact.measurement_id == Measurement.id)
+        .where(
+            Measurement.campaign_id == campaign_id,
+            Measurement.phase == "buffer",
+            Measurement.status == "ok",
+            MeasurementArtifact.name == FRAMES_ARTIFACT,
+        )
+        .order_by(Measurement.pm, Measurement.cc, Measurement.bs_mib, Measurement.run,
+                  Measurement.id)
+    )
+    return [FramesFile(mid, pm, cc, float(bs), int(run), float(warm or 0.0),
+                       gzip.decompress(data).decode("utf-8", "replace"))
+            for mid, pm, cc, bs, run, warm, data in rows]
+

@@ -102,7 +102,8 @@ def test_the_topology_page_shows_what_is_applied(client, auth, db_session):
                                               "changed": ["sysctl net.ipv4.tcp_wmem"]})
     applied.finish(db_session, row, "applied", confirmation={
         "goodput_mbps": 11.25, "threshold_mbps": 10.5, "kernel_over_userspace": 0.98})
-    applied.add_event(db_session, row, "failover", LOCAL, {"endpoint": 1, "promoted": 2})
+    applied.append_event(db_session, apply_id=row.id, kind="failover", site=LOCAL,
+                         detail={"endpoint": 1, "promoted": 2})
     db_session.commit()
     page = client.get(f"/dashboard/topologies/{tid}")
     assert page.status_code == 200
@@ -112,3 +113,18 @@ def test_the_topology_page_shows_what_is_applied(client, auth, db_session):
     listed = client.get(f"/topologies/{tid}/applied", headers=auth).json()
     assert [a["state"] for a in listed] == ["applied"]
     assert listed[0]["events"][0]["kind"] == "failover"
+
+
+def test_apply_bounds_watch_and_hold_s(client, auth):
+    """The watcher's settings are outside input: bounded, a clear 422, never a 500."""
+    tid = _topology(client, auth)
+    for body in ({"hold_s": 0.1}, {"hold_s": 601}, {"hold_s": -3}, {"hold_s": "soon"},
+                 {"hold_s": None}, {"watch": "maybe"}, {"watch": 2}, {"hold": 3}):
+        r = client.post(f"/topologies/{tid}/apply", json=body, headers=auth)
+        assert r.status_code == 422, (body, r.text)
+        field = next(iter(body))
+        assert any(field in e["loc"] for e in r.json()["detail"]), r.json()
+    # in bounds, it gets past validation to the flow: no answer yet for this topology
+    r = client.post(f"/topologies/{tid}/apply", json={"hold_s": 0.5, "watch": False},
+                    headers=auth)
+    assert r.status_code == 409 and "has no answer yet" in r.json()["detail"]

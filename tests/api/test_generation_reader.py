@@ -4,8 +4,30 @@ read by a query that started after it asked (so a change committed before a requ
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from service.flows.answer_cache import GenerationReader
+
+
+def run_in_own_thread(scenario) -> None:
+    """`asyncio.run(scenario())` in a thread of its own. The main thread of a test process may
+    have a loop running already: the dashboard tests' Playwright (sync API) keeps one for the
+    whole session, and `asyncio.run` refuses to start beside it (this module then failed after
+    a browser test on the same xdist worker)."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(scenario())
+        except BaseException as exc:  # handed to the test's thread below
+            failure.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the scenario did not finish"
+    if failure:
+        raise failure[0]
 
 
 def test_each_request_gets_a_read_that_started_after_it_asked():
@@ -33,7 +55,7 @@ def test_each_request_gets_a_read_that_started_after_it_asked():
         assert [await f for f in later] == [1] * 5
         assert started == [0, 1]
 
-    asyncio.run(scenario())
+    run_in_own_thread(scenario)
 
 
 def test_a_failed_read_fails_its_waiters_and_the_next_read_runs():
@@ -55,4 +77,4 @@ def test_a_failed_read_fails_its_waiters_and_the_next_read_runs():
             raise AssertionError("the failure was not passed on")
         assert await reader.fresh() == 7
 
-    asyncio.run(scenario())
+    run_in_own_thread(scenario)

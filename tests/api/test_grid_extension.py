@@ -4,8 +4,11 @@ too small), within `MAX_GRID_EXTENSIONS` points and the budget, and says so on t
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
+from service.algorithm.objective import Objective
 from service.algorithm.topology import TopologySpec
 from service.flows.calibration import next_step
 from service.flows.phases.fitting import MAX_GRID_EXTENSIONS
@@ -80,3 +83,23 @@ def test_no_extension_past_the_budget(db_session):
     _drive(db_session, c, goodput, settings)
     assert c.buffer_grid_mib == [0.1, 0.2, 0.4]
     assert "grid_below_plateau:0.4" in campaigns.flags(c)
+
+
+def test_a_stream_sweep_neither_extends_the_grid_nor_adds_gate_rounds(db_session):
+    """A stream's paced goodput is flat at its rate where carried: a goodput plateau or a
+    goodput fit's gate tells nothing about frame delay, so neither may add probes."""
+    settings = Settings(run_campaigns=False, impact_max_runs=1, _env_file=None)
+    c = _campaign(db_session, objective=Objective.model_validate(
+        {"kind": "stream", "bitrate_mbps": 2}))
+    rng = random.Random(3)
+
+    def goodput(phase, bs):  # still climbing at the top, and noisy: bulk would extend and repeat
+        return 9.0 if phase == "impact" else 10.0 * bs * rng.uniform(0.3, 1.7)
+
+    swept = _drive(db_session, c, goodput, settings)
+    assert sorted(swept) == [0.1, 0.2, 0.4]
+    assert c.buffer_grid_mib == [0.1, 0.2, 0.4]
+    assert (c.runs, c.extra_rounds) == (1, 0)
+    assert c.probes_done == c.probes_total == 2 + 2 * 3
+    assert not any(f.startswith(("grid_extended", "grid_below_plateau"))
+                   for f in campaigns.flags(c))

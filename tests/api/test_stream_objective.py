@@ -11,60 +11,23 @@ import pytest
 
 from models import Campaign, Recommendation
 from probes.frames import FrameStats
+from service.algorithm import apply_plan as algo_plan
 from service.algorithm.objective import Objective
 from service.flows import recording
-from service.flows.derive import fit_from_runs
+from service.flows.apply_plan import answer_of
+from service.flows.derive import fit_from_runs, impact_from_runs
+from service.flows.snapshot import snapshot_by_id
 from service.store import campaigns, results
 from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign
+from tests.dashboard.crawl import chart_data
 
 from .calibration import seed_srl_hu
 from .conftest import HU, SRL
+from .stream_seed import GRID, LOST_AT, STREAM, WARMUP_DELAY_MS, seed_stream
 from .test_recommendations import _topology
 
 pytestmark = pytest.mark.postgres
-
-STREAM = {"kind": "stream", "bitrate_mbps": 8, "delay_budget_ms": 150}
-GRID = [0.25, 0.5, 1.0, 2.0]
-
-
-def truth(cc: str, bs: float) -> tuple[float, float]:
-    """(goodput, p99 ms): cubic carries 8 Mbit/s from 0.5 MiB and bloats with the buffer; bbr
-    carries it from 1 MiB with a short queue."""
-    if cc == "cubic":
-        return (8.0 if bs >= 0.5 else 6.0), 60 + 40 * bs
-    return (8.0 if bs >= 1.0 else 5.0), 70.0 - 2 * bs
-
-
-def seed_stream(session, topology_id: int) -> Campaign:
-    """A finished stream campaign: paced buffer probes whose stored results carry frames."""
-    objective = Objective.model_validate(STREAM)
-    campaign = new_campaign(session, topology_id, ccs=["cubic", "bbr"], pms=["FullMesh"],
-                            buffer_grid_mib=GRID, runs=2, duration_s=5, mode="grid",
-                            objective=objective)
-    campaigns.set_state(session, campaign_id=campaign.id, state="running")
-    t0 = datetime(2026, 11, 1, tzinfo=UTC)
-    n = 0
-    for cc in ("cubic", "bbr"):
-        for bs in GRID:
-            for run in range(2):
-                gp, p99 = truth(cc, bs)
-                p99 += 0.5 * run
-                frames = FrameStats(frames_sent=125, frames_received=125, frames_lost=0,
-                                    lost_fraction=0.0, delay_p99_ms=p99, delay_p50_ms=p99 - 5)
-                start = t0 + timedelta(seconds=10 * n)
-                recording.record(session, MeasurementRecord(
-                    campaign_id=campaign.id, phase="buffer", pm="FullMesh", cc=cc, bs_mib=bs,
-                    run=run, subflows=["U-C"], duration_s=5, goodput_mbps=[gp] * 4,
-                    tool="mpcoa-paced", tool_version="1",
-                    raw_output=json.dumps({"frames": frames.model_dump(mode="json")}),
-                    started_at=start, finished_at=start + timedelta(seconds=5)))
-                n += 1
-    results.store_fits(session, campaign_id=campaign.id,
-                       fits=fit_from_runs(session, campaign=campaign).fits)
-    campaigns.set_state(session, campaign_id=campaign.id, state="done")
-    session.commit()
-    return campaign
 
 
 def ask(client, auth, topology_id, **extra):
@@ -108,9 +71,11 @@ def test_a_stream_is_answered_by_p99_frame_delay_and_never_mixed_with_bulk(
     assert r.status_code == 200, r.text
     s = r.json()
     assert s["campaign_id"] == stream_campaign.id and s["objective"] == STREAM
-    # bbr carries from 1 MiB: p99 68.25 (1), 66.25 (2); cubic 80.25 at 0.5 MiB at best
+    # bbr carries from 0.5 MiB: p99 69.25 (0.5), 68.25 (1), 66.25 (2); cubic 80.25 at 0.5 MiB
+    # at best. 0.5 MiB is within the limit (70.9) but at the edge of carrying: 1 MiB it is.
     assert (s["opm"], s["occ"], s["obs_mib"]) == ("FullMesh", "bbr", 1.0)
     st = s["stream"]
+    assert st["skipped_edge_mib"] == 0.5
     assert st["p99_ms"] == pytest.approx(68.25) and st["best_p99_ms"] == pytest.approx(66.25)
     lo, hi = st["p99_interval_ms"]
     assert lo < 68.25 < hi and st["confidence"] == 0.9
@@ -149,3 +114,126 @@ def test_the_campaign_page_shows_frame_delay_per_arm(client, auth, db_session):
     assert page.status_code == 200, page.text[:300]
     assert "stream of 8" in page.text and "Frame delay per arm and buffer" in page.text
     assert "So far: FullMesh / bbr at 1.000 MiB, p99 68.2 ms" in page.text
+
+
+#: Ω per subflow of SRL-HU for both CCs: the slow ISPs' subflows hurt, so SP* is the fast four
+OMEGA = {"U-C": 0.3, "U-CU": 0.2, "K-C": 0.25, "K-CU": 0.1,
+         "P-C": -0.2, "P-CU": -0.1, "T-C": -0.3, "T-CU": -0.05}
+SP_STAR = ["U-C", "U-CU", "K-C", "K-CU"]
+
+
+def seed_pcdc_stream(session, topology_id: int) -> Campaign:
+    """A finished stream campaign whose PCDC arm (probed on Ω's SP*, as a grid campaign's sweep
+    probes it) carries the stream with the smallest p99 frame delay."""
+    objective = Objective.model_validate(STREAM)
+    campaign = new_campaign(session, topology_id, ccs=["bbr"], pms=["PCDC", "FullMesh"],
+                            buffer_grid_mib=GRID, runs=2, duration_s=5, mode="grid",
+                            objective=objective)
+    campaigns.set_state(session, campaign_id=campaign.id, state="running")
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    every = list(OMEGA)
+    n = 0
+
+    def record(**kw):
+        nonlocal n
+        start = t0 + timedelta(seconds=10 * n)
+        recording.record(session, MeasurementRecord(
+            campaign_id=campaign.id, cc="bbr", duration_s=5, tool="mpcoa-paced",
+            tool_version="1", started_at=start, finished_at=start + timedelta(seconds=5), **kw))
+        n += 1
+
+    for run in range(2):  # the impact phase stays bulk
+        record(phase="impact", pm="FullMesh", bs_mib=30.0, run=run, subflows=every,
+               goodput_mbps=[50.0] * 4, raw_output="{}")
+        for sf, omega in OMEGA.items():
+            record(phase="impact", pm="FullMesh", bs_mib=30.0, run=run, excluded_subflow=sf,
+                   subflows=[s for s in every if s != sf], goodput_mbps=[50.0 * (1 - omega)] * 4,
+                   raw_output="{}")
+    results.store_impact(session, campaign_id=campaign.id,
+                         results=impact_from_runs(session, campaign_id=campaign.id,
+                                                  subflows=every))
+    for pm, used, p99 in (("PCDC", SP_STAR, 40.0), ("FullMesh", every, 90.0)):
+        for bs in GRID:
+            for run in range(2):
+                frames = FrameStats(frames_sent=125, frames_received=125, frames_lost=0,
+                                    lost_fraction=0.0, delay_p99_ms=p99 + bs + 0.5 * run,
+                                    delay_p50_ms=p99 - 5)
+                record(phase="buffer", pm=pm, bs_mib=bs, run=run, subflows=used,
+                       goodput_mbps=[8.0] * 4,
+                       raw_output=json.dumps({"frames": frames.model_dump(mode="json")}))
+    results.store_fits(session, campaign_id=campaign.id,
+                       fits=fit_from_runs(session, campaign=campaign).fits)
+    campaigns.set_state(session, campaign_id=campaign.id, state="done")
+    session.commit()
+    return campaign
+
+
+def test_a_pcdc_stream_answer_states_sp_star_and_its_standbys_and_apply_installs_them(
+        client, auth, db_session):
+    topo = _topology(client, auth, SRL, HU)
+    seed_pcdc_stream(db_session, topo["id"])
+    r = ask(client, auth, topo["id"], objective=STREAM)
+    assert r.status_code == 200, r.text
+    s = r.json()
+    assert (s["opm"], s["occ"], s["obs_mib"]) == ("PCDC", "bbr", 0.25)
+    # the subflows its PCDC arm was probed on, not every subflow; standbys best Ω first
+    assert s["subflows_used"] == SP_STAR
+    assert s["standby_subflows"] == ["T-CU", "P-CU", "P-C", "T-C"]
+    # what `mpcoa apply` installs is read off the stored answer: SP* carries, the rest back up
+    db_session.expire_all()
+    rec = answer_of(db_session, topo["id"])
+    spec = snapshot_by_id(db_session, topo["id"]).spec
+    addrs = {isp.label: f"10.0.{i}.1" for i, isp in enumerate(spec.local.isps)}
+    raddrs = {isp.label: f"10.1.{i}.1" for i, isp in enumerate(spec.remote.isps)}
+    plan = algo_plan.plan_sites(
+        spec, opm=rec.opm, occ=rec.occ, obs_mib=rec.obs_mib,
+        subflows_used=rec.outputs["subflows_used"],
+        standby_subflows=rec.outputs["standby_subflows"],
+        local_addrs=addrs, remote_addrs=raddrs)
+    sender = next(p for p in plan.sites if p.role == "sender")
+    carrying = {e.label for e in sender.endpoints if "backup" not in e.flags}
+    assert carrying == {"U", "K"}
+
+
+def test_stream_pages_draw_frame_delay_cdfs_a_hol_timeline_and_p99_per_buffer(
+        client, auth, db_session):
+    topo = _topology(client, auth, SRL, HU)
+    bulk = seed_srl_hu(db_session, topo["id"])["campaign"]
+    campaign = seed_stream(db_session, topo["id"])
+    rec = ask(client, auth, topo["id"], objective=STREAM).json()
+    page = client.get(f"/dashboard/campaigns/{campaign.id}", headers=auth).text
+    assert page.count('data-chart="cdf"') == 2  # one per arm
+    cdfs = {c["arm"]: c for c in (chart_data(page, f"cdf-{i}") for i in range(2))}
+    cubic = {s["bs"]: s for s in cdfs["FullMesh/cubic"]["series"]}
+    assert sorted(cubic) == GRID
+    for series in cubic.values():  # the warm-up's 900 ms frames are left out
+        assert series["sent"] == 2 * 125
+        assert max(x for x, _ in series["points"]) < WARMUP_DELAY_MS
+    # counted against frames sent: the lossy point ends at 1 - lost, the others at 1
+    assert cubic[GRID[0]]["reached"] == pytest.approx(1 - LOST_AT / 125)
+    assert cubic[1.0]["reached"] == pytest.approx(1.0)
+    # the timeline is a probe of the choice (bbr at 1 MiB), warm-up left out
+    timeline = chart_data(page, "hol-timeline")
+    assert (timeline["cc"], timeline["bs"]) == ("bbr", 1.0)
+    assert len(timeline["points"]) == 125 and timeline["lost"] == []
+    assert max(h for _, h in timeline["points"]) == pytest.approx(10.0, abs=0.01)
+    # the answer's page: p99 per buffer per arm, with the (1 + delta) limit it was chosen by
+    answer_page = client.get(f"/dashboard/recommendations/{rec['id']}", headers=auth).text
+    p99 = chart_data(answer_page, f"p99-{rec['id']}")
+    assert p99["limit"] == pytest.approx(rec["stream"]["limit_p99_ms"])
+    assert p99["chosen"] == "FullMesh/bbr" and p99["obs"] == 1.0
+    bbr = {pt["bs"]: pt for s in p99["series"] if s["arm"] == "FullMesh/bbr" for pt in s["points"]}
+    assert bbr[1.0]["p99"] == pytest.approx(68.25) and bbr[1.0]["carries"]
+    assert bbr[0.5]["carries"] and not bbr[0.25]["carries"]  # 5 Mbit/s of 8 at 0.25
+    assert "chart.umd.js" in answer_page and "chart.umd.js" in page
+    # tagged in every list; the Fits page opens on the newest bulk campaign
+    for url in ("/dashboard/", f"/dashboard/topologies/{topo['id']}",
+                f"/dashboard/topologies/{topo['id']}/recommendations"):
+        listing = client.get(url, headers=auth)
+        assert listing.status_code == 200
+        assert 'data-objective="stream"' in listing.text, url
+    fits = client.get(f"/dashboard/topologies/{topo['id']}/fits", headers=auth)
+    assert f'data-campaign-id="{bulk.id}"' in fits.text
+    shown = client.get(f"/dashboard/topologies/{topo['id']}/fits?campaign_id={campaign.id}",
+                       headers=auth)
+    assert shown.status_code == 200 and f'data-campaign-id="{campaign.id}"' in shown.text

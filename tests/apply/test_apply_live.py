@@ -187,13 +187,74 @@ def test_the_next_apply_first_undoes_an_interrupted_one_and_says_so(bed, root, t
     assert sc.read_state(bed.ns("A")) == before
 
 
+SURVIVING_MBPS = dict(SITES["A"])["K"] / 1000  # K's uplink carries K-C and K-D
+
+
+def _transfer_with_a_cut(bed, connect: dict, *, before_s: float = 6, cut_s: float = 10,
+                         seconds: float = 24) -> tuple[dict, float, float]:
+    """An application transfer from A to B; U's ISP is cut in the core `before_s` into it
+    and returns `cut_s` later (the site sees its carrier go). Returns (the transfer's
+    result, cut time, return time), wall clock. The link is up again whatever happens."""
+    import threading
+
+    core_dev = next(lk.core_dev for lk in bed.site_links("A") if lk.label == "U")
+    result: dict = {}
+    transfer = threading.Thread(target=lambda: result.update(mptcpapp.confirm(
+        sender_ns=bed.ns("A"), receiver_ns=bed.ns("B"), source=connect["source"],
+        destination=connect["destination"],
+        port=choose_port_triple([bed.ns("A"), bed.ns("B")]), seconds=seconds, warmup_s=2)))
+    try:
+        transfer.start()
+        time.sleep(before_s)  # the scenario's timeline: a transfer under way before the cut
+        cut_at = time.time()
+        subprocess.run(["ip", "-n", bed.core_ns, "link", "set", core_dev, "down"], check=True)
+        time.sleep(cut_s)  # the outage lasts this long
+        back_at = time.time()
+        subprocess.run(["ip", "-n", bed.core_ns, "link", "set", core_dev, "up"], check=True)
+        transfer.join(60)
+    finally:
+        subprocess.run(["ip", "-n", bed.core_ns, "link", "set", core_dev, "up"], check=False)
+    assert not transfer.is_alive() and result, "the transfer did not finish"
+    return result, cut_at, back_at
+
+
+def _failover_figures(result: dict, cut_at: float, back_at: float, fail_at: float,
+                      restored_at: float) -> dict:
+    """What the transfer and the watcher did around the cut (printed for the record)."""
+    t0 = result["t0_wall"]
+    # from 5 s after the cut until the link returns
+    kept = mptcpapp.goodput_mbps(result["series"], cut_at + 5 - t0, back_at - t0)
+    # the first 1-second window after the cut at >= 80 % of what survives
+    windows = [(x, mptcpapp.goodput_mbps(result["series"], x, x + 1))
+               for x in [cut_at - t0 + 0.2 * i for i in range(40)]]
+    recovered = next((x for x, g in windows if g >= 0.8 * SURVIVING_MBPS), None)
+    per_s = [round(mptcpapp.goodput_mbps(result["series"], cut_at - t0 + i,
+                                         cut_at - t0 + i + 1), 2)
+             for i in range(int(back_at - cut_at) + 4)]
+    figures = {"event_s": fail_at - cut_at, "kept_mbps": kept, "per_s": per_s,
+               "recovered_s": None if recovered is None else recovered - (cut_at - t0),
+               "restored_s": restored_at - back_at, "series": result["series"]}
+    print(f"failover: event {figures['event_s']:.2f} s after the cut, >= 80 % of the "
+          f"surviving {SURVIVING_MBPS:.1f} Mbit/s after {figures['recovered_s']} s; "
+          f"{kept:.3f} Mbit/s from cut+5 s to the link's return; restored "
+          f"{figures['restored_s']:.2f} s after it; Mbit/s per second from the cut: {per_s}")
+    return figures
+
+
+def _assert_failover(figures: dict, hold_s: float) -> None:
+    """>= 80 % of the surviving capacity within 5 s of the cut and held while the link is
+    cut; the `failover` decision soon after the cut, `restored` no sooner than the hold."""
+    assert figures["event_s"] < 2.0, figures
+    assert figures["restored_s"] >= hold_s, figures  # the hold time
+    assert figures["recovered_s"] is not None and figures["recovered_s"] <= 5.0, figures
+    assert figures["kept_mbps"] >= 0.8 * SURVIVING_MBPS, figures
+
+
 def test_a_cut_link_fails_over_to_the_standby_and_comes_back(bed, root, tmp_path):
     """An application transfer on an applied answer that uses U only (K stands by); U's ISP is
     cut in the core (the site sees its carrier go) and returns; the watcher promotes K within
     seconds, the transfer keeps >= 80 % of what survives, the selection comes back after the
     hold time; nothing of it is left after the rollback."""
-    import threading
-
     plan = _plan(bed, ["U-C", "U-D"])
     sender = plan.sites[0]
     before = {s.site: sc.read_state(bed.ns(s.site)) for s in plan.sites}
@@ -206,30 +267,16 @@ def test_a_cut_link_fails_over_to_the_standby_and_comes_back(bed, root, tmp_path
                                "hold_s": 3}))
     events = tmp_path / "events.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT_DIR)}
-    watcher = subprocess.Popen(  # the site worker's watcher, in the sender's namespace
-        ["ip", "netns", "exec", bed.ns("A"), sys.executable, "-m", "probes.failover",
-         "--ns", bed.ns("A"), "--config", str(cfg), "--events", str(events)],
+    watcher = subprocess.Popen(  # the site worker's watcher, run by hand
+        [sys.executable, "-m", "probes.failover", "--ns", bed.ns("A"), "--config", str(cfg),
+         "--events", str(events)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    core_dev = next(lk.core_dev for lk in bed.site_links("A") if lk.label == "U")
-    result: dict = {}
     try:
-        wait_for(events.exists, 10, "the watcher to start")
-        transfer = threading.Thread(target=lambda: result.update(mptcpapp.confirm(
-            sender_ns=bed.ns("A"), receiver_ns=bed.ns("B"), source=plan.connect["source"],
-            destination=plan.connect["destination"],
-            port=choose_port_triple([bed.ns("A"), bed.ns("B")]), seconds=24, warmup_s=2)))
-        transfer.start()
-        time.sleep(6)
-        cut_at = time.time()
-        subprocess.run(["ip", "-n", bed.core_ns, "link", "set", core_dev, "down"], check=True)
-        time.sleep(10)
-        back_at = time.time()
-        subprocess.run(["ip", "-n", bed.core_ns, "link", "set", core_dev, "up"], check=True)
-        transfer.join(60)
-        assert not transfer.is_alive() and result, "the transfer did not finish"
+        wait_for(lambda: events.exists() and "watching" in events.read_text(), 10,
+                 "the watcher to start")
+        result, cut_at, back_at = _transfer_with_a_cut(bed, plan.connect)
         wait_for(lambda: "restored" in events.read_text(), 10, "the selection restored")
     finally:
-        subprocess.run(["ip", "-n", bed.core_ns, "link", "set", core_dev, "up"], check=False)
         if watcher.poll() is None:
             os.killpg(watcher.pid, signal.SIGTERM)
         watcher.wait(10)
@@ -237,24 +284,191 @@ def test_a_cut_link_fails_over_to_the_standby_and_comes_back(bed, root, tmp_path
     fail = next(e for e in log if e["kind"] == "failover")
     restored = next(e for e in log if e["kind"] == "restored")
     assert fail["endpoint"] == ids["U"] and fail["promoted"] == ids["K"]
-    assert fail["at"] - cut_at < 2.0
-    assert restored["at"] - back_at >= 3.0  # the hold time
-    t0 = result["t0_wall"]
-    surviving = dict(SITES["A"])["K"] / 1000  # K's uplink carries K-C and K-D
-    # from 5 s after the cut until the link returns
-    kept = mptcpapp.goodput_mbps(result["series"], cut_at + 5 - t0, back_at - t0)
-    # the first 1-second window after the cut at >= 80 % of what survives
-    windows = [(s, mptcpapp.goodput_mbps(result["series"], s, s + 1))
-               for s in [cut_at - t0 + 0.2 * i for i in range(40)]]
-    recovered = next(s for s, g in windows if g >= 0.8 * surviving) - (cut_at - t0)
-    print(f"failover: event {fail['at'] - cut_at:.2f} s after the cut, >= 80 % of the "
-          f"surviving {surviving:.1f} Mbit/s after {recovered:.1f} s; {kept:.3f} Mbit/s from "
-          f"cut+5 s to the link's return; restored {restored['at'] - back_at:.2f} s after it")
-    assert kept >= 0.8 * surviving, result["series"]
-    assert recovered <= 5.0
+    _assert_failover(_failover_figures(result, cut_at, back_at, fail["at"], restored["at"]),
+                     hold_s=3)
     now = {e["id"]: e for e in sc.read_endpoints(bed.ns("A"))}
     assert not now[ids["U"]].get("backup") and now[ids["K"]].get("backup")
     assert now[ids["U"]].get("fullmesh") and now[ids["K"]].get("fullmesh")
     for s in plan.sites:
         siteapply.rollback(ns=bed.ns(s.site), root=root)
         assert sc.read_state(bed.ns(s.site)) == before[s.site]
+
+
+# ---- the apply over HTTP (`mpcoa serve`, embedded): its watchers, started and stopped -----------
+def _watcher_pids(ns: str) -> list[int]:
+    """Every failover watcher process of the namespace on this host, whoever started it."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"probes.failover" in cmd and ns.encode() in cmd:
+            pids.append(int(proc.name))
+    return pids
+
+
+def _stored_answer(tmp_path: Path, bed) -> tuple[int, str, dict]:
+    """A SQLite database with the testbed's topology and an answer that uses U (U-C, U-D)
+    with K standing by, a write token, and the environment `mpcoa` runs with against it."""
+    from service.db import make_engine, session_scope, upgrade
+    from service.store import recommendations, tokens
+    from service.store.inventory import ensure_topology
+
+    url = f"sqlite:///{tmp_path / 'mpcoa.sqlite3'}"
+    upgrade(url)
+    engine = make_engine(url)
+    with session_scope(engine) as s:
+        tid = ensure_topology(s, spec=TopologySpec.model_validate(
+            {"local": _site("A"), "remote": _site("B")})).id
+        recommendations.add_recommendation(
+            s, topology_id=tid, kind="calibrated", delta=0.07, bs_min_mib=0.0625,
+            bs_max_mib=4.0, inputs={}, opm="PCDC", occ="reno", obs_mib=0.5, otp_mbps=7.0,
+            tp_max_mbps=7.5, traditional={}, provenance={},
+            outputs={"subflows_used": ["U-C", "U-D"], "standby_subflows": ["K-C", "K-D"]})
+        token = tokens.create_token(s, name=f"live{secrets.token_hex(3)}")
+    engine.dispose()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MPCOA_")}
+    env.update({"MPCOA_DATABASE_URL": url, "MPCOA_DATA_DIR": str(tmp_path),
+                "MPCOA_TESTBED": bed.name, "MPCOA_APPLY_STATE": str(tmp_path / "apply")})
+    return tid, token, env
+
+
+def _serve(env: dict, tmp_path: Path, port: int) -> subprocess.Popen:
+    log = open(tmp_path / f"serve-{port}.log", "w")  # noqa: SIM115 -- the server's, until it ends
+    return subprocess.Popen([str(Path(sys.executable).parent / "mpcoa"), "serve", "--port",
+                             str(port)], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _up(port: int, proc: subprocess.Popen):
+    import httpx
+
+    assert proc.poll() is None, "mpcoa serve exited"
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def test_an_apply_over_http_watches_fails_over_and_its_watchers_stop(bed, tmp_path):
+    import httpx
+
+    from tests.processes import kill_group
+    from tests.support import free_port
+
+    host = _host()
+    before = {name: sc.read_state(bed.ns(name)) for name in ("A", "B")}
+    tid, token, env = _stored_answer(tmp_path, bed)
+    port = free_port()
+    server = _serve(env, tmp_path, port)
+    c = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30,
+                     headers={"Authorization": f"Bearer {token}"})
+
+    def latest() -> dict:
+        return c.get(f"/topologies/{tid}/applied", params={"limit": 1}).json()[0]
+
+    def kinds(apply: dict, site: str = "A") -> list[str]:
+        return [e["kind"] for e in apply["events"] if e["site"] == site]
+
+    try:
+        wait_for(lambda: _up(port, server), 60, "mpcoa serve to answer")
+        # bounded numbers, a clear 4xx
+        for bad in ({"hold_s": 0}, {"hold_s": 10_000}, {"hold_s": -1}, {"hold_s": "soon"},
+                    {"watch": "maybe"}):
+            r = c.post(f"/topologies/{tid}/apply", json=bad)
+            assert r.status_code == 422, (bad, r.text)
+        r = c.post(f"/topologies/{tid}/apply", json={"confirm": False, "hold_s": 3})
+        assert r.status_code == 202, r.text
+        first = wait_for(lambda: (a := latest())["state"] == "applied"
+                         and "watching" in kinds(a) and a, 60, "the apply and its watcher")
+        assert kinds(first, "B") == ["not_watching"]  # B's only standby is no endpoint of B's
+        watching = next(e for e in first["events"] if e["kind"] == "watching")["detail"]
+        assert watching["used"] == [1] and watching["standbys"] == [2]
+        assert watching["hold_s"] == 3
+        pids = _watcher_pids(bed.ns("A"))
+        assert len(pids) == 1
+        # the watcher is the server's own child
+        assert int(Path(f"/proc/{pids[0]}/stat").read_text().rsplit(")", 1)[1].split()[1]) \
+            == server.pid
+
+        result, cut_at, back_at = _transfer_with_a_cut(bed, first["plan"]["connect"])
+        done = wait_for(lambda: "restored" in kinds(a := latest()) and a, 15,
+                        "the selection restored")
+        fail = next(e for e in done["events"] if e["kind"] == "failover")["detail"]
+        restored = next(e for e in done["events"] if e["kind"] == "restored")["detail"]
+        assert fail["endpoint"] == 1 and fail["promoted"] == 2
+        figures = _failover_figures(result, cut_at, back_at, fail["seen_at"],
+                                    restored["seen_at"])
+
+        # a rollback stops the watcher, and says so
+        assert c.post(f"/topologies/{tid}/rollback").status_code == 202
+        back = wait_for(lambda: (a := latest())["state"] == "rolled_back" and a, 60,
+                        "the rollback")
+        stopped = [e for e in back["events"] if e["kind"] == "watch_stopped"]
+        assert [e["detail"]["reason"] for e in stopped] == ["rollback"]
+        assert _watcher_pids(bed.ns("A")) == []
+        assert all(sc.read_state(bed.ns(n)) == before[n] for n in ("A", "B"))
+
+        # applied again; then the server is sent SIGTERM: its watcher stops with it
+        assert c.post(f"/topologies/{tid}/apply", json={"confirm": False, "hold_s": 3}) \
+            .status_code == 202
+        second = wait_for(lambda: (a := latest())["id"] != first["id"] and "watching"
+                          in kinds(a) and a, 60, "the second apply's watcher")
+        assert len(_watcher_pids(bed.ns("A"))) == 1
+        os.kill(server.pid, signal.SIGTERM)  # the server alone, as a service manager would
+        server.wait(30)
+        # uvicorn shuts down (the app's lifespan ends), then dies of the signal it caught
+        assert server.returncode in (0, -signal.SIGTERM)
+        assert "Application shutdown complete" in (tmp_path / f"serve-{port}.log").read_text()
+        assert _watcher_pids(bed.ns("A")) == []
+    finally:
+        c.close()
+        kill_group(server)
+    from service.db import make_engine, session_scope
+    from service.store import applied as applied_store
+
+    engine = make_engine(env["MPCOA_DATABASE_URL"])
+    with session_scope(engine) as s:
+        events = applied_store.get_apply(s, apply_id=second["id"]).events
+    engine.dispose()
+    assert [e["detail"]["reason"] for e in events if e["kind"] == "watch_stopped"] == [
+        "the server is stopping"]
+
+    # rolled back from the CLI: the sites are as found, no watcher left anywhere
+    cli = subprocess.run([str(Path(sys.executable).parent / "mpcoa"), "apply", str(tid),
+                          "--rollback", "--json"], env=env, capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert json.loads(cli.stdout)["state"] == "rolled_back"
+    assert all(sc.read_state(bed.ns(n)) == before[n] for n in ("A", "B"))
+    assert _watcher_pids(bed.ns("A")) == [] and _watcher_pids(bed.ns("B")) == []
+
+    # `mpcoa apply --watch`: the CLI holds the watcher in the foreground until SIGINT
+    watch = subprocess.Popen([str(Path(sys.executable).parent / "mpcoa"), "apply", str(tid),
+                              "--no-confirm", "--hold-s", "3", "--watch"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        pid = wait_for(lambda: _watcher_pids(bed.ns("A")), 60, "the CLI's watcher")[0]
+        assert int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) \
+            == watch.pid
+        os.kill(watch.pid, signal.SIGINT)
+        out, err = watch.communicate(timeout=30)
+        assert watch.returncode == 0, out + err
+    finally:
+        kill_group(watch)
+    assert _watcher_pids(bed.ns("A")) == []
+    engine = make_engine(env["MPCOA_DATABASE_URL"])
+    with session_scope(engine) as s:
+        row = applied_store.latest_apply(s, topology_id=tid)
+        assert [e["detail"]["reason"] for e in row.events if e["kind"] == "watch_stopped"] \
+            == ["mpcoa apply --watch was stopped"]
+    engine.dispose()
+    cli = subprocess.run([str(Path(sys.executable).parent / "mpcoa"), "apply", str(tid),
+                          "--rollback"], env=env, capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert all(sc.read_state(bed.ns(n)) == before[n] for n in ("A", "B"))
+    assert _host() == host
+    _assert_failover(figures, hold_s=3)

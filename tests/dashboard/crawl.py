@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import html
+import json
+import re
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
@@ -42,3 +45,11 @@ def crawl(get, start: str) -> dict[str, int]:
                 if f"{url.scheme}://{url.netloc}" == ORIGIN:
                     todo.append(url.path + (f"?{url.query}" if url.query else ""))
     return seen
+
+
+def chart_data(page: str, chart_id: str) -> dict:
+    """The JSON a chart is drawn from (embedded in the page beside its canvas)."""
+    found = re.search(rf'<script type="application/json" id="{chart_id}-data">(.*?)</script>',
+                      page, re.S)
+    assert found, f"no data for chart {chart_id}"
+    return json.loads(html.unescape(found.group(1)))

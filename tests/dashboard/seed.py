@@ -5,6 +5,7 @@
   are derived by the service from recorded runs (Table 2 Omegas; Table 4 curves plus noise).
 - UiT -> HAW with a running campaign (for the live progress) and nothing else (empty states).
 - UNIS -> HiN with a finished campaign whose runs are so noisy that its fits fail the quality gate.
+- HU -> SRL with a finished stream campaign (paced probes with their `frames.csv`) and its answer.
 
 Campaigns take production's default settings (model kind, mode), as `mpcoa demo` and the API's
 queued campaigns do.
@@ -20,13 +21,16 @@ from sqlalchemy.orm import Session
 
 from probes.vocabulary import ISP, Site
 from service.algorithm.impact import impact_from_omegas
+from service.algorithm.objective import Objective
 from service.algorithm.topology import TopologySpec
 from service.flows import recording
 from service.flows.derive import fit_from_runs
+from service.flows.recommend import recommend
 from service.store import campaigns, inventory, results
 from service.store.measurements import MeasurementRecord
 from tests.algorithm.paper_data import CCS, SITES, TABLE2, TABLE4
 from tests.api.calibration import seed_srl_hu
+from tests.api.stream_seed import STREAM, seed_stream
 from tests.conftest import new_campaign
 
 GRID = [0.5, 2.5, 5.0, 7.5, 10.0, 12.5, 15.0, 17.5, 20.0, 22.5, 25.0, 27.5, 30.0]
@@ -55,6 +59,9 @@ class Seeded:
     noisy_topology_id: int  # UNIS -> HiN, fits below the quality gate
     noisy_campaign_id: int
     omegas: dict[tuple[str, str], float]  # (subflow, cc) -> stored Omega of the newest campaign
+    stream_topology_id: int = 0  # HU -> SRL, a stream campaign and its answer
+    stream_campaign_id: int = 0
+    stream_recommendation_id: int = 0
 
 
 def seed(session: Session) -> Seeded:
@@ -99,6 +106,11 @@ def seed(session: Session) -> Seeded:
     hin = inventory.create_site(session, spec=site("HiN"))
     noisy = inventory.create_topology(session, local_site_id=unis.id, remote_site_id=hin.id)
     noisy_campaign = _noisy_calibration(session, noisy.id)
+
+    reverse = inventory.create_topology(session, local_site_id=hu.id, remote_site_id=srl.id)
+    stream_campaign = seed_stream(session, reverse.id)
+    stream_answer = recommend(session, topology_id=reverse.id, queue_campaign=False,
+                              objective=Objective.model_validate(STREAM))
     session.commit()
 
     omegas = {
@@ -107,7 +119,8 @@ def seed(session: Session) -> Seeded:
         for sf, value in r.omegas.items()
     }
     return Seeded(
-        topology.id, old.id, campaign.id, empty.id, running.id, noisy.id, noisy_campaign.id, omegas
+        topology.id, old.id, campaign.id, empty.id, running.id, noisy.id, noisy_campaign.id, omegas,
+        reverse.id, stream_campaign.id, stream_answer.recommendation_id or 0,
     )
 
 

@@ -41,6 +41,8 @@ def pages(s) -> dict[str, str]:
         "empty-fits": f"/dashboard/topologies/{e}/fits",
         "empty-recommendations": f"/dashboard/topologies/{e}/recommendations",
         "fits-gate-failed": f"/dashboard/topologies/{s.noisy_topology_id}/fits",
+        "stream-campaign": f"/dashboard/campaigns/{s.stream_campaign_id}",
+        "stream-answer": f"/dashboard/recommendations/{s.stream_recommendation_id}",
     }
 
 
@@ -59,6 +61,8 @@ PAGE_NAMES = [
     "empty-fits",
     "empty-recommendations",
     "fits-gate-failed",
+    "stream-campaign",
+    "stream-answer",
 ]
 # Honest empty states: what is missing is said, on the page.
 EMPTY_STATES = {
@@ -78,6 +82,8 @@ def test_every_page_loads_without_console_errors_and_fits_a_laptop_screen(live, 
     page.wait_for_load_state("networkidle")
     if name.startswith("fits"):
         page.wait_for_selector("canvas.fit-chart[data-rendered=yes]")
+    if name.startswith("stream"):
+        page.wait_for_selector("canvas.stream-chart[data-rendered=yes]")
     assert page.locator("h1").first.inner_text().strip()
     assert page.title().endswith("· mpcoa")
     if name in EMPTY_STATES:
@@ -349,4 +355,40 @@ def test_a_failed_quality_gate_is_shown_on_the_fits_and_on_the_answer(live, tab)
     assert page.locator("#recommendation").get_by_text("gate FAILED").count() == 0
     assert page.get_by_text("gate FAILED").count() == len(stored)  # provenance, per fit
     page.screenshot(path=str(live.shots / "recommendation-gate-failed.png"), full_page=True)
+    assert tab.errors == [], tab.errors
+
+
+# A stream campaign's page: a frame-delay CDF per arm (one curve per buffer) and one probe's
+# head-of-line timeline; its answer's page: p99 per buffer per arm with the (1 + delta) limit.
+STREAM_CHARTS = {"stream-campaign": {"cdf-0", "cdf-1", "hol-timeline"},
+                 "stream-answer": {"p99-{rec}"}}
+
+
+@pytest.mark.parametrize("name", sorted(STREAM_CHARTS))
+def test_stream_charts_render(live, tab, name):
+    s = live.seeded
+    page = tab.page
+    page.goto(live.url(pages(s)[name]))
+    page.wait_for_selector("canvas.stream-chart[data-rendered=yes]")
+    canvases = page.locator("canvas.stream-chart")
+    ids = {canvases.nth(i).get_attribute("id") for i in range(canvases.count())}
+    assert ids == {c.format(rec=s.stream_recommendation_id) for c in STREAM_CHARTS[name]}
+    for i in range(canvases.count()):
+        canvas = canvases.nth(i)
+        assert canvas.get_attribute("data-rendered") == "yes"
+        share, _colours = _non_background_share(canvas.screenshot())
+        assert share > 0.01, f"{canvas.get_attribute('id')} looks blank ({share:.3%} drawn)"
+        drawn = dict(page.evaluate(
+            "(c) => Chart.getChart(c).data.datasets.map(d => [d.label, d.data.length])",
+            canvas.element_handle()))
+        kind = canvas.get_attribute("data-chart")
+        if kind == "cdf":  # one curve per buffer of the grid, each with its frames' steps
+            assert len(drawn) == 4 and all(n > 10 for n in drawn.values()), drawn
+        elif kind == "timeline":  # every frame after the warm-up
+            assert drawn["head-of-line wait per frame"] == 125
+        else:  # both arms over the grid, the limit line and OBS
+            assert drawn["FullMesh/bbr (the answer)"] == 4
+            assert any(label.startswith("(1 + δ)·best") for label in drawn)
+            assert any(label.startswith("OBS") for label in drawn)
+    page.screenshot(path=str(live.shots / f"{name}-charts.png"), full_page=True)
     assert tab.errors == [], tab.errors

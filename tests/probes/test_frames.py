@@ -10,9 +10,11 @@ import pytest
 
 from probes.frames import (
     FrameRecord,
+    delay_cdf,
     frame_stats,
     frames_csv,
     goodput_series,
+    hol_timeline,
     percentile,
     read_frames_csv,
     rfc3550_jitter,
@@ -158,3 +160,24 @@ def test_goodput_leaves_out_the_frames_after_the_sending_time():
     assert goodput_series(recs, 0, duration_s=2.0) == [(1.0, pytest.approx(0.07)),
                                                         (2.0, pytest.approx(0.1))]
     assert len(goodput_series(recs, 0)) == 3  # without: a thin third interval
+
+
+def test_the_delay_cdf_counts_against_frames_sent_and_leaves_out_the_warm_up():
+    # 10 frames at 10/s: the first (warm-up) slow, then 10..80 ms, the last one lost
+    records = [FrameRecord(0, 0, 500_000, 100)] + [
+        FrameRecord(i, i * 100_000, i * 100_000 + i * 10_000, 100) for i in range(1, 9)
+    ] + [FrameRecord(9, 900_000, None, 100)]
+    cdf = delay_cdf(records, warmup_s=0.1)
+    assert [d for d, _ in cdf] == [10.0 * i for i in range(1, 9)]
+    assert cdf[-1][1] == pytest.approx(8 / 9)  # one of the 9 frames sent after it was lost
+    thin = delay_cdf(records, warmup_s=0.1, max_points=3)
+    assert len(thin) <= 4 and thin[-1] == cdf[-1]
+
+
+def test_the_hol_timeline_marks_lost_frames():
+    records = [FrameRecord(i, i * 100_000, i * 100_000 + (30_000 if i == 5 else 10_000), 100)
+               for i in range(8)] + [FrameRecord(8, 800_000, None, 100)]
+    got, lost = hol_timeline(records, warmup_s=0.2)
+    assert got[0] == (0.0, 0.0) and len(got) == 6
+    assert (0.3, 20.0) in [(round(t, 3), round(h, 3)) for t, h in got]
+    assert lost == [pytest.approx(0.6)]

@@ -1,9 +1,10 @@
 """The dispatch outbox on a real broker: a campaign queued while the broker is down answers 202
 and is sent later by the sweeper, exactly once; the sweeper never floods the queue; a campaign
-whose lease ran out is handed on once."""
+whose lease ran out, or whose turn nobody took, is handed on once."""
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import timedelta
 
@@ -33,10 +34,20 @@ def _queue_length(broker_url: str, site: str) -> int:
         client.close()
 
 
+def _newest_message_headers(broker_url: str, site: str) -> dict:
+    """The Celery headers of the message sent last to `site`'s queue (kombu pushes left)."""
+    db = int(broker_url.rsplit("/", 1)[1])
+    client = redis.Redis(host=REDIS_HOST, port=6379, db=db)
+    try:
+        return json.loads(client.lindex(dispatch.site_queue(site), 0))["headers"]
+    finally:
+        client.close()
+
+
 def _sweep(settings: Settings, now=None) -> tuple[list[int], list[int]]:
     """What the beat's resume_campaigns task does, in this process."""
     with session_scope(get_engine(settings)) as s:
-        recovered = dispatch.recover_stalled(s, settings=settings)
+        recovered = dispatch.recover_stalled(s, settings=settings, now=now)
     with session_scope(get_engine(settings)) as s:
         sent = dispatch.send_owed(s, settings=settings, now=now)
     return recovered, sent
@@ -78,3 +89,14 @@ def test_queued_while_the_broker_is_down_then_sent_once(committed_db, broker_url
     with session_scope(get_engine(up)) as s:
         c = s.get(Campaign, cid)
         assert c.lease_id is None and c.dispatched_at is not None
+
+    # A worker received the re-sent turn and died before it claimed a probe: no lease is left
+    # to run out. Once the turn has gone untaken for the lease's time to live it is sent again,
+    # once, and that message expires after the same time.
+    assert _sweep(up) == ([], [])  # a turn just sent is not re-sent
+    untaken = utcnow() + timedelta(seconds=up.lease_ttl_s + 1)
+    assert _sweep(up, now=untaken) == ([cid], [])
+    assert _sweep(up, now=untaken) == ([], [])
+    assert _queue_length(broker_url, local) == 3
+    headers = _newest_message_headers(broker_url, local)
+    assert headers["task"] == dispatch.ADVANCE_TASK and headers["expires"] is not None

@@ -104,6 +104,120 @@
     canvas.dataset.rendered = chart ? "yes" : "no";
   });
 
+  /* --- stream campaigns and answers: frame delay CDF, head-of-line timeline, p99 per buffer -- */
+  function linearChart(canvas, datasets, xTitle, yTitle, yMax, tooltip) {
+    return new window.Chart(canvas, {
+      type: "scatter",
+      data: {datasets: datasets},
+      options: {
+        animation: false, responsive: true, maintainAspectRatio: false,
+        interaction: {mode: "nearest", intersect: false},
+        scales: {
+          x: {type: "linear", beginAtZero: true, title: {display: true, text: xTitle}},
+          y: {beginAtZero: true, max: yMax, title: {display: true, text: yTitle}}
+        },
+        plugins: {
+          legend: {position: "bottom", labels: {boxWidth: 14}},
+          tooltip: {callbacks: {label: tooltip}}
+        }
+      }
+    });
+  }
+
+  function drawCdf(canvas, data) {
+    var datasets = data.series.map(function (s, k) {
+      var color = COLORS[k % COLORS.length];
+      return {
+        label: fmt(s.bs, 3) + " MiB (" + s.runs + " runs, " + Math.round(100 * s.reached) + " % arrived)",
+        data: s.points.map(function (p) { return {x: p[0], y: p[1]}; }),
+        showLine: true, stepped: true, pointRadius: 0, borderColor: color,
+        backgroundColor: color, borderWidth: 2, fill: false
+      };
+    });
+    return linearChart(canvas, datasets, "frame delay (ms)", "share of frames sent", 1,
+      function (ctx) {
+        return ctx.dataset.label + ": " + Math.round(100 * ctx.raw.y) + " % within " + fmt(ctx.raw.x, 1) + " ms";
+      });
+  }
+
+  function drawTimeline(canvas, data) {
+    var top = data.points.reduce(function (m, p) { return Math.max(m, p[1]); }, 0);
+    var datasets = [{
+      label: "head-of-line wait per frame",
+      data: data.points.map(function (p) { return {x: p[0], y: p[1]}; }),
+      showLine: true, pointRadius: 1.5, borderColor: COLORS[0], backgroundColor: COLORS[0],
+      borderWidth: 1, fill: false
+    }];
+    if (data.lost.length) {
+      datasets.push({
+        label: "lost frame (" + data.lost.length + ")",
+        data: data.lost.map(function (t) { return {x: t, y: top}; }),
+        showLine: false, pointStyle: "crossRot", pointRadius: 7, borderWidth: 2,
+        borderColor: "#d62728", backgroundColor: "#d62728"
+      });
+    }
+    return linearChart(canvas, datasets, "send time after the warm-up (s)", "head-of-line wait (ms)",
+      undefined, function (ctx) {
+        return ctx.dataset.label + " at " + fmt(ctx.raw.x, 2) + " s: " + fmt(ctx.raw.y, 1) + " ms";
+      });
+  }
+
+  function drawP99(canvas, data) {
+    var datasets = [];
+    var xs = [];
+    data.series.forEach(function (s, k) {
+      var color = COLORS[k % COLORS.length];
+      var chosen = s.arm === data.chosen;
+      var pts = s.points.filter(function (p) { return p.p99 !== null; });
+      pts.forEach(function (p) { xs.push(p.bs); });
+      datasets.push({
+        label: s.arm + (chosen ? " (the answer)" : ""),
+        data: pts.map(function (p) { return {x: p.bs, y: p.p99, runs: p.runs, carries: p.carries}; }),
+        showLine: true, borderColor: color, backgroundColor: pts.map(function (p) {
+          return p.carries ? color : "#ffffff";
+        }),
+        pointRadius: 4, borderWidth: chosen ? 3 : 1.5, fill: false
+      });
+    });
+    if (data.limit !== null && xs.length) {
+      var lo = Math.min.apply(null, xs), hi = Math.max.apply(null, xs);
+      datasets.push({
+        label: "(1 + δ)·best = " + fmt(data.limit, 1) + " ms",
+        data: [{x: lo, y: data.limit}, {x: hi, y: data.limit}],
+        showLine: true, pointRadius: 0, borderColor: "rgba(120,120,120,0.9)", borderWidth: 1,
+        borderDash: [6, 4], fill: false
+      });
+    }
+    if (data.obs !== null && data.p99 !== null) {
+      datasets.push({
+        label: "OBS " + fmt(data.obs, 3) + " MiB",
+        data: [{x: data.obs, y: data.p99}],
+        pointStyle: "triangle", pointRadius: 9, borderWidth: 2, borderColor: "#000",
+        backgroundColor: "#ffd400", showLine: false
+      });
+    }
+    return linearChart(canvas, datasets, "buffer size (MiB)", "p99 frame delay (ms)", undefined,
+      function (ctx) {
+        var r = ctx.raw;
+        var text = ctx.dataset.label + ": " + fmt(r.y, 1) + " ms at " + fmt(r.x, 3) + " MiB";
+        if (r.runs !== undefined) { text += " (" + r.runs + " runs" + (r.carries ? "" : ", does not carry") + ")"; }
+        return text;
+      });
+  }
+
+  var STREAM_CHARTS = {cdf: drawCdf, timeline: drawTimeline, p99: drawP99};
+  var streamCharts = document.querySelectorAll("canvas.stream-chart");
+  if (streamCharts.length && typeof window.Chart !== "function") {
+    console.error("mpcoa: Chart.js did not load");
+  }
+  streamCharts.forEach(function (canvas) {
+    var source = document.getElementById(canvas.id + "-data");
+    var draw = STREAM_CHARTS[canvas.getAttribute("data-chart")];
+    if (!source || !draw || typeof window.Chart !== "function") { return; }
+    var chart = draw(canvas, JSON.parse(source.textContent));
+    canvas.dataset.rendered = chart ? "yes" : "no";
+  });
+
   /* --- live campaign progress: poll GET /campaigns/{id} while queued or running ------------ */
   var pollSeconds = Number(document.body.getAttribute("data-poll-seconds")) || 3;
   document.querySelectorAll("[data-campaign-poll]").forEach(function (box) {

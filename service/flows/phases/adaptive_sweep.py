@@ -13,6 +13,7 @@ from probes.vocabulary import PCDC
 from ...algorithm import adaptive
 from ...algorithm.confidence_summary import Alternative, confidence_statement
 from ...algorithm.sweep import plateau_extension
+from ...algorithm.window_spread import combined_half_width, window_spread
 from ...store import campaigns as campaign_store
 from .. import budget
 from ..plan import ProbeStep
@@ -26,7 +27,7 @@ name = "sweep"
 def advance(ctx: Context) -> Outcome:
     campaign = ctx.campaign
     arms = [(pm, cc) for pm in campaign.pms for cc in campaign.active_ccs]
-    samples, tried = buffer_samples(ctx)
+    samples, tried, series = buffer_samples(ctx)
     cap = budget.adaptive_sweep_cap(campaign)
     decision = None
     while True:
@@ -48,7 +49,7 @@ def advance(ctx: Context) -> Outcome:
         ))
     stop = "settled" if decision is not None and decision.settled else "budget"
     campaign_store.add_note(campaign, "adaptive", {
-        "stop": stop, **({} if decision is None else _decision_note(ctx, decision)),
+        "stop": stop, **({} if decision is None else _decision_note(ctx, decision, series)),
         "confidence": adaptive.DEFAULT_CONFIDENCE,
     })
     budget.settle(campaign)
@@ -73,10 +74,11 @@ def _climb(ctx: Context, arms, samples) -> bool:
     return True
 
 
-def _decision_note(ctx: Context, decision: adaptive.Decision) -> dict:
+def _decision_note(ctx: Context, decision: adaptive.Decision, series) -> dict:
     """What the settled decision promises, for the answer: OTP with its interval and the
     interval fresh probes should land in, T* and whether it held, what is settled and what is
-    within reach, and the one sentence a user reads first."""
+    within reach, and the one sentence a user reads first. `series`: the buffer runs' series
+    per (PM, CC, buffer), for the spread inside the probes at OBS."""
     fields = {k: getattr(decision, k) for k in (
         "opm", "occ", "obs_mib", "otp_mbps", "otp_half_width_mbps", "t_star_mbps",
         "target_mbps", "survivors", "eliminated", "otp_runs", "t_star_half_width_mbps",
@@ -89,7 +91,10 @@ def _decision_note(ctx: Context, decision: adaptive.Decision) -> dict:
     ] if decision.opm == PCDC else []
     # The promise is where one fresh probe of the answer should land (the mean's own interval
     # is narrower than the spread of new runs); the mean's interval where no spread is known.
-    predicted = decision.prediction_half_width(fresh_runs=1)
+    spread = window_spread(series.get((decision.opm, decision.occ, decision.obs_mib), []))
+    within = None if spread is None else spread.half_width(decision.confidence)
+    run_to_run = decision.prediction_half_width(fresh_runs=1)
+    predicted = combined_half_width(run_to_run, within) if run_to_run is not None else None
     interval = decision.otp_interval()
     if predicted is not None and math.isfinite(predicted) and decision.otp_mbps is not None:
         interval = (decision.otp_mbps - predicted, decision.otp_mbps + predicted)
@@ -112,4 +117,9 @@ def _decision_note(ctx: Context, decision: adaptive.Decision) -> dict:
         ],
         "subset_settled": subset_settled,
         "statement": statement,
+        "spread_at_obs": None if spread is None else {
+            "interval_sd_mbps": spread.sd_mbps, "intervals_per_run": spread.intervals_per_run,
+            "runs": spread.runs, "unsteady_runs": spread.unsteady_runs,
+            "half_width_mbps": within,
+        },
     }

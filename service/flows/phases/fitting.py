@@ -3,6 +3,8 @@ the fit (f5) over the ok buffer runs."""
 
 from __future__ import annotations
 
+from probes.base import intervals_after_warmup
+
 from ...store import campaigns as campaign_store
 from ...store import measurements, results
 from ..derive import fit_from_runs
@@ -12,16 +14,27 @@ MAX_GRID_EXTENSIONS = 3
 
 
 def buffer_samples(ctx: Context):
-    """Per (PM, CC) the ok goodputs per buffer, and per (PM, CC, buffer) the runs stored (ok or
-    failed: a failed run's key is taken, the next run gets the next number)."""
+    """Per (PM, CC) the ok goodputs per buffer; per (PM, CC, buffer) the runs stored (ok or
+    failed: a failed run's key is taken, the next run gets the next number); and per (PM, CC,
+    buffer) the ok runs' series as (whole series, intervals after the warm-up), for the
+    spread inside probes (`algorithm.window_spread`)."""
     samples: dict[tuple[str, str], dict[float, list[float]]] = {}
     tried: dict[tuple[str, str, float], int] = {}
+    series: dict[tuple[str, str, float], list[tuple[list, list[float]]]] = {}
     for m in measurements.list_buffer_runs(ctx.session, campaign_id=ctx.campaign.id):
         bs = float(m.bs_mib)
         tried[(m.pm, m.cc, bs)] = max(tried.get((m.pm, m.cc, bs), 0), m.run)
         if m.status == "ok" and m.mean_goodput_mbps is not None:
             samples.setdefault((m.pm, m.cc), {}).setdefault(bs, []).append(m.mean_goodput_mbps)
-    return samples, tried
+            timed = timed_series(m.goodput_mbps or [], m.interval_s or 1.0)
+            measured = [v for _, v in intervals_after_warmup(timed, m.warmup_s or 0.0)]
+            series.setdefault((m.pm, m.cc, bs), []).append((timed, measured))
+    return samples, tried, series
+
+
+def timed_series(values: list[float], interval_s: float) -> list[tuple[float, float]]:
+    """A stored TP(t) series as (interval end s, Mbit/s), the form the probes record."""
+    return [((i + 1) * interval_s, float(v)) for i, v in enumerate(values)]
 
 
 def grid_extensions(ctx: Context) -> list[float]:

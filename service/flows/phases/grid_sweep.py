@@ -1,11 +1,17 @@
 """The buffer sweep of grid mode (Eq. 7): every (PM, CC, buffer, run), PCDC on SP* of its CC;
 the grid grows while the best arm still climbs at its top; then the fit, and one more run of the
-whole sweep while the quality gate fails and the budget allows."""
+whole sweep while the quality gate fails and the budget allows.
+
+A stream objective's sweep does neither: its paced probes' goodput is flat at the stream's rate
+wherever it is carried, so a goodput plateau or a goodput fit's gate says nothing about the
+stream, and their extra buffers and rounds would double its cost for nothing. Its answer is the
+frame delay at the grid's points (`flows.stream_answer`)."""
 
 from __future__ import annotations
 
 from statistics import fmean
 
+from ...algorithm.objective import objective_of
 from ...algorithm.sweep import plateau_extension
 from ...store import campaigns as campaign_store
 from .. import budget
@@ -19,6 +25,7 @@ MAX_EXTRA_ROUNDS_WITHOUT_BUDGET = 2
 
 def advance(ctx: Context) -> Outcome:
     campaign = ctx.campaign
+    goodput_decides = not objective_of(campaign.objective).is_stream
     while True:
         if not campaign.budget_exhausted:
             done, subsets = ctx.done(), ctx.subsets()
@@ -28,12 +35,12 @@ def advance(ctx: Context) -> Outcome:
             ):
                 if step.key not in done:
                     return probe(step)
-            if _extend_grid(ctx):
+            if goodput_decides and _extend_grid(ctx):
                 continue
         fits = fit(ctx)
         if fits is None:
             return FINAL
-        if not all(f.gate_passed for f in fits) and _another_round(ctx):
+        if goodput_decides and not all(f.gate_passed for f in fits) and _another_round(ctx):
             continue
         return DONE
 
@@ -44,7 +51,7 @@ def _extend_grid(ctx: Context) -> bool:
     `MAX_GRID_EXTENSIONS` points and within the budget; flagged when the grid had to stop
     below the plateau."""
     campaign = ctx.campaign
-    samples, _tried = buffer_samples(ctx)
+    samples, _tried, _series = buffer_samples(ctx)
     arm_means = {arm: {bs: fmean(v) for bs, v in per.items()} for arm, per in samples.items()}
     more = plateau_extension(campaign.buffer_grid_mib, arm_means, campaign.delta)
     if more is None:

@@ -1,0 +1,184 @@
+"""How fast the failover watcher keeps a transfer going when a selected ISP is cut.
+
+    .venv/bin/python benchmarks/failover_time.py [--repeats 5] [--hold-s 3]
+
+A 2 x 2 testbed: site A with ISPs U (8 Mbit/s) and K (4), site B with C (20) and D (2). The
+answer uses U (U-C, U-D) with K standing by; it is applied to both namespaces
+(`probes.siteapply`) and A's watcher runs as this process's child (`probes.failover
+--parent-pid`, as a site worker starts it). Per repeat: a plain MPTCP transfer A -> B; U's ISP
+is cut in the testbed's core after a few seconds and returns later; then the sites are rolled
+back. Printed per repeat and as median / max: the time from the cut until the goodput is back at
+>= 80 % of the surviving 4 Mbit/s (first 1-second window, stepped by 0.2 s), cut -> the
+watcher's `failover` line, link return -> `restored` (includes the hold time), the goodput
+while cut (from cut + 5 s to the return) and after the restore. The testbed is taken down and
+the link restored even on SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere
+
+SITES = {"A": [("U", 8000), ("K", 4000)], "B": [("C", 20000), ("D", 2000)]}
+SURVIVING_MBPS = 4.0  # K's uplink
+BEFORE_S, CUT_S, AFTER_S = 6.0, 10.0, 6.0
+
+
+def _site(name: str) -> dict:
+    return {"name": name, "isps": [{"name": f"isp{lb}", "label": lb, "down_kbps": kb,
+                                    "up_kbps": kb} for lb, kb in SITES[name]]}
+
+
+def _interrupted(signum, _frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def one_repeat(bed, plan, root: Path, hold_s: float) -> dict:
+    from probes import mptcpapp, siteapply
+    from probes import siteconfig as sc
+    from probes.ports import choose_port_triple
+    from service.algorithm import apply_plan as ap
+
+    sender = plan.sites[0]
+    for s in plan.sites:
+        siteapply.apply(ap.desired_state(s, sc.read_state(bed.ns(s.site))), ns=bed.ns(s.site),
+                        root=root)
+    ids = {e.label: e.id for e in sender.endpoints}
+    cfg, events = root / "watch.json", root / "events.jsonl"
+    cfg.write_text(json.dumps({"used": [ids["U"]], "standbys": sender.standby_endpoints,
+                               "hold_s": hold_s}))
+    events.write_text("")
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "probes.failover", "--ns", bed.ns("A"), "--config", str(cfg),
+         "--events", str(events), "--parent-pid", str(os.getpid())],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
+    core_dev = next(lk.core_dev for lk in bed.site_links("A") if lk.label == "U")
+    seconds = BEFORE_S + CUT_S + hold_s + AFTER_S
+    result: dict = {}
+    transfer = threading.Thread(target=lambda: result.update(mptcpapp.confirm(
+        sender_ns=bed.ns("A"), receiver_ns=bed.ns("B"), source=plan.connect["source"],
+        destination=plan.connect["destination"],
+        port=choose_port_triple([bed.ns("A"), bed.ns("B")]), seconds=seconds, warmup_s=2)),
+        daemon=True)
+    try:
+        deadline = time.monotonic() + 10
+        while "watching" not in events.read_text():  # its first line: it is polling now
+            if watcher.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the watcher did not start")
+            time.sleep(0.05)
+        transfer.start()
+        time.sleep(BEFORE_S)  # the timeline: a transfer under way, then the cut
+        cut_at = time.time()
+        subprocess.run(["ip", "-n", bed.core_ns, "link", "set", core_dev, "down"], check=True)
+        time.sleep(CUT_S)
+        back_at = time.time()
+        subprocess.run(["ip", "-n", bed.core_ns, "link", "set", core_dev, "up"], check=True)
+        transfer.join(seconds + 60)
+        deadline = time.monotonic() + hold_s + 10
+        while "restored" not in events.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        subprocess.run(["ip", "-n", bed.core_ns, "link", "set", core_dev, "up"], check=False)
+        if watcher.poll() is None:
+            watcher.send_signal(signal.SIGTERM)
+        watcher.wait(15)
+        for s in plan.sites:
+            siteapply.rollback(ns=bed.ns(s.site), root=root)
+    if not result:
+        raise RuntimeError("the transfer did not finish")
+    log = [json.loads(line) for line in events.read_text().splitlines() if line.strip()]
+    fail = next((e["at"] for e in log if e["kind"] == "failover"), None)
+    restored = next((e["at"] for e in log if e["kind"] == "restored"), None)
+    series, t0 = result["series"], result["t0_wall"]
+    c = cut_at - t0
+    recovered = next((0.2 * i for i in range(int(CUT_S / 0.2))
+                      if mptcpapp.goodput_mbps(series, c + 0.2 * i, c + 0.2 * i + 1)
+                      >= 0.8 * SURVIVING_MBPS), None)
+    after_from = (restored or back_at + hold_s) - t0 + 1
+    return {
+        "recovered_s": recovered,
+        "failover_event_s": None if fail is None else fail - cut_at,
+        "restored_event_s": None if restored is None else restored - back_at,
+        "while_cut_mbps": mptcpapp.goodput_mbps(series, c + 5, back_at - t0),
+        "after_restore_mbps": mptcpapp.goodput_mbps(series, after_from),
+        "before_cut_mbps": mptcpapp.goodput_mbps(series, 2, c),
+    }
+
+
+def _stat(values: list) -> str:
+    got = [v for v in values if v is not None]
+    if not got:
+        return "none"
+    return f"median {statistics.median(got):.2f}, max {max(got):.2f}" + (
+        f" ({len(values) - len(got)} missing)" if len(got) < len(values) else "")
+
+
+def main() -> None:
+    ap_ = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap_.add_argument("--repeats", type=int, default=5, choices=range(1, 51), metavar="1..50")
+    ap_.add_argument("--hold-s", type=float, default=3.0)
+    args = ap_.parse_args()
+    if not 0.5 <= args.hold_s <= 60:
+        ap_.error("--hold-s: 0.5..60 s")
+
+    from probes import testbed
+    from probes.spec import parse_spec
+    from service.algorithm import apply_plan as ap
+    from service.algorithm.topology import TopologySpec
+
+    signal.signal(signal.SIGTERM, _interrupted)
+    name = f"fo{secrets.token_hex(3)}"
+    spec = parse_spec({"name": name, "sites": [_site("A"), _site("B")],
+                       "defaults": {"delay_ms": 10}})
+    root = Path(tempfile.mkdtemp(prefix="mpcoa-failover-bench-"))
+    runs: list[dict] = []
+    try:
+        bed = testbed.up(spec)
+        topo = TopologySpec.model_validate({"local": _site("A"), "remote": _site("B")})
+        plan = ap.plan_sites(
+            topo, opm="PCDC", occ="reno", obs_mib=0.5, subflows_used=["U-C", "U-D"],
+            standby_subflows=["K-C", "K-D"],
+            local_addrs={lk.label: lk.address for lk in bed.site_links("A")},
+            remote_addrs={lk.label: lk.address for lk in bed.site_links("B")},
+            builtin_ccs={"reno", "cubic", "bbr"})
+        for n in range(args.repeats):
+            run = one_repeat(bed, plan, root, args.hold_s)
+            runs.append(run)
+            print(f"repeat {n + 1}: " + ", ".join(
+                f"{k} {v:.2f}" if v is not None else f"{k} none" for k, v in run.items()),
+                flush=True)
+    finally:
+        testbed.down(name)
+    print(f"\nfailover time, {args.repeats} repeats, hold {args.hold_s:g} s "
+          f"(A: U 8 + K 4 Mbit/s; U used, K standing by; U cut in the core for {CUT_S:g} s)")
+    print(f"cut -> goodput >= 80 % of the surviving {SURVIVING_MBPS:g} Mbit/s: "
+          f"{_stat([r['recovered_s'] for r in runs])} s; each: "
+          + ", ".join("none" if r["recovered_s"] is None else f"{r['recovered_s']:.2f}"
+                      for r in runs))
+    print(f"cut -> failover event: {_stat([r['failover_event_s'] for r in runs])} s")
+    print(f"link return -> restored event: {_stat([r['restored_event_s'] for r in runs])} s "
+          f"(includes the {args.hold_s:g} s hold)")
+    for key, what in (("before_cut_mbps", "before the cut"),
+                      ("while_cut_mbps", "while cut (cut + 5 s to the return)"),
+                      ("after_restore_mbps", "after the restore (restored + 1 s to the end)")):
+        vals = [r[key] for r in runs]
+        print(f"goodput {what}: median {statistics.median(vals):.2f} Mbit/s; each: "
+              + ", ".join(f"{v:.2f}" for v in vals))
+    print(json.dumps({"repeats": runs, "hold_s": args.hold_s}))
+
+
+if __name__ == "__main__":
+    main()
