@@ -117,13 +117,15 @@ class _Desk:
 
     def __init__(self, session_factory) -> None:
         self.database: str | None = None
-        self.reader = GenerationReader(partial(in_lane, "work", _read_generation,
-                                               session_factory))
+        self.held = answer_generation.HeldReader(session_factory)
+        self.reader = GenerationReader(partial(in_lane, "work", self.held.read))
 
 
-def _read_generation(session_factory) -> int:
-    with session_factory() as session:
-        return answer_generation.current(session)
+def close_desk(app) -> None:
+    """Closes the connection the app's generation reads keep (at the app's shutdown)."""
+    desk = getattr(app.state, "answer_desk", None)
+    if desk is not None:
+        desk.held.close()
 
 
 def _desk(app) -> _Desk:

@@ -15,8 +15,11 @@ value g can only be newer than g, never older.
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, event, inspect, select, update
-from sqlalchemy.orm import Session
+import threading
+
+from sqlalchemy import Connection, Engine, bindparam, event, inspect, select, update
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session, sessionmaker
 
 from models import (
     ISP,
@@ -47,6 +50,49 @@ def current(session: Session) -> int:
     """The generation as this transaction sees it (one primary-key read)."""
     value = session.connection().execute(_CURRENT, {"row": 1}).scalar()
     return int(value or 0)
+
+
+class HeldReader:
+    """Reads the generation on one connection it keeps, in autocommit: each read is one
+    statement that sees what was committed before it began, with no pool checkout, ping or
+    ROLLBACK around it -- the read a cached answer waits for, made as cheap as it can be.
+
+    Reads may come from different threads, one at a time; a connection that failed is dropped
+    and the next read opens a new one.
+    """
+
+    def __init__(self, session_factory: sessionmaker[Session]) -> None:
+        bind = session_factory.kw.get("bind")
+        # Sessions bound to one connection (a caller's outer transaction) are read through.
+        self._engine = bind if isinstance(bind, Engine) else None
+        self._session_factory = session_factory
+        self._connection: Connection | None = None
+        self._lock = threading.Lock()
+
+    def read(self) -> int:
+        if self._engine is None:
+            with self._session_factory() as session:
+                return current(session)
+        with self._lock:
+            if self._connection is None:
+                self._connection = self._engine.connect().execution_options(
+                    isolation_level="AUTOCOMMIT")
+            try:
+                return int(self._connection.execute(_CURRENT, {"row": 1}).scalar() or 0)
+            except DBAPIError:
+                self._drop(broken=True)
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop(broken=False)
+
+    def _drop(self, broken: bool) -> None:
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            if broken:  # not back into the pool
+                connection.invalidate()
+            connection.close()
 
 
 def _changes_an_answer(session: Session, obj, new_or_deleted: bool) -> bool:
