@@ -43,6 +43,21 @@ TAGS = [
 ]
 
 
+_frozen = False
+
+
+def _freeze_start_up_objects() -> None:
+    """What is loaded by the first start (modules, routes, schemas) lives as long as the
+    process: frozen, the collector stops re-scanning it, and a full collection no longer stalls
+    every request of a server worker for tens of milliseconds. Once per process: an object
+    frozen and later dropped is freed by its reference count only, never as cyclic garbage."""
+    global _frozen
+    if not _frozen:
+        gc.collect()
+        gc.freeze()
+        _frozen = True
+
+
 def create_app(
     settings: Settings | None = None, session_factory: sessionmaker[Session] | None = None
 ) -> FastAPI:
@@ -58,11 +73,7 @@ def create_app(
         # No broker, so no beat: this process runs due schedules if it holds the database's
         # scheduler lease, and on taking it resumes the campaigns a previous run (or a dead
         # holder) left queued or running. Without the scheduler: resumed here.
-        # What is loaded by now (modules, routes, schemas) lives as long as the process: frozen,
-        # the collector stops re-scanning it, and a full collection no longer stalls every
-        # request of this worker for tens of milliseconds.
-        gc.collect()
-        gc.freeze()
+        _freeze_start_up_objects()
         scheduler = None
         if in_process is not None and settings.embedded_scheduler:
             scheduler = EmbeddedScheduler(settings, on_lead=in_process.resume_all)
