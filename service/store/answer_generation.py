@@ -16,6 +16,7 @@ value g can only be newer than g, never older.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine, bindparam, event, inspect, select, update
 from sqlalchemy.exc import DBAPIError
@@ -61,9 +62,10 @@ class HeldReader:
     and the next read opens a new one.
     """
 
-    def __init__(self, session_factory: sessionmaker[Session]) -> None:
-        bind = session_factory.kw.get("bind")
-        # Sessions bound to one connection (a caller's outer transaction) are read through.
+    def __init__(self, session_factory: Callable[[], Session]) -> None:
+        bind = session_factory.kw.get("bind") if isinstance(session_factory, sessionmaker) else None
+        # Anything but sessions on an engine (sessions bound to a caller's outer transaction, a
+        # factory that picks its sessions per call) is read through a session of its own.
         self._engine = bind if isinstance(bind, Engine) else None
         self._session_factory = session_factory
         self._connection: Connection | None = None
