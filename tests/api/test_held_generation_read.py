@@ -52,26 +52,23 @@ def test_a_held_read_sees_each_commit_and_outlives_a_dropped_connection():
             engine.dispose()
 
 
-def test_a_held_read_on_sqlite_sees_each_commit(tmp_path):
+@pytest.fixture
+def sqlite_engine(tmp_path):
     url = f"sqlite:///{tmp_path / 'mpcoa.db'}"
     db.upgrade(url)
     engine = db.make_engine(url)
-    try:
-        _reads_see_each_commit(engine).close()
-    finally:
-        engine.dispose()
+    yield engine
+    engine.dispose()
 
 
-def test_a_factory_that_is_not_a_sessionmaker_is_read_through_its_sessions(tmp_path):
-    url = f"sqlite:///{tmp_path / 'mpcoa.db'}"
-    db.upgrade(url)
-    engine = db.make_engine(url)
-    sessions = db.make_sessionmaker(engine)
-    try:
-        reader = answer_generation.HeldReader(lambda: sessions())  # as a test app picks its own
-        before = reader.read()
-        _add_topology(engine)
-        assert reader.read() > before
-        reader.close()
-    finally:
-        engine.dispose()
+def test_a_held_read_on_sqlite_sees_each_commit(sqlite_engine):
+    _reads_see_each_commit(sqlite_engine).close()
+
+
+def test_a_factory_that_is_not_a_sessionmaker_is_read_through_its_sessions(sqlite_engine):
+    sessions = db.make_sessionmaker(sqlite_engine)
+    reader = answer_generation.HeldReader(lambda: sessions())  # as a test app picks its own
+    before = reader.read()
+    _add_topology(sqlite_engine)
+    assert reader.read() > before
+    reader.close()
