@@ -18,6 +18,10 @@ Per scenario (a testbed file; files outside probes/scenarios/ work too):
 `--objective stream` runs the stream oracle instead (`benchmarks/stream_accuracy.py`, with its
 own options: `accuracy.py --objective stream SCENARIO --stream-mbps R`).
 
+`--oracle-dir DIR` records each scenario's oracle (`<scenario>.oracle.json`) and reuses one
+recorded with the same CCs, grid, runs and duration: a changed campaign is judged again in
+minutes, and the oracle's best configuration is still probed afresh beside the answer.
+
 `--mode grid|adaptive|both`: the campaign's mode, by default the product's own
 (`Settings().campaign_mode`, what users get); with `both`, both campaigns run on
 the same oracle and the adaptive row adds `agrees` (OPM and OCC equal to the grid's, OBS within
@@ -205,6 +209,40 @@ def run_oracle(bed, spec, sender, receiver, ccs, grid, runs, duration, log) -> O
     return Oracle(arms, seconds)
 
 
+def _oracle_settings(path: Path, ccs, grid, args) -> dict:
+    return {"scenario": path.stem, "ccs": list(ccs), "grid_mib": [round(b, 9) for b in grid],
+            "runs": args.oracle_runs, "duration_s": args.oracle_duration}
+
+
+def recorded_oracle(folder: Path | None, path: Path, ccs, grid, args, log) -> Oracle | None:
+    """The oracle recorded in `folder` for this scenario and these settings, else None. The
+    oracle is most of a scenario's wall time; its best cell is re-probed fresh beside every
+    answer, so a recorded one still sets a bar measured today."""
+    file = None if folder is None else folder / f"{path.stem}.oracle.json"
+    if file is None or not file.exists():
+        return None
+    data = json.loads(file.read_text())
+    if data.get("settings") != _oracle_settings(path, ccs, grid, args):
+        log(f"  oracle in {file} was measured with other settings: measuring afresh")
+        return None
+    log(f"  oracle: recorded in {file}")
+    arms = [Arm(a["pm"], a["cc"], a["subflows"], {float(bs): v for bs, v in a["means"].items()})
+            for a in data["arms"]]
+    return Oracle(arms, float(data["probe_seconds"]))
+
+
+def record_oracle(folder: Path | None, path: Path, ccs, grid, args, oracle: Oracle) -> None:
+    if folder is None:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{path.stem}.oracle.json").write_text(json.dumps({
+        "settings": _oracle_settings(path, ccs, grid, args),
+        "probe_seconds": oracle.probe_seconds,
+        "arms": [{"pm": a.pm, "cc": a.cc, "subflows": a.subflows,
+                  "means": {str(bs): v for bs, v in a.means.items()}} for a in oracle.arms],
+    }, indent=1))
+
+
 def topology_of(spec, sender: str, receiver: str):
     """The scenario as the product's topology (`TopologySpec`) and its subflows' RTTs (ms), as a
     user would enter them."""
@@ -298,8 +336,11 @@ def scenario(path: Path, args, log) -> dict:
     try:
         ccs = sorted(set(testbed.available_congestion_controls()) & set(args.ccs))
         names = spec.subflow_names(sender, receiver)
-        oracle = run_oracle(bed, spec, sender, receiver, ccs, grid, args.oracle_runs,
-                            args.oracle_duration, log)
+        oracle = recorded_oracle(args.oracle_dir, path, ccs, grid, args, log)
+        if oracle is None:
+            oracle = run_oracle(bed, spec, sender, receiver, ccs, grid, args.oracle_runs,
+                                args.oracle_duration, log)
+            record_oracle(args.oracle_dir, path, ccs, grid, args, oracle)
         # What users keep when they do nothing: FullMesh, the kernel's default CC, autotuning.
         default = statistics.fmean(
             probe(bed, sender, receiver, "FullMesh", "cubic", names, names, 0.0,
@@ -464,6 +505,9 @@ def main() -> int:
                     " both: grid and adaptive on the same oracle")
     ap.add_argument("--objective", choices=["bulk", "stream"], default="bulk",
                     help="stream: the stream oracle (benchmarks/stream_accuracy.py, its options)")
+    ap.add_argument("--oracle-dir", type=Path, default=None,
+                    help="record each scenario's oracle here, and reuse one recorded with the "
+                    "same settings (the campaign and the fresh probes still run)")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     data = Path(tempfile.mkdtemp(prefix="mpcoa-accuracy-"))

@@ -20,6 +20,7 @@ from models import Campaign
 
 from ..algorithm import adaptive
 from ..store import campaigns as campaign_store
+from .selected import sweep_arms
 
 PHASES = ("warm", "impact", "selection", "sweep")
 # A measurement row's phase -> the budget phase it is charged to.
@@ -43,13 +44,13 @@ def adaptive_sweep_cap(campaign: Campaign) -> int:
     """The most an adaptive sweep may probe: the grid with at least the runs an interval needs,
     and the repeats that make T* hold."""
     runs = max(campaign.runs, adaptive.MIN_RUNS)
-    grid = len(campaign.pms) * len(_ccs(campaign)) * len(campaign.buffer_grid_mib) * runs
+    grid = len(sweep_arms(campaign, _ccs(campaign))) * len(campaign.buffer_grid_mib) * runs
     return grid + adaptive.T_STAR_MAX_RUNS
 
 
 def adaptive_sweep_estimate(campaign: Campaign) -> int:
     """An adaptive sweep's estimate: per arm the top of the grid, then a bisection."""
-    arms = len(_ccs(campaign)) * len(campaign.pms)
+    arms = len(sweep_arms(campaign, _ccs(campaign)))
     steps = 1 + math.ceil(math.log2(len(campaign.buffer_grid_mib)))
     return arms * adaptive.MIN_RUNS * steps
 

@@ -18,7 +18,7 @@ from ..algorithm.impact_confidence import (
 )
 from ..algorithm.regression import Fit, Sample, fit
 from ..store import measurements, results
-from .selected import selected_subsets
+from .selected import selected_subsets, sweep_arms
 
 MIN_BUFFERS_PER_ARM = 3  # a quadratic through fewer distinct buffers is not a fit
 
@@ -78,7 +78,9 @@ def fit_from_runs(
     usable = {
         arm: s for arm, s in by_arm.items() if len({x.bs_mib for x in s}) >= MIN_BUFFERS_PER_ARM
     }
-    unfitted = sorted(f"{pm}/{cc}" for pm in campaign.pms for cc in ccs if (pm, cc) not in usable)
+    unfitted = sorted(
+        f"{pm}/{cc}" for pm, cc in sweep_arms(campaign, ccs) if (pm, cc) not in usable
+    )
     if not usable:
         return FitOutcome([], unfitted)
     same = [

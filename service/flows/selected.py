@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from models import Campaign
+from probes.vocabulary import FULLMESH, PCDC
 
 NOTE = "selection"
 PREFIX = "only:"  # a selection run's key: the probed subset, in the topology's order
@@ -31,3 +32,25 @@ def selected_subsets(campaign: Campaign) -> dict[str, list[str]]:
     """SP* per CC from a finished selection (empty when the campaign has none)."""
     note = selection_note(campaign) or {}
     return {cc: list(e["subset"]) for cc, e in note.get("ccs", {}).items() if e.get("usable")}
+
+
+def sweep_arms(campaign: Campaign, ccs: Sequence[str] | None = None) -> list[tuple[str, str]]:
+    """The (PM, CC) arms an adaptive sweep measures: every PM x CC, except a PCDC arm whose SP*
+    is every subflow while FullMesh is swept for that CC. Both run the very subflows on the
+    userspace path manager, so the probe is the same, and the solver lets FullMesh shadow such a
+    PCDC arm (`solver.choose_among_tied`): measuring it again bought nothing but probes."""
+    ccs = list(ccs if ccs is not None else (campaign.active_ccs or campaign.ccs))
+    return [(pm, cc) for pm in campaign.pms for cc in ccs
+            if not (pm == PCDC and cc in merged_into_fullmesh(campaign))]
+
+
+def merged_into_fullmesh(campaign: Campaign) -> set[str]:
+    """The CCs whose PCDC arm an adaptive sweep leaves to FullMesh (see `sweep_arms`)."""
+    if campaign.mode != "adaptive" or FULLMESH not in campaign.pms or campaign.topology is None:
+        return set()
+    names = {sf.name for sf in campaign.topology.subflows}
+    ccs = campaign.active_ccs or campaign.ccs
+    if len(names) < 2:  # one subflow: PCDC can only keep it
+        return set(ccs)
+    return {cc for cc, subset in selected_subsets(campaign).items()
+            if cc in ccs and set(subset) == names}

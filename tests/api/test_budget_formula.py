@@ -4,8 +4,10 @@ and remaining_s, progress and affords."""
 
 from __future__ import annotations
 
-from models import Campaign
+from models import Campaign, Subflow, Topology
 from service.flows import budget
+from service.flows.selected import NOTE as SELECTION
+from service.flows.selected import sweep_arms
 
 
 def _campaign(**columns) -> Campaign:
@@ -34,6 +36,24 @@ def test_an_adaptive_sweep_plans_an_estimate_then_what_it_asks():
     assert budget.planned(c, 3)["sweep"] == 4 * 2 * 4
     c.notes = {budget.NOTE: {"asked": {"sweep": 40}}}
     assert budget.planned(c, 3)["sweep"] == 40
+
+
+def test_an_adaptive_sweep_measures_pcdc_on_every_subflow_once_as_fullmesh():
+    """A CC whose selection kept every subflow has no PCDC arm of its own in the sweep: the probe
+    would be FullMesh's. The plan counts the arms that are swept."""
+    c = _campaign(mode="adaptive", buffer_grid_mib=[0.1 * 2**k for k in range(8)])
+    c.topology = Topology(subflows=[Subflow(name=n, bandwidth_kbps=1e3) for n in ("A-X", "B-X")])
+    assert len(sweep_arms(c)) == 4  # no selection yet: every PM x CC
+    c.notes = {SELECTION: {"done": True, "ccs": {
+        "reno": {"subset": ["A-X", "B-X"], "usable": True},
+        "cubic": {"subset": ["A-X"], "usable": True},
+    }}}
+    assert sweep_arms(c) == [("PCDC", "cubic"), ("FullMesh", "reno"), ("FullMesh", "cubic")]
+    assert budget.planned(c, 2)["sweep"] == 3 * 2 * 4
+    c.mode = "grid"  # the paper's procedure sweeps every arm
+    assert len(sweep_arms(c)) == 4
+    c.mode, c.pms = "adaptive", ["PCDC"]  # without FullMesh, PCDC on every subflow is swept
+    assert sweep_arms(c) == [("PCDC", "reno"), ("PCDC", "cubic")]
 
 
 def test_a_warm_campaign_plans_its_checks_until_they_drifted():

@@ -17,7 +17,7 @@ from ...algorithm.window_spread import combined_half_width, window_spread
 from ...store import campaigns as campaign_store
 from .. import budget
 from ..plan import ProbeStep
-from ..selected import selection_note
+from ..selected import merged_into_fullmesh, selection_note, sweep_arms
 from .base import DONE, Context, Outcome, probe
 from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
 
@@ -26,7 +26,7 @@ name = "sweep"
 
 def advance(ctx: Context) -> Outcome:
     campaign = ctx.campaign
-    arms = [(pm, cc) for pm in campaign.pms for cc in campaign.active_ccs]
+    arms = sweep_arms(campaign)
     samples, tried, series = buffer_samples(ctx)
     cap = budget.adaptive_sweep_cap(campaign)
     decision = None
@@ -50,6 +50,8 @@ def advance(ctx: Context) -> Outcome:
     stop = "settled" if decision is not None and decision.settled else "budget"
     campaign_store.add_note(campaign, "adaptive", {
         "stop": stop, **({} if decision is None else _decision_note(ctx, decision, series)),
+        # PCDC on every subflow is FullMesh's probe: measured once, as FullMesh (`sweep_arms`)
+        "pcdc_as_fullmesh": sorted(merged_into_fullmesh(campaign)),
         "confidence": adaptive.DEFAULT_CONFIDENCE,
     })
     budget.settle(campaign)
