@@ -5,20 +5,23 @@ The paper's grid probes every (PM, CC, buffer) the same number of times; a recom
 needs T* (the best arm's plateau) and, per competitive arm, the smallest buffer that reaches
 (1 - delta) T*. So, with `samples[arm][bs]` the goodputs measured so far:
 
-1. **T***: every arm at the grid's two largest buffers, `min_runs` times. While the best arm
-   still climbs there (more than delta over the buffer below: `top_pair_means` and
-   `sweep.plateau_extension`), the caller extends the grid upwards and this starts over at the
-   new top; when the best arm *fell* from the lower to the upper one by more than delta (a curve
-   that rises and falls, seen on asymmetric.yaml at 5.47 MiB), the band moves one buffer down.
+1. **T***: every arm at the grid's two largest buffers, `min_runs` times at the top and once
+   below it, the best of them `min_runs` times at both. While the best arm still climbs there
+   (more than delta over the buffer below: `top_pair_means` and `sweep.plateau_extension`),
+   the caller extends the grid upwards and this starts over at the new top; when the best arm
+   *fell* from the lower to the upper one by more than delta (a curve that rises and falls,
+   seen on asymmetric.yaml at 5.47 MiB), the band moves one buffer down.
 2. **Successive elimination**: an arm whose upper confidence bound at its best buffer stays
    below the target computed from the best arm's lower bound cannot be within delta of the best:
    it is dropped. Arms whose interval straddles that line get repeats (up to `max_runs`).
 3. **Bisection** per surviving arm over the sorted grid for the smallest buffer whose mean
-   reaches the target; a buffer whose interval straddles the target is repeated (up to
-   `max_runs`, then its mean decides). Bisection assumes goodput does not fall as the buffer
+   reaches the target: one run decides a buffer whose interval (the pooled spread) clears the
+   target either way; a buffer whose interval straddles it is repeated (up to `max_runs`,
+   then its mean decides). Bisection assumes goodput does not fall as the buffer
    grows below the arm's best buffer, which is what a window limit does.
-4. **Decision**: the arm with the smallest such buffer (ties: the higher mean there). Every
-   survivor ends with at least 3 measured buffers, so the regression can fit it.
+4. **Decision**: the arm with the smallest such buffer (ties: the higher mean there), once
+   that buffer has `min_runs` runs. Every survivor ends with at least 3 measured buffers (one
+   run each), so the regression can draw it.
 
 **A T* that holds.** T* is the largest mean measured, and the largest of many 2-run means is a
 lucky draw more often than not (on asymmetric.yaml a grid campaign's T* was 5 % low from
@@ -169,19 +172,26 @@ def decide(
     def hw(arm: Arm, bs: float) -> float:
         return noise.half_width(len(values(arm, bs)), confidence)
 
-    # 1. every arm at the two largest buffers (the top band); when the best of them fell by
-    # more than delta from the lower to the upper one, the top is past the arms' best (a curve
-    # that rises and falls): the band moves one buffer down, as long as that keeps happening.
+    # 1. every arm at the two largest buffers (the top band): `min_runs` at the top, one run
+    # below it, and the leader `min_runs` at both. When the leader fell by more than delta from
+    # the lower to the upper one, the top is past the arms' best (a curve that rises and falls):
+    # the band moves one buffer down, as long as that keeps happening. One run below the top
+    # is enough to see which arm leads there (on asymmetric.yaml the best arm fell from 9.1 to
+    # 4-5 Mbit/s at the top, where another led at 5.6); its pair's means decide the band.
     k = len(grid) - 1
     while True:
         band = grid[max(0, k - 1): k + 1]
-        missing = [WantedProbe(*arm, bs) for bs in reversed(band) for arm in arms
-                   if len(values(arm, bs)) < min_runs]
+        top, below = band[-1], band[0]
+        missing = [WantedProbe(*arm, top) for arm in arms if len(values(arm, top)) < min_runs]
+        missing += [WantedProbe(*arm, below) for arm in arms if not values(arm, below)]
+        if missing:
+            return Decision(probes=missing)
+        leader = max(arms, key=lambda a: max(fmean(v) for bs in band if (v := values(a, bs))))
+        missing = [WantedProbe(*leader, bs) for bs in band if len(values(leader, bs)) < min_runs]
         if missing:
             return Decision(probes=missing)
         if k < 2:
             break
-        leader = max(arms, key=lambda a: max(fmean(values(a, bs)) for bs in band))
         lower, upper = (fmean(values(leader, bs)) for bs in band)
         if lower <= (1 + delta) * upper:
             break
@@ -222,7 +232,7 @@ def decide(
     obs: dict[Arm, int] = {}
     probes: list[WantedProbe] = []
     for arm in survivors:
-        found = _bisect(arm, grid, values, hw, target, min_runs, max_runs)
+        found = _bisect(arm, grid, values, hw, target, max_runs)
         if isinstance(found, WantedProbe):
             probes.append(found)
         elif found is None:
@@ -232,17 +242,26 @@ def decide(
     if probes:
         return Decision(probes=probes)
     survivors = [a for a in survivors if a in obs]
-    # every survivor fit-able: at least MIN_BUFFERS measured buffers
+    # every survivor drawable: at least MIN_BUFFERS measured buffers (one run each: the fit
+    # only draws the curve; the answer is read off the measured means)
     for arm in survivors:
         measured = sorted(bs for bs, v in samples.get(arm, {}).items() if v)
         if len(measured) < MIN_BUFFERS:
             extra = _filler(grid, measured)
             if extra is not None:
-                probes += [WantedProbe(*arm, extra)] * max(0, min_runs - len(values(arm, extra)))
+                probes.append(WantedProbe(*arm, extra))
     if probes:
         return Decision(probes=probes)
 
-    # 4. the decision: smallest OBS, then the higher mean there
+    # 4. the decision: smallest OBS, then the higher mean there. The arms tied at that buffer
+    # have `min_runs` runs there first (a single run settled the bisection's verdicts; means
+    # of unequal counts would not compare fairly), and a repeat that overturns a verdict sends
+    # the bisection on.
+    first = min(obs.values(), default=None)
+    tied = [WantedProbe(*a, grid[first]) for a in survivors
+            if obs[a] == first and len(values(a, grid[first])) < min_runs]
+    if tied:
+        return Decision(probes=tied)
     chosen = min(survivors, key=lambda a: (obs[a], -fmean(values(a, grid[obs[a]]))))
     bs = grid[obs[chosen]]
     otp, otp_hw = fmean(values(chosen, bs)), hw(chosen, bs)
@@ -296,14 +315,16 @@ def top_pair_means(
     return {leader: {top: fmean(samples[leader][top]), below: fmean(samples[leader][below])}}
 
 
-def _bisect(arm, grid, values, hw, target, min_runs, max_runs) -> int | WantedProbe | None:
+def _bisect(arm, grid, values, hw, target, max_runs) -> int | WantedProbe | None:
     """The grid index of the arm's smallest buffer reaching the target, a probe still needed to
     find it, or None when even its best buffer does not reach it."""
 
     def verdict(i: int) -> bool | WantedProbe:
+        # One run decides where its interval (the pooled spread) clears the target; a point
+        # whose interval straddles it is repeated. Most bisection points are far from the line.
         bs = grid[i]
         v = values(arm, bs)
-        if len(v) < min_runs:
+        if not v:
             return WantedProbe(*arm, bs)
         mean, h = fmean(v), hw(arm, bs)
         if mean - h >= target or (mean >= target and len(v) >= max_runs):
@@ -313,8 +334,7 @@ def _bisect(arm, grid, values, hw, target, min_runs, max_runs) -> int | WantedPr
         return WantedProbe(*arm, bs)  # the interval straddles the target: repeat
 
     measured = [i for i in range(len(grid)) if values(arm, grid[i])]
-    reaching = [i for i in measured if len(values(arm, grid[i])) >= min_runs
-                and verdict(i) is True]
+    reaching = [i for i in measured if verdict(i) is True]
     if not reaching:
         # its best measured buffer must settle first (repeats), else the arm falls short
         best = max(measured, key=lambda i: fmean(values(arm, grid[i])))

@@ -98,6 +98,24 @@ def test_arms_within_noise_take_the_smaller_buffer():
     assert (d.opm, d.occ, d.obs_mib) == ("FullMesh", "bbr", 0.25)
 
 
+def test_one_run_decides_a_buffer_far_from_the_line_and_the_answer_has_two():
+    # The ramp's lower buffers sit far under the target: one run each tells. The answer's
+    # buffer and the band's top have two runs; the loser is seen once below the top.
+    grid = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]
+    curves = {("PCDC", "cubic"): lambda b: 20 * min(1, b / 0.5),
+              ("FullMesh", "cubic"): lambda b: 4 * min(1, b / 0.5)}
+    table = _synthetic(curves, grid, noise=0.2)
+    samples = defaultdict(lambda: defaultdict(list))
+    while not (d := decide(sorted(curves), grid, samples, 0.07)).settled:
+        for p in d.probes:
+            have = samples[(p.pm, p.cc)][p.bs_mib]
+            have.append(table[(p.pm, p.cc, p.bs_mib)][len(have)])
+    assert (d.opm, d.occ, d.obs_mib) == ("PCDC", "cubic", 0.5) and d.otp_runs == 2
+    runs = {arm: {bs: len(v) for bs, v in per_bs.items()} for arm, per_bs in samples.items()}
+    assert runs[("PCDC", "cubic")] == {2.0: 2, 1.0: 3, 0.5: 2, 0.25: 1, 0.125: 1}
+    assert runs[("FullMesh", "cubic")] == {2.0: 2, 1.0: 1}
+
+
 def test_every_survivor_has_three_buffers_for_the_fit():
     grid = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0]
     curves = {("PCDC", "reno"): lambda b: 9.0}  # flat: reaches the target everywhere
