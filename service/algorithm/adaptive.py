@@ -6,11 +6,12 @@ needs T* (the best arm's plateau) and, per competitive arm, the smallest buffer 
 (1 - delta) T*. So, with `samples[arm][bs]` the goodputs measured so far:
 
 1. **T***: every arm at the grid's two largest buffers, `min_runs` times at the top and once
-   below it, the best of them `min_runs` times at both. While the best arm still climbs there
-   (more than delta over the buffer below: `top_pair_means` and `sweep.plateau_extension`),
-   the caller extends the grid upwards and this starts over at the new top; when the best arm
-   *fell* from the lower to the upper one by more than delta (a curve that rises and falls,
-   seen on asymmetric.yaml at 5.47 MiB), the band moves one buffer down.
+   below it (unless under half the best at the top), the best of them `min_runs` times at
+   both. While the best arm still climbs there (more than delta over the buffer below:
+   `top_pair_means` and `sweep.plateau_extension`), the caller extends the grid upwards and
+   this starts over at the new top; when the best arm *fell* from the lower to the upper one by
+   more than delta (a curve that rises and falls, seen on asymmetric.yaml at 5.47 MiB), the
+   band moves one buffer down.
 2. **Successive elimination**: an arm whose upper confidence bound at its best buffer stays
    below the target computed from the best arm's lower bound cannot be within delta of the best:
    it is dropped. Arms whose interval straddles that line get repeats (up to `max_runs`).
@@ -60,6 +61,7 @@ MAX_RUNS = 4
 MIN_BUFFERS = 3  # what a fit needs
 T_STAR_PRECISION = 1 / 3  # T*'s half-width must be under this share of delta x T*
 T_STAR_MAX_RUNS = 8
+NEAR_THE_TOP = 0.5  # an arm under this share of the best at the top is not measured below it
 
 
 @dataclass(frozen=True)
@@ -183,10 +185,16 @@ def decide(
         band = grid[max(0, k - 1): k + 1]
         top, below = band[-1], band[0]
         missing = [WantedProbe(*arm, top) for arm in arms if len(values(arm, top)) < min_runs]
-        missing += [WantedProbe(*arm, below) for arm in arms if not values(arm, below)]
         if missing:
             return Decision(probes=missing)
-        leader = max(arms, key=lambda a: max(fmean(v) for bs in band if (v := values(a, bs))))
+        # an arm under half the best at the top leads nowhere near it below: elimination and,
+        # if it survives, the bisection judge it
+        best_top = max(fmean(values(a, top)) for a in arms)
+        near = [a for a in arms if fmean(values(a, top)) >= NEAR_THE_TOP * best_top]
+        missing = [WantedProbe(*arm, below) for arm in near if not values(arm, below)]
+        if missing:
+            return Decision(probes=missing)
+        leader = max(near, key=lambda a: max(fmean(v) for bs in band if (v := values(a, bs))))
         missing = [WantedProbe(*leader, bs) for bs in band if len(values(leader, bs)) < min_runs]
         if missing:
             return Decision(probes=missing)

@@ -100,7 +100,8 @@ def test_arms_within_noise_take_the_smaller_buffer():
 
 def test_one_run_decides_a_buffer_far_from_the_line_and_the_answer_has_two():
     # The ramp's lower buffers sit far under the target: one run each tells. The answer's
-    # buffer and the band's top have two runs; the loser is seen once below the top.
+    # buffer and the band's top have two runs; the loser, a fifth of the best at the top, is
+    # not measured below it.
     grid = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]
     curves = {("PCDC", "cubic"): lambda b: 20 * min(1, b / 0.5),
               ("FullMesh", "cubic"): lambda b: 4 * min(1, b / 0.5)}
@@ -113,7 +114,8 @@ def test_one_run_decides_a_buffer_far_from_the_line_and_the_answer_has_two():
     assert (d.opm, d.occ, d.obs_mib) == ("PCDC", "cubic", 0.5) and d.otp_runs == 2
     runs = {arm: {bs: len(v) for bs, v in per_bs.items()} for arm, per_bs in samples.items()}
     assert runs[("PCDC", "cubic")] == {2.0: 2, 1.0: 3, 0.5: 2, 0.25: 1, 0.125: 1}
-    assert runs[("FullMesh", "cubic")] == {2.0: 2, 1.0: 1}
+    assert runs[("FullMesh", "cubic")] == {2.0: 2}
+    assert d.eliminated == ["FullMesh/cubic"]
 
 
 def test_every_survivor_has_three_buffers_for_the_fit():
