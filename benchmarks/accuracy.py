@@ -105,9 +105,40 @@ def dense_grid(spec, sender: str, receiver: str, points: int, top: float) -> lis
     return [round(lo * (hi / lo) ** (k / (points - 1)), 5) for k in range(points)]
 
 
+def timed(spec, sender, receiver, subflows, bs_mib, duration) -> tuple[float, float | None]:
+    """A probe's duration and warm-up by the product's timing rule (`flows.timing`) over the
+    subflows that carry its data: as long as a campaign's probe of that configuration, never
+    shorter than `duration`. (duration, None: the probes' default warm-up) where the rule does
+    not lengthen it. Without it a 6 s probe over a 500 ms path is mostly slow start: the
+    oracle would judge FullMesh by its first seconds while the campaign measures past them."""
+    from service.algorithm.probe_duration import probe_timing
+    from service.flows.timing import lengthened
+
+    links = []
+    for name in subflows:
+        local, remote = name.split("-")
+        bandwidth = min(spec.rate_kbps(sender, local, "up"),
+                        spec.rate_kbps(receiver, remote, "down"))
+        links.append((bandwidth, 2 * spec.path(local, remote).delay_ms))
+    buffer = None if bs_mib <= 0 else round(bs_mib * MIB)
+    timing = probe_timing(links, duration, buffer_bytes=buffer)
+    return (timing.duration_s, timing.warmup_s) if lengthened(timing) else (duration, None)
+
+
+def lengthens_any(spec, sender, receiver, grid, duration) -> bool:
+    """Whether the timing rule lengthens any probe of this scenario (every subflow, or each one
+    alone, at any buffer of the grid or autotuned): if not, fixed and rule timing are the same."""
+    names = spec.subflow_names(sender, receiver)
+    return any(timed(spec, sender, receiver, subset, bs, duration)[0] > duration
+               for subset in [names, *([n] for n in names)] for bs in [0.0, *grid])
+
+
 def probe(bed, sender, receiver, pm, cc, subflows, all_subflows, bs_mib, duration) -> float:
-    """One measurement's receiver goodput (Mbit/s); PCDC excludes what is not in `subflows`."""
-    result = probe_result(bed, sender, receiver, cc, subflows, all_subflows, bs_mib, duration)
+    """One measurement's receiver goodput (Mbit/s); PCDC excludes what is not in `subflows`.
+    Timed as the campaign times the same configuration (`timed`)."""
+    length, warmup = timed(bed.spec, sender, receiver, subflows, bs_mib, duration)
+    result = probe_result(bed, sender, receiver, cc, subflows, all_subflows, bs_mib, length,
+                          warmup_s=warmup)
     return result.goodput_mbps  # the mean after the warm-up
 
 
@@ -184,7 +215,7 @@ def run_oracle(bed, spec, sender, receiver, ccs, grid, runs, duration, log) -> O
             ADSL subflow alone with MiB buffers failed three times in a row): the subset is
             left out of the choice instead of ending the scenario."""
             nonlocal seconds
-            seconds += runs * duration
+            seconds += runs * timed(spec, sender, receiver, subset, choose_at, duration)[0]
             try:
                 return statistics.fmean(
                     probe(bed, sender, receiver, "PCDC", cc, subset, names, choose_at, duration)
@@ -203,7 +234,7 @@ def run_oracle(bed, spec, sender, receiver, ccs, grid, runs, duration, log) -> O
                     probe(bed, sender, receiver, arm.pm, cc, arm.subflows, names, bs, duration)
                     for _ in range(runs)
                 ]
-                seconds += runs * duration
+                seconds += runs * timed(spec, sender, receiver, arm.subflows, bs, duration)[0]
                 log(f"  oracle {arm.pm}/{cc} {bs:g} MiB: {arm.mean(bs):.2f} Mbit/s")
             arms.append(arm)
     return Oracle(arms, seconds)
@@ -211,10 +242,11 @@ def run_oracle(bed, spec, sender, receiver, ccs, grid, runs, duration, log) -> O
 
 def _oracle_settings(path: Path, ccs, grid, args) -> dict:
     return {"scenario": path.stem, "ccs": list(ccs), "grid_mib": [round(b, 9) for b in grid],
-            "runs": args.oracle_runs, "duration_s": args.oracle_duration}
+            "runs": args.oracle_runs, "duration_s": args.oracle_duration, "timing": "rule"}
 
 
-def recorded_oracle(folder: Path | None, path: Path, ccs, grid, args, log) -> Oracle | None:
+def recorded_oracle(folder: Path | None, path: Path, spec, ccs, grid, args,
+                    log) -> Oracle | None:
     """The oracle recorded in `folder` for this scenario and these settings, else None. The
     oracle is most of a scenario's wall time; its best cell is re-probed fresh beside every
     answer, so a recorded one still sets a bar measured today."""
@@ -222,7 +254,11 @@ def recorded_oracle(folder: Path | None, path: Path, ccs, grid, args, log) -> Or
     if file is None or not file.exists():
         return None
     data = json.loads(file.read_text())
-    if data.get("settings") != _oracle_settings(path, ccs, grid, args):
+    settings = dict(data.get("settings") or {})
+    if "timing" not in settings and not lengthens_any(spec, *(s.name for s in spec.sites), grid,
+                                                      args.oracle_duration):
+        settings["timing"] = "rule"  # recorded with fixed timing, which the rule leaves alone
+    if settings != _oracle_settings(path, ccs, grid, args):
         log(f"  oracle in {file} was measured with other settings: measuring afresh")
         return None
     log(f"  oracle: recorded in {file}")
@@ -336,7 +372,7 @@ def scenario(path: Path, args, log) -> dict:
     try:
         ccs = sorted(set(testbed.available_congestion_controls()) & set(args.ccs))
         names = spec.subflow_names(sender, receiver)
-        oracle = recorded_oracle(args.oracle_dir, path, ccs, grid, args, log)
+        oracle = recorded_oracle(args.oracle_dir, path, spec, ccs, grid, args, log)
         if oracle is None:
             oracle = run_oracle(bed, spec, sender, receiver, ccs, grid, args.oracle_runs,
                                 args.oracle_duration, log)

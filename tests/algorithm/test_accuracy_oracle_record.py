@@ -3,10 +3,12 @@ read back equal for the same settings, and ignored (measured afresh) for any oth
 
 from __future__ import annotations
 
+import json
 from argparse import Namespace
 from pathlib import Path
 
-from benchmarks.accuracy import Arm, Oracle, record_oracle, recorded_oracle
+from benchmarks.accuracy import Arm, Oracle, record_oracle, recorded_oracle, timed
+from probes.spec import load_spec
 
 GRID = [0.0156, 0.0625, 0.25]
 CCS = ["bbr", "cubic"]
@@ -16,20 +18,51 @@ def _args(**over) -> Namespace:
     return Namespace(**{"oracle_runs": 2, "oracle_duration": 6.0, **over})
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
 def test_a_recorded_oracle_reads_back_for_the_same_settings_only(tmp_path: Path):
-    scenario = Path("benchmarks/scenarios/every-path.yaml")
+    scenario = ROOT / "benchmarks/scenarios/every-path.yaml"
+    spec = load_spec(scenario)
     oracle = Oracle([
         Arm("FullMesh", "bbr", ["X-U", "Y-U"], {0.0156: [5.0, 5.5], 0.25: [13.1, 13.2]}),
         Arm("PCDC", "cubic", ["X-U"], {0.0625: [7.4, 7.6]}),
     ], probe_seconds=504.0)
     log: list[str] = []
-    assert recorded_oracle(tmp_path, scenario, CCS, GRID, _args(), log.append) is None
+    assert recorded_oracle(tmp_path, scenario, spec, CCS, GRID, _args(), log.append) is None
     record_oracle(tmp_path, scenario, CCS, GRID, _args(), oracle)
-    back = recorded_oracle(tmp_path, scenario, CCS, GRID, _args(), log.append)
+    back = recorded_oracle(tmp_path, scenario, spec, CCS, GRID, _args(), log.append)
     assert back == oracle
     assert back.best()[:2] == (oracle.arms[0], 0.25)
     # other runs, another grid or other CCs: the recording does not stand for them
-    assert recorded_oracle(tmp_path, scenario, CCS, GRID, _args(oracle_runs=3), log.append) is None
-    assert recorded_oracle(tmp_path, scenario, CCS, GRID[:2], _args(), log.append) is None
-    assert recorded_oracle(tmp_path, scenario, ["bbr"], GRID, _args(), log.append) is None
+    three = _args(oracle_runs=3)
+    assert recorded_oracle(tmp_path, scenario, spec, CCS, GRID, three, log.append) is None
+    assert recorded_oracle(tmp_path, scenario, spec, CCS, GRID[:2], _args(), log.append) is None
+    assert recorded_oracle(tmp_path, scenario, spec, ["bbr"], GRID, _args(), log.append) is None
     assert sum("other settings" in line for line in log) == 3
+
+
+def test_probes_are_timed_as_the_campaign_times_them_and_old_recordings_only_where_equal(
+        tmp_path: Path):
+    """A 500 ms path makes the rule lengthen the probe (a 6 s probe would be mostly slow start);
+    20-60 ms paths leave it as asked. A recording made before the oracle was timed by the rule
+    stands only for a scenario whose probes the rule leaves alone."""
+    harmful = load_spec(ROOT / "benchmarks/scenarios/harmful.yaml")
+    sender, receiver = (s.name for s in harmful.sites)
+    names = harmful.subflow_names(sender, receiver)
+    long, warmup = timed(harmful, sender, receiver, names, 1.0, 6.0)
+    assert long > 6.0 and warmup is not None and warmup > 2.0
+    fast = [n for n in names if harmful.path(*n.split("-")).delay_ms < 100]
+    assert timed(harmful, sender, receiver, fast, 1.0, 6.0) == (6.0, None)
+
+    oracle = Oracle([Arm("PCDC", "bbr", fast, {1.0: [18.8, 18.8]})], probe_seconds=12.0)
+    for path, spec, kept in ((ROOT / "benchmarks/scenarios/harmful.yaml", harmful, False),
+                             (ROOT / "benchmarks/scenarios/every-path.yaml",
+                              load_spec(ROOT / "benchmarks/scenarios/every-path.yaml"), True)):
+        record_oracle(tmp_path, path, CCS, GRID, _args(), oracle)
+        file = tmp_path / f"{path.stem}.oracle.json"
+        data = json.loads(file.read_text())
+        del data["settings"]["timing"]  # as recorded before the rule timed the oracle
+        file.write_text(json.dumps(data))
+        back = recorded_oracle(tmp_path, path, spec, CCS, GRID, _args(), lambda _: None)
+        assert (back == oracle) is kept, path.stem
