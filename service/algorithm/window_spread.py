@@ -12,7 +12,7 @@ about its own mean) and turned into the half-width of one fresh probe's mean ove
 intervals as a run measured: t(dof) x sd / sqrt(m). It is added in quadrature to the run-to-run
 half-width. A steady rate adds little (its sd is small); a bursty one widens the promise, and the
 answer says why with `unsteady_rate_at_obs` when a run's rate never settled by the probes' own
-steadiness rule (`probe_duration.steady_state`).
+steadiness rule (`probe_duration.steady_state`), judged on the intervals the promise counts.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .probe_duration import steady_state
+from .probe_duration import DEFAULT_WINDOW, steady_state
 
 #: a (interval end s, Mbit/s) series, warm-up included, as the probes record it
 Series = Sequence[tuple[float, float]]
@@ -52,6 +52,19 @@ class WindowSpread:
         return self.unsteady_runs > 0
 
 
+MIN_JUDGED = 3  # measured intervals below which a run's steadiness is not judged
+
+
+def _unsteady(measured: Series) -> bool:
+    """The probes' steadiness rule over the intervals the promise counts (those after the
+    warm-up), the window shortened to them when they are fewer: the slow start a warm-up left
+    out is no reason to call a run's rate unsteady (every 5 s probe was, on a 5-interval window
+    that began in slow start)."""
+    if len(measured) < MIN_JUDGED:
+        return False
+    return not steady_state(measured, window=min(DEFAULT_WINDOW, len(measured))).settled
+
+
 def window_spread(runs: Sequence[tuple[Series, Sequence[float]]]) -> WindowSpread | None:
     """Pool the spread of `runs`, each given as (its whole series, its measured values: the
     intervals after its warm-up). None when no run measured two intervals."""
@@ -68,8 +81,7 @@ def window_spread(runs: Sequence[tuple[Series, Sequence[float]]]) -> WindowSprea
         pooled += len(values)
         used += 1
         counts.append(len(values))
-        state = steady_state(series)
-        if state.intervals >= state.window and not state.settled:  # too short a run is not judged
+        if _unsteady(list(series)[-len(values):]):
             unsteady += 1
     if used == 0:
         return None

@@ -60,6 +60,17 @@ def test_a_steady_rate_adds_little_and_is_not_flagged():
     assert combined_half_width(alone, within) < 1.1 * alone + 0.1
 
 
+def test_a_short_probe_is_judged_on_what_its_warm_up_left_in():
+    # 5 s probes: two seconds of slow start left out, three measured. Steady there is steady
+    # (a 5-interval window that began in slow start called every such run unsteady); the
+    # receiver's held-then-released bursts are not.
+    ramp_then_steady = [_run([2.0, 9.0, 13.1, 13.0, 13.2]), _run([1.8, 8.7, 13.0, 13.1, 13.1])]
+    spread = window_spread(ramp_then_steady)
+    assert spread is not None and spread.intervals_per_run == 3 and not spread.unsteady
+    bursts = [_run([3.0, 7.0, 5.6, 15.7, 8.2]), _run([3.1, 6.9, 5.6, 5.6, 15.6])]
+    assert window_spread(bursts).unsteady
+
+
 def test_too_little_to_say():
     assert window_spread([]) is None
     assert window_spread([_run([5.0, 6.0, 7.0])]) is None  # one measured interval
