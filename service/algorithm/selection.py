@@ -20,7 +20,9 @@ Per CC or shared: selection runs in full on a reference CC; every other CC, give
 result, first measures only the subsets the reference's decisions rest on (runner-up alone,
 the path, the best rejected addition, all subflows) and shares its SP* when each decision holds
 (settled ones the same way by this CC's means, ties not settled the other way); otherwise it
-runs its own selection on top of those runs. Run the reference to completion first.
+runs its own forward selection on top of those runs, from the better of the reference's start
+and runner-up alone (the links rank alike alone under every CC; the subsets are re-measured).
+Run the reference to completion first.
 Intervals: `subset_stats`. Rules and measured reasons: docs/design.md, "Subflow selection".
 """
 
@@ -234,7 +236,7 @@ class _Selection:
         return self._forward()
 
     def _forward(self, contradicted: tuple[Step, ...] = ()) -> _Outcome:
-        singles = [frozenset({n}) for n in self.s.subflows]
+        singles = self._starts(contradicted)
         wanted = self.missing(singles, self.s.min_runs)
         if wanted:
             return self._outcome(wanted, [], None, contradicted)
@@ -282,6 +284,21 @@ class _Selection:
                              self.est(winner), None, self.ordered(current), g))
             current = winner
         return self._outcome([], path, current, contradicted)
+
+    def _starts(self, contradicted: tuple[Step, ...]) -> list[Subset]:
+        """The subflows alone that may start the path: each one; or, for a CC whose runs
+        overturned the reference's decisions, the reference's start and its runner-up alone
+        (its check measured both here). A subflow alone runs on its own link, and the links
+        rank alike under every CC: where CCs differ is the subsets, which are all measured
+        again. (UNIS-HiN: cubic overturned bbr's T-B+U-U and re-measured all six alone, 8
+        probes, to start again from U-U.)"""
+        everything = [frozenset({n}) for n in self.s.subflows]
+        ref = self.s.reference
+        if not contradicted or ref is None or not ref.path or ref.path[0].decision != "start":
+            return everything
+        first = ref.path[0]
+        pair = [frozenset(first.subset), *([frozenset(first.rival)] if first.rival else [])]
+        return [x for x in pair if self.runs(x)] or everything
 
     def _beaten_by(self, current: Subset) -> tuple[Subset, Gain] | None:
         """The best measured subset whose gain over the path's end is settled above `min_gain`:

@@ -177,10 +177,14 @@ def test_a_cc_whose_runs_overturn_a_decision_selects_on_its_own():
     def reno(s):  # under reno, U-C and K-C together add up
         return 30.0 if s == frozenset({"U-C", "K-C"}) else srl_hu(s)
 
-    res, _, _ = drive(SRL_HU, reno, samples=TP0_SRL_HU, cc="reno", reference=ref)
+    res, state, _ = drive(SRL_HU, reno, samples=TP0_SRL_HU, cc="reno", reference=ref)
     assert res.shared_from is None
     assert [s.decision for s in res.contradicted] == ["stop"]
     assert res.subset == ("K-C", "U-C")
+    # it starts again from the reference's start and runner-up alone, the two its check
+    # measured: the six thin subflows are not measured alone a second time
+    alone = {next(iter(x)) for x in state.samples if len(x) == 1}
+    assert alone == {"U-C", "K-C"}
 
 
 def test_nothing_usable_falls_back_to_every_subflow():
