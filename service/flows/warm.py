@@ -24,6 +24,7 @@ from ..store import campaigns as campaign_store
 from ..store import inventory, measurements, recommendations, results, schedules
 from . import budget
 from .plan import ProbeStep
+from .selected import selected_subsets
 
 WARM_RUNS = 3
 CONFIDENCE = 0.95
@@ -72,7 +73,10 @@ def checks(session: Session, *, recommendation, campaign_id: int) -> list[Check]
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
     topology = inventory.get_topology(session, topology_id=campaign.topology_id)
     every = [sf.name for sf in topology.subflows]
+    # the subsets the campaign probed its PCDC arms on: the measured selection's SP* where it
+    # ran (adaptive mode), else Ω's
     subsets = {r.cc: r.subset for r in results.impact_results(session, campaign_id=campaign_id)}
+    subsets.update(selected_subsets(campaign))
 
     def allowed(pm: str, cc: str) -> tuple[str, ...] | None:
         subset = outputs.get("subflows_used") if cc == recommendation.occ else subsets.get(cc)

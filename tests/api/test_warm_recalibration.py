@@ -14,7 +14,7 @@ from service.flows.calibration import next_step
 from service.flows.finish import finish_campaign
 from service.flows.recalibration import queue_due_campaigns
 from service.flows.recommend import recommend
-from service.flows.warm import WARM_RUNS, drifted
+from service.flows.warm import WARM_RUNS, checks, drifted
 from service.settings import Settings
 from service.store import campaigns, schedules
 from tests.algorithm.paper_data import CCS
@@ -104,3 +104,21 @@ def test_drift_needs_more_than_delta_and_more_than_the_noise():
     # noisy checks: a 20 % move inside a wide interval is not called drift
     off, tolerance = drifted([4.0, 12.0, 8.0], 10.0, 0.07)
     assert off is False and tolerance > 2.0
+
+
+@pytest.mark.postgres
+def test_a_check_probes_pcdc_on_the_subset_the_campaign_measured(client, auth, db_session):
+    """An adaptive campaign probed its PCDC arms on the measured selection's SP*, not Ω's: T*'s
+    arm is checked on that subset, else a check of a configuration never measured would call
+    drift."""
+    first, rec, _warm, _settings = _calibrated_then_due(client, auth, db_session)
+    other = next(cc for cc in CCS if cc != rec.occ)
+    every = [sf.name for sf in first.topology.subflows]
+    measured = every[:1]
+    campaigns.add_note(first, "selection", {"done": True, "ccs": {
+        other: {"subset": measured, "usable": True}}})
+    rec.outputs = {**rec.outputs, "t_star": {"pm": "PCDC", "cc": other, "bs_mib": 1.0,
+                                             "tp_mbps": 10.0}}
+    found = {c.step_base.cc: c.step_base.allowed_subflows for c in checks(
+        db_session, recommendation=rec, campaign_id=first.id) if c.step_base.pm == "PCDC"}
+    assert found[other] == tuple(measured)
