@@ -73,7 +73,12 @@ def planned(campaign: Campaign, n_subflows: int) -> dict[str, int]:
     plan = dict.fromkeys(PHASES, 0)
     plan["warm"] = int(warm.get("probes", 0))
     if not warm or warm.get("verdict") == "warm_drifted":  # checks only, unless they drifted
-        plan["impact"] = sum(impact_runs(campaign).values()) * (1 + n_subflows)
+        runs = impact_runs(campaign)
+        plan["impact"] = (
+            # adaptive: TP_0 under every CC, the TP_i under the reference CC only
+            sum(runs.values()) + max(runs.values(), default=0) * n_subflows
+            if campaign.mode == "adaptive" else sum(runs.values()) * (1 + n_subflows)
+        )
         plan["sweep"] = (
             adaptive_sweep_estimate(campaign) if campaign.mode == "adaptive"
             else grid_sweep_probes(campaign)

@@ -35,8 +35,10 @@ def _drive(session, campaign, goodput, settings) -> int:
 
 def test_adaptive_campaign_settles_with_a_fraction_of_the_grid(db_session):
     settings = Settings(run_campaigns=False, impact_max_runs=1, _env_file=None)
+    # two subflows: the selection keeps one (together they add nothing), so PCDC is an arm of
+    # its own (on one subflow, or on every one, it would be FullMesh's probe)
     spec = TopologySpec.model_validate({"local": {**SRL, "isps": SRL["isps"][:1]},
-                                    "remote": {**HU, "isps": HU["isps"][:1]}})
+                                    "remote": {**HU, "isps": HU["isps"][:2]}})
     topology_id = inventory.ensure_topology(db_session, spec=spec).id
     c = new_campaign(db_session, topology_id, ccs=["reno", "cubic"], runs=2, duration_s=2,
                      buffer_grid_mib=GRID, mode="adaptive")

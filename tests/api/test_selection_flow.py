@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from models import NO_EXCLUSION
 from service.algorithm.topology import TopologySpec
 from service.flows.calibration import next_step
 from service.flows.finish import finish_campaign
@@ -70,18 +71,27 @@ def test_shared_harm_selects_a_fast_subflow_alone(db_session):
     selection = [s for s in steps if s.phase == "selection"]
     assert selection, "the selection phase probed nothing"
     assert {subset_of_key(s.excluded_subflow) for s in selection} >= {("U-C",), ("P-C",)}
-    # Ω kept every subflow; the answer says where the two disagree
-    note = c.notes["selection"]["ccs"]["cubic"]
+    # Ω is measured under the reference CC (the best TP_0; a tie goes to the first CC named):
+    # there it kept every subflow, and the answer says where the two disagree
+    (reference,) = c.notes["omega_ccs"]["ccs"]
+    assert reference == "reno"
+    impact = [s for s in steps if s.phase == "impact"]
+    assert {s.cc for s in impact if s.excluded_subflow != NO_EXCLUSION} == {reference}
+    assert {s.cc for s in impact if s.excluded_subflow == NO_EXCLUSION} == {"reno", "cubic"}
+    note = c.notes["selection"]["ccs"][reference]
     assert note["omega"]["agree"] is False
     assert note["path"][0]["decision"] == "start"
+    assert "omega" not in c.notes["selection"]["ccs"]["cubic"]
     # the answer runs the selected subflows and says how they were chosen
     rec = recommendations.get_recommendation(
         db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
     choice = rec.outputs["subset_choice"]
     if rec.opm == "PCDC":
         assert rec.outputs["subflows_used"] == chosen[rec.occ]
-        assert choice["method"] == "measured selection" and choice["omega_agrees"] is False
-        assert choice["path"] and "Ω keeps all subflows" in choice["omega_statement"]
+        assert choice["method"] == "measured selection"
+        if rec.occ == reference:
+            assert choice["omega_agrees"] is False
+            assert choice["path"] and "Ω keeps all subflows" in choice["omega_statement"]
     # the sweep's PCDC arm runs the selected subset, FullMesh every subflow
     for s in steps:
         if s.phase == "buffer" and s.pm == "PCDC":
