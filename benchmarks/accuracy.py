@@ -377,6 +377,11 @@ def scenario(path: Path, args, log) -> dict:
             oracle = run_oracle(bed, spec, sender, receiver, ccs, grid, args.oracle_runs,
                                 args.oracle_duration, log)
             record_oracle(args.oracle_dir, path, ccs, grid, args, oracle)
+        if args.oracle_only:
+            arm, bs, mbps = oracle.best()
+            log(f"  oracle best: {arm.pm}/{arm.cc} on {'+'.join(arm.subflows)} {bs:g} MiB, "
+                f"{mbps:.2f} Mbit/s ({oracle.probe_seconds:.0f} probe-s)")
+            return []
         # What users keep when they do nothing: FullMesh, the kernel's default CC, autotuning.
         default = statistics.fmean(
             probe(bed, sender, receiver, "FullMesh", "cubic", names, names, 0.0,
@@ -544,6 +549,8 @@ def main() -> int:
     ap.add_argument("--oracle-dir", type=Path, default=None,
                     help="record each scenario's oracle here, and reuse one recorded with the "
                     "same settings (the campaign and the fresh probes still run)")
+    ap.add_argument("--oracle-only", action="store_true",
+                    help="measure and record the oracle (--oracle-dir), run no campaign")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     data = Path(tempfile.mkdtemp(prefix="mpcoa-accuracy-"))

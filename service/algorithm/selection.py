@@ -14,7 +14,12 @@ every combination less). This measures what a subset delivers, at one buffer siz
 4. what was measured as a check: when the all-subflows subset (pass TP_0 and FullMesh's probes
    at this buffer in as its samples), or any other subset with runs (Ω's SP*, measured by the
    PCDC arm), has a settled positive gain over S, the best of them wins;
-5. a subset that failed `MAX_FAILURES` times with no run is skipped; a `Budget` caps probes.
+5. a subset that failed `MAX_FAILURES` times with no run is skipped; a `Budget` caps probes;
+6. with the topology's stated rates (`capacity.LinkCapacity`), probes whose outcome the rates
+   already decide are left out: subflows alone are measured fastest first, and one whose rate
+   is under `ALONE_MARGIN` of the best measured alone cannot start the path; additions whose
+   bounded gains (`gain_bound_mbps`) together stay under `negligible` of S's goodput are not
+   tried (`bounded`). Once a measurement exceeds its stated bound, the rates are ignored.
 
 Per CC or shared: selection runs in full on a reference CC; every other CC, given the reference
 result, first measures only the subsets the reference's decisions rest on (runner-up alone,
@@ -28,11 +33,19 @@ Intervals: `subset_stats`. Rules and measured reasons: docs/design.md, "Subflow 
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .confidence_summary import Alternative
+from .selection_types import (  # noqa: F401 - the selection's types, re-exported
+    DEFAULT_CONFIDENCE,
+    MAX_RUNS,
+    MIN_RUNS,
+    Budget,
+    SelectionResult,
+    SelectionState,
+    Step,
+)
 from .subset_stats import (
     Gain,
     Subset,
@@ -43,128 +56,10 @@ from .subset_stats import (
     pooled_spread,
 )
 
-DEFAULT_CONFIDENCE = 0.9
-MIN_RUNS = 2
-MAX_RUNS = 4
 MAX_FAILURES = 3  # failed probes of one subset after which, with no run, it is unusable
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What the selection may still spend: probes, probe-seconds (then `seconds_per_probe`, the
-    cost of the next probe, is needed), either or both; None is no limit."""
-
-    probes: int | None = None
-    probe_seconds: float | None = None
-    seconds_per_probe: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.probes is not None and self.probes < 0:
-            raise ValueError(f"budget.probes: must be >= 0, got {self.probes}")
-        if self.probe_seconds is not None:
-            if not self.seconds_per_probe or self.seconds_per_probe <= 0:
-                raise ValueError("budget.seconds_per_probe: needed (> 0) with probe_seconds")
-            if self.probe_seconds < 0:
-                raise ValueError(f"budget.probe_seconds: must be >= 0, got {self.probe_seconds}")
-
-    def probes_allowed(self) -> int | None:
-        limits = []
-        if self.probes is not None:
-            limits.append(self.probes)
-        if self.probe_seconds is not None:
-            limits.append(math.floor(self.probe_seconds / self.seconds_per_probe + 1e-9))
-        return min(limits) if limits else None
-
-
-@dataclass(frozen=True)
-class Step:
-    """One decision of the selection path. `subset` is the subset kept after it. `gain` is the
-    change the step weighed: start, the best alone over the runner-up alone; add, the new subset
-    over the previous one; stop, the best candidate over the kept subset (what adding would have
-    brought); all / measured, every subflow / another measured subset over the forward
-    selection's subset. `settled`: its interval excludes zero (or there was nothing to weigh)."""
-
-    # start | add | stop | all | measured | pending (waits for repeats, or the budget ended)
-    decision: str
-    subset: tuple[str, ...]
-    estimate: SubsetEstimate
-    subflow: str | None = None  # added (add) or the best rejected addition (stop)
-    rival: tuple[str, ...] | None = None  # the other side of `gain`
-    gain: Gain | None = None
-
-    @property
-    def settled(self) -> bool:
-        return self.gain is None or self.gain.settled
-
-
-@dataclass(frozen=True)
-class SelectionResult:
-    cc: str | None
-    subflows: tuple[str, ...]
-    subset: tuple[str, ...]  # SP*, in the subflows' order
-    path: tuple[Step, ...]
-    complete: bool  # nothing more to measure (False: still measuring, or out of budget)
-    estimate: SubsetEstimate | None  # SP*'s goodput (None: nothing usable was measured)
-    standbys: tuple[SubsetEstimate, ...]  # every other usable measured subset, best mean first
-    within_reach: tuple[Alternative, ...]  # measured subsets whose interval overlaps SP*'s
-    unusable: tuple[tuple[str, ...], ...]
-    shared_from: str | None = None  # the reference CC whose SP* this CC shares
-    contradicted: tuple[Step, ...] = ()  # the reference's decisions this CC's runs overturned
-    reason: str = "selected"  # selected | measuring | budget | nothing_usable
-
-    @property
-    def settled(self) -> bool:
-        """Complete, and no other measured subset is within reach of SP*."""
-        return self.complete and self.estimate is not None and not self.within_reach
-
-    @property
-    def standby_subflows(self) -> tuple[str, ...]:
-        """Subflows outside SP*, best alone first (unmeasured alone last): the failover order."""
-        alone = {next(iter(e.subset)): e.mean_mbps for e in self.standbys if len(e.subset) == 1}
-        rest = [n for n in self.subflows if n not in self.subset]
-        return tuple(sorted(rest, key=lambda n: -alone.get(n, -1.0)))
-
-
-@dataclass(frozen=True)
-class SelectionState:
-    """What the caller stores and passes back at every step: the runs per subset (goodput in
-    Mbit/s, one per probe; a subset is any non-empty set of `subflows`), the failed probes per
-    subset, and the fixed settings. Rebuilt from stored probes, it gives the same answer."""
-
-    subflows: Sequence[str]
-    samples: Mapping[Subset, Sequence[float]] = field(default_factory=dict)
-    failures: Mapping[Subset, int] = field(default_factory=dict)
-    cc: str | None = None
-    reference: SelectionResult | None = None  # another CC's finished selection, to share
-    budget: Budget = field(default_factory=Budget)
-    confidence: float = DEFAULT_CONFIDENCE
-    min_runs: int = MIN_RUNS
-    max_runs: int = MAX_RUNS
-    min_gain: float = 0.0  # an addition must raise goodput by more than this fraction
-
-    def __post_init__(self) -> None:
-        names = tuple(self.subflows)
-        if not names:
-            raise ValueError("subflows: empty")
-        if len(set(names)) != len(names):
-            raise ValueError("subflows: names repeat")
-        if not 0 < self.confidence < 1:
-            raise ValueError(f"confidence: must be in (0, 1), got {self.confidence!r}")
-        if self.min_runs < 1 or self.max_runs < max(2, self.min_runs):
-            raise ValueError("runs: need 1 <= min_runs <= max_runs and max_runs >= 2")
-        if not 0 <= self.min_gain < 10:
-            raise ValueError(f"min_gain: must be in [0, 10), got {self.min_gain!r}")
-        object.__setattr__(self, "subflows", names)
-        object.__setattr__(self, "samples", _checked_samples(self.samples, names))
-        failures = {}
-        for subset, count in self.failures.items():
-            if int(count) < 0:
-                raise ValueError(f"failures {sorted(subset)}: must be >= 0, got {count}")
-            failures[_checked_subset(subset, names, "failures")] = int(count)
-        object.__setattr__(self, "failures", failures)
-        ref = self.reference
-        if ref is not None and set(ref.subflows) != set(names):
-            raise ValueError("reference: selected over other subflows")
+# A subflow whose stated rate is under this share of the best goodput measured alone cannot be
+# the best alone: its rate bounds its goodput, and the share leaves room for a low first draw.
+ALONE_MARGIN = 0.8
 
 
 def next_probes(state: SelectionState) -> list[Subset]:
@@ -202,6 +97,11 @@ class _Selection:
         self.s = state
         self.spread = pooled_spread(state.samples)
         self.full = frozenset(state.subflows)
+        means = {x: sum(v) / len(v) for x, v in state.samples.items()}
+        cap = state.capacity
+        self.rates = cap if cap is not None and cap.consistent(means) else None
+        self.bounded: tuple[str, ...] = ()
+        self.not_alone: tuple[str, ...] = ()
 
     # -- measurements --------------------------------------------------------------------
     def runs(self, subset: Subset) -> int:
@@ -228,15 +128,18 @@ class _Selection:
 
     # -- the procedure ---------------------------------------------------------------------
     def run(self) -> _Outcome:
+        ruled = self._all_by_rates()
+        if ruled is not None:
+            return ruled
         ref = self.s.reference
-        if ref is not None and ref.estimate is not None:
+        if ref is not None and ref.estimate is not None and not _by_rates(ref):
             shared = self._verify(ref)
             if shared is not None:
                 return shared
         return self._forward()
 
     def _forward(self, contradicted: tuple[Step, ...] = ()) -> _Outcome:
-        singles = self._starts(contradicted)
+        singles = self._worth_alone(self._starts(contradicted))
         wanted = self.missing(singles, self.s.min_runs)
         if wanted:
             return self._outcome(wanted, [], None, contradicted)
@@ -250,7 +153,7 @@ class _Selection:
                      gain=None if rival is None else gain(self.est(rival), self.est(current)))]
         while True:
             candidates = [current | {n} for n in self.s.subflows if n not in current]
-            candidates = [x for x in candidates if self.usable(x)]
+            candidates = self._worth_adding(current, [x for x in candidates if self.usable(x)])
             if not candidates:
                 break
             wanted = self.missing(candidates, self.s.min_runs)
@@ -300,6 +203,42 @@ class _Selection:
         pair = [frozenset(first.subset), *([frozenset(first.rival)] if first.rival else [])]
         return [x for x in pair if self.runs(x)] or everything
 
+    def _worth_alone(self, singles: list[Subset]) -> list[Subset]:
+        """With trusted rates: the fastest stated first (the first probes set the bar), and
+        none whose rate is under `ALONE_MARGIN` of the best mean measured alone."""
+        if self.rates is None:
+            return singles
+        rate = {x: self.rates.alone_mbps(next(iter(x))) for x in singles}
+        ranked = sorted(singles, key=lambda x: -rate[x])
+        measured = [sum(v) / len(v) for x in ranked if (v := self.s.samples.get(x))]
+        if not measured:
+            return ranked
+        bar = ALONE_MARGIN * max(measured)
+        kept = [x for x in ranked if self.runs(x) or rate[x] >= bar]
+        self.not_alone = tuple(n for n in self.s.subflows if frozenset({n}) not in kept
+                               and frozenset({n}) in rate)
+        return kept
+
+    def _worth_adding(self, current: Subset, candidates: list[Subset]) -> list[Subset]:
+        """With trusted rates: the unmeasured additions whose bounded gains, smallest first,
+        add up to at most `negligible` of S's goodput are left out (`bounded`)."""
+        self.bounded = ()
+        if self.rates is None or self.s.negligible <= 0 or not self.runs(current):
+            return candidates
+        reached = self.est(current).mean_mbps
+        bounds = {x: self.rates.gain_bound_mbps(current, next(iter(x - current)), reached)
+                  for x in candidates if not self.runs(x)}
+        room = self.s.negligible * reached
+        skipped = set()
+        for x in sorted(bounds, key=lambda x: (bounds[x], self.ordered(x))):
+            if bounds[x] > room:
+                break
+            room -= bounds[x]
+            skipped.add(x)
+        self.bounded = tuple(n for n in self.s.subflows
+                             if any(n in x - current for x in skipped))
+        return [x for x in candidates if x not in skipped]
+
     def _beaten_by(self, current: Subset) -> tuple[Subset, Gain] | None:
         """The best measured subset whose gain over the path's end is settled above `min_gain`:
         all subflows (paths that only help together), or any subset the caller passed in (Ω's
@@ -321,11 +260,37 @@ class _Selection:
             return []
         return [plan[0]]
 
+    def _all_by_rates(self) -> _Outcome | None:
+        """With trusted rates: when all subflows together measured more than any proper
+        subset can carry (by a margin for a high draw), SP* is every subflow and no subset is
+        probed. (Two similar uplinks into one fast downlink: each alone is capped by its own
+        uplink, both together measured their sum.)"""
+        if self.rates is None or len(self.full) < 2 or not self.runs(self.full):
+            return None
+        reached = sum(self.s.samples[self.full]) / self.runs(self.full)
+        most = max(self.rates.max_mbps(self.full - {n}) for n in self.full)
+        if ALONE_MARGIN * reached <= most:
+            return None
+        return self._outcome([], [Step("all", self.ordered(self.full), self.est(self.full))],
+                             self.full)
+
+    def _by_rates(self, kept: Subset, rival: Subset) -> bool:
+        """The rival cannot beat `kept` as measured: its stated rates are under it."""
+        if self.rates is None or not self.runs(kept):
+            return False
+        reached = sum(self.s.samples[kept]) / self.runs(kept)
+        return self.rates.max_mbps(rival) < ALONE_MARGIN * reached
+
     def _verify(self, ref: SelectionResult) -> _Outcome | None:
         """The reference's decisions checked on this CC's runs: the shared outcome, the probes
-        the check still needs, or None when a decision was overturned (then: own selection)."""
+        the check still needs, or None when a decision was overturned (then: own selection).
+        A rival whose stated rates are under the kept subset's measurement is not measured."""
         pairs = _decisive_pairs(ref)
-        needed = [frozenset(x) for p in pairs for x in p[:2]]
+        needed = []
+        for kept, rival, _step in pairs:
+            needed.append(frozenset(kept))
+            if not self._by_rates(frozenset(kept), frozenset(rival)):
+                needed.append(frozenset(rival))
         needed = list(dict.fromkeys(x for x in needed if self.usable(x)))
         wanted = self.missing(needed, self.s.min_runs)
         if wanted:
@@ -379,8 +344,15 @@ class _Selection:
         unusable = tuple(self.ordered(x) for x in self.s.failures if not self.usable(x))
         res = SelectionResult(
             self.s.cc, self.s.subflows, self.ordered(chosen), tuple(path), complete, est,
-            tuple(standbys), reach, unusable, shared_from, tuple(contradicted), reason)
+            tuple(standbys), reach, unusable, shared_from, tuple(contradicted), reason,
+            self.bounded, self.not_alone)
         return _Outcome(list(wanted), res)
+
+
+def _by_rates(ref: SelectionResult) -> bool:
+    """The reference chose every subflow by the stated rates alone: there is no decision of
+    its to check, so another CC whose own runs do not rule the same way selects for itself."""
+    return len(ref.path) == 1 and ref.path[0].decision == "all" and ref.path[0].rival is None
 
 
 def _decisive_pairs(ref: SelectionResult) -> list[tuple[tuple[str, ...], tuple[str, ...], Step]]:
@@ -388,28 +360,3 @@ def _decisive_pairs(ref: SelectionResult) -> list[tuple[tuple[str, ...], tuple[s
     `subset` over `rival` (a stop keeps the subset over its best addition)."""
     return [(step.subset, step.rival, step) for step in ref.path
             if step.rival is not None and step.decision != "pending"]
-
-
-def _checked_subset(subset, names: Sequence[str], where: str) -> Subset:
-    if isinstance(subset, str):
-        raise ValueError(f"{where}: {subset!r} is a name; a subset is a set of subflow names")
-    members = frozenset(subset)
-    if not members:
-        raise ValueError(f"{where}: an empty subset")
-    stray = sorted(members - set(names))
-    if stray:
-        raise ValueError(f"{where}: {stray[0]} is not one of the subflows")
-    return members
-
-
-def _checked_samples(samples, names: Sequence[str]) -> dict[Subset, tuple[float, ...]]:
-    out: dict[Subset, tuple[float, ...]] = {}
-    for subset, values in samples.items():
-        key = _checked_subset(subset, names, "samples")
-        vals = tuple(float(v) for v in values)
-        bad = [v for v in vals if not math.isfinite(v) or v < 0]
-        if bad:
-            raise ValueError(f"samples {sorted(key)}: goodput must be finite and >= 0, "
-                             f"got {bad[0]}")
-        out[key] = out.get(key, ()) + vals
-    return {k: v for k, v in out.items() if v}

@@ -24,6 +24,7 @@ from probes.vocabulary import (
 )
 
 from ..algorithm.objective import Objective
+from ..algorithm.probe_duration import probe_timing
 from ..algorithm.regression import ALL_MODEL_KINDS
 from ..algorithm.solver import DEFAULT_DELTA
 from ..algorithm.sweep import bdp_buffer_grid, run_order
@@ -115,18 +116,36 @@ def resolve(
         if params.mode == "adaptive":
             raise Invalid("a stream objective runs in grid mode", ("body", "mode"))
         mode = "grid"
+    runs = params.runs or settings.campaign_runs
+    duration = params.duration_s or settings.campaign_duration_s
+    if budget is None and mode == "adaptive":
+        probes = planned_probes(len(links), len(ccs), len(pms), len(grid), runs)
+        budget = grid_mode_seconds(probes, duration, links, grid[-1])
     return Plan(
         ccs=ccs,
         pms=pms,
         buffer_grid_mib=grid,
-        runs=params.runs or settings.campaign_runs,
-        duration_s=params.duration_s or settings.campaign_duration_s,
+        runs=runs,
+        duration_s=duration,
         delta=params.delta,
         model_kind=model_kind,
         probe_seconds_budget=budget,
         mode=mode,
         objective=objective,
     )
+
+
+def grid_mode_seconds(probes: int, duration_s: float,
+                      links: Sequence[tuple[float, float | None]], top_mib: float) -> float:
+    """An adaptive campaign's default budget: the probe-seconds of the paper's procedure on
+    the same plan (`planned_probes`: the impact runs, every PM x CC x buffer x run), each probe
+    as long as the timing rule makes one over every subflow at the grid's largest buffer. The
+    adaptive campaign never spends more than grid mode would; one that runs out says so
+    (`adaptive:budget`)."""
+    if not links:
+        return probes * duration_s
+    timing = probe_timing(links, duration_s, buffer_bytes=max(1, round(top_mib * 2**20)))
+    return probes * timing.duration_s
 
 
 def default_grid(settings: Settings, links: Sequence[tuple[float, float | None]]) -> list[float]:

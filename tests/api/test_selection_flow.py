@@ -70,7 +70,14 @@ def test_shared_harm_selects_a_fast_subflow_alone(db_session):
         assert not any(n.startswith(THIN) for n in subset), (cc, subset)
     selection = [s for s in steps if s.phase == "selection"]
     assert selection, "the selection phase probed nothing"
-    assert {subset_of_key(s.excluded_subflow) for s in selection} >= {("U-C",), ("P-C",)}
+    probed = {subset_of_key(s.excluded_subflow) for s in selection}
+    assert {("U-C",), ("K-C",)} <= probed
+    # the topology's rates rule the thin subflows out alone (0.256 and 0.768 Mbit/s uplinks,
+    # under the 17 Mbit/s a fast one measured): never probed alone, and the reference's note
+    # says so (the other CC checked the reference's decisions and shares its SP*)
+    assert not any(len(p) == 1 and p[0].startswith(THIN) for p in probed)
+    ref_note = c.notes["selection"]["ccs"][c.notes["omega_ccs"]["ccs"][0]]
+    assert {n for n in names if n.startswith(THIN)} <= set(ref_note["not_alone"])
     # Ω is measured under the reference CC (the best TP_0; a tie goes to the first CC named):
     # there it kept every subflow, and the answer says where the two disagree
     (reference,) = c.notes["omega_ccs"]["ccs"]
@@ -92,7 +99,13 @@ def test_shared_harm_selects_a_fast_subflow_alone(db_session):
         if rec.occ == reference:
             assert choice["omega_agrees"] is False
             assert choice["path"] and "Ω keeps all subflows" in choice["omega_statement"]
-    # the sweep's PCDC arm runs the selected subset, FullMesh every subflow
+    # FullMesh carried 3 Mbit/s at autotuned buffers, under half of the selected subset's 17-19:
+    # its arms are not swept, and the campaign's notes say with which figures
+    assert not [s for s in steps if s.phase == "buffer" and s.pm == "FullMesh"]
+    not_swept = {e["arm"]: e for e in c.notes["adaptive"]["not_swept"]}
+    assert set(not_swept) == {"FullMesh/reno", "FullMesh/cubic"}
+    assert all(e["autotuned_mbps"] < 0.5 * e["best_autotuned_mbps"] for e in not_swept.values())
+    # the sweep's PCDC arm runs the selected subset
     for s in steps:
         if s.phase == "buffer" and s.pm == "PCDC":
             assert set(s.allowed_subflows) == set(chosen[s.cc])
@@ -113,6 +126,10 @@ def test_every_path_useful_selects_them_all(db_session):
     def goodput(step) -> float:
         return sum(rate[n] for n in _carrying(step, names)) * _wobble(step)
 
-    _drive(db_session, c, goodput, settings)
+    steps = _drive(db_session, c, goodput, settings)
     assert sorted(selected_subsets(c)["cubic"]) == ["P-D", "T-D"]
     assert c.notes["selection"]["ccs"]["cubic"]["omega"]["agree"] is True
+    # both together measured 0.88 Mbit/s, more than either uplink's rate (0.512, 0.384): the
+    # rates decide it and no subset is probed
+    assert not [s for s in steps if s.phase == "selection"]
+    assert [p["decision"] for p in c.notes["selection"]["ccs"]["cubic"]["path"]] == ["all"]

@@ -20,6 +20,7 @@ from typing import Any
 from models import NO_EXCLUSION, Campaign
 from probes.vocabulary import FULLMESH, PCDC
 
+from ...algorithm.capacity import LinkCapacity
 from ...algorithm.selection import (
     Budget,
     SelectionResult,
@@ -32,7 +33,7 @@ from ...algorithm.selection import (
 from ...algorithm.selection_omega import compare_with_omega
 from ...algorithm.subset_stats import Gain, Subset, SubsetEstimate
 from ...store import campaigns as campaign_store
-from ...store import measurements, results
+from ...store import inventory, measurements, results
 from .. import budget
 from ..plan import IMPACT_BS_MIB, ProbeStep
 from ..selected import NOTE, selection_note, subset_key, subset_of_key
@@ -50,11 +51,14 @@ def advance(ctx: Context) -> Outcome:
     done: dict[str, SelectionResult] = {}
     states: dict[str, SelectionState] = {}
     reference: SelectionResult | None = None
+    # the stated rates leave out probes they decide; half of delta is what the additions they
+    # leave out may cost together
+    rates = LinkCapacity.of(inventory.topology_spec(campaign.topology))
     for cc in order:
         samples, failures = runs.get(cc, ({}, {}))
         state = SelectionState(
             ctx.subflows, samples, failures, cc=cc, reference=reference,
-            budget=_budget(campaign),
+            budget=_budget(campaign), capacity=rates, negligible=campaign.delta / 2,
         )
         wanted = next_probes(state)
         if wanted:
@@ -181,4 +185,5 @@ def result_to_dict(res: SelectionResult) -> dict[str, Any]:
         "within_reach": [{"label": a.label, "relative": _num(a.relative)}
                          for a in res.within_reach],
         "contradicted": [_path_step(s, res.subflows) for s in res.contradicted],
+        "bounded": list(res.bounded), "not_alone": list(res.not_alone),
     }

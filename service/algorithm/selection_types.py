@@ -1,0 +1,171 @@
+"""What a subflow selection (`selection.py`) is given and answers: the state (runs per subset,
+failures, settings, the budget, the stated rates) and the result (its path of decisions, SP*
+with its estimate and standbys)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .capacity import LinkCapacity
+from .confidence_summary import Alternative
+from .subset_stats import Gain, Subset, SubsetEstimate
+
+DEFAULT_CONFIDENCE = 0.9
+MIN_RUNS = 2
+MAX_RUNS = 4
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What the selection may still spend: probes, probe-seconds (then `seconds_per_probe`, the
+    cost of the next probe, is needed), either or both; None is no limit."""
+
+    probes: int | None = None
+    probe_seconds: float | None = None
+    seconds_per_probe: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.probes is not None and self.probes < 0:
+            raise ValueError(f"budget.probes: must be >= 0, got {self.probes}")
+        if self.probe_seconds is not None:
+            if not self.seconds_per_probe or self.seconds_per_probe <= 0:
+                raise ValueError("budget.seconds_per_probe: needed (> 0) with probe_seconds")
+            if self.probe_seconds < 0:
+                raise ValueError(f"budget.probe_seconds: must be >= 0, got {self.probe_seconds}")
+
+    def probes_allowed(self) -> int | None:
+        limits = []
+        if self.probes is not None:
+            limits.append(self.probes)
+        if self.probe_seconds is not None:
+            limits.append(math.floor(self.probe_seconds / self.seconds_per_probe + 1e-9))
+        return min(limits) if limits else None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One decision of the selection path. `subset` is the subset kept after it. `gain` is the
+    change the step weighed: start, the best alone over the runner-up alone; add, the new subset
+    over the previous one; stop, the best candidate over the kept subset (what adding would have
+    brought); all / measured, every subflow / another measured subset over the forward
+    selection's subset. `settled`: its interval excludes zero (or there was nothing to weigh)."""
+
+    # start | add | stop | all | measured | pending (waits for repeats, or the budget ended)
+    decision: str
+    subset: tuple[str, ...]
+    estimate: SubsetEstimate
+    subflow: str | None = None  # added (add) or the best rejected addition (stop)
+    rival: tuple[str, ...] | None = None  # the other side of `gain`
+    gain: Gain | None = None
+
+    @property
+    def settled(self) -> bool:
+        return self.gain is None or self.gain.settled
+
+
+@dataclass(frozen=True)
+class SelectionResult:
+    cc: str | None
+    subflows: tuple[str, ...]
+    subset: tuple[str, ...]  # SP*, in the subflows' order
+    path: tuple[Step, ...]
+    complete: bool  # nothing more to measure (False: still measuring, or out of budget)
+    estimate: SubsetEstimate | None  # SP*'s goodput (None: nothing usable was measured)
+    standbys: tuple[SubsetEstimate, ...]  # every other usable measured subset, best mean first
+    within_reach: tuple[Alternative, ...]  # measured subsets whose interval overlaps SP*'s
+    unusable: tuple[tuple[str, ...], ...]
+    shared_from: str | None = None  # the reference CC whose SP* this CC shares
+    contradicted: tuple[Step, ...] = ()  # the reference's decisions this CC's runs overturned
+    reason: str = "selected"  # selected | measuring | budget | nothing_usable
+    # subflows not tried as the last addition: their stated rates bound the gain below negligible
+    bounded: tuple[str, ...] = ()
+    # subflows not measured alone: their stated rates are under the best alone's goodput
+    not_alone: tuple[str, ...] = ()
+
+    @property
+    def settled(self) -> bool:
+        """Complete, and no other measured subset is within reach of SP*."""
+        return self.complete and self.estimate is not None and not self.within_reach
+
+    @property
+    def standby_subflows(self) -> tuple[str, ...]:
+        """Subflows outside SP*, best alone first (unmeasured alone last): the failover order."""
+        alone = {next(iter(e.subset)): e.mean_mbps for e in self.standbys if len(e.subset) == 1}
+        rest = [n for n in self.subflows if n not in self.subset]
+        return tuple(sorted(rest, key=lambda n: -alone.get(n, -1.0)))
+
+
+@dataclass(frozen=True)
+class SelectionState:
+    """What the caller stores and passes back at every step: the runs per subset (goodput in
+    Mbit/s, one per probe; a subset is any non-empty set of `subflows`), the failed probes per
+    subset, and the fixed settings. Rebuilt from stored probes, it gives the same answer."""
+
+    subflows: Sequence[str]
+    samples: Mapping[Subset, Sequence[float]] = field(default_factory=dict)
+    failures: Mapping[Subset, int] = field(default_factory=dict)
+    cc: str | None = None
+    reference: SelectionResult | None = None  # another CC's finished selection, to share
+    budget: Budget = field(default_factory=Budget)
+    confidence: float = DEFAULT_CONFIDENCE
+    min_runs: int = MIN_RUNS
+    max_runs: int = MAX_RUNS
+    min_gain: float = 0.0  # an addition must raise goodput by more than this fraction
+    capacity: LinkCapacity | None = None  # the topology's stated rates (None: not used)
+    # additions whose bounded gains together stay under this share of S's goodput are not tried
+    negligible: float = 0.0
+
+    def __post_init__(self) -> None:
+        names = tuple(self.subflows)
+        if not names:
+            raise ValueError("subflows: empty")
+        if len(set(names)) != len(names):
+            raise ValueError("subflows: names repeat")
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"confidence: must be in (0, 1), got {self.confidence!r}")
+        if self.min_runs < 1 or self.max_runs < max(2, self.min_runs):
+            raise ValueError("runs: need 1 <= min_runs <= max_runs and max_runs >= 2")
+        if not 0 <= self.min_gain < 10:
+            raise ValueError(f"min_gain: must be in [0, 10), got {self.min_gain!r}")
+        if not 0 <= self.negligible < 1:
+            raise ValueError(f"negligible: must be in [0, 1), got {self.negligible!r}")
+        if self.capacity is not None and set(names) - set(self.capacity.ends):
+            raise ValueError("capacity: has no rates for some subflows")
+        object.__setattr__(self, "subflows", names)
+        object.__setattr__(self, "samples", _checked_samples(self.samples, names))
+        failures = {}
+        for subset, count in self.failures.items():
+            if int(count) < 0:
+                raise ValueError(f"failures {sorted(subset)}: must be >= 0, got {count}")
+            failures[_checked_subset(subset, names, "failures")] = int(count)
+        object.__setattr__(self, "failures", failures)
+        ref = self.reference
+        if ref is not None and set(ref.subflows) != set(names):
+            raise ValueError("reference: selected over other subflows")
+
+
+def _checked_subset(subset, names: Sequence[str], where: str) -> Subset:
+    if isinstance(subset, str):
+        raise ValueError(f"{where}: {subset!r} is a name; a subset is a set of subflow names")
+    members = frozenset(subset)
+    if not members:
+        raise ValueError(f"{where}: an empty subset")
+    stray = sorted(members - set(names))
+    if stray:
+        raise ValueError(f"{where}: {stray[0]} is not one of the subflows")
+    return members
+
+
+def _checked_samples(samples, names: Sequence[str]) -> dict[Subset, tuple[float, ...]]:
+    out: dict[Subset, tuple[float, ...]] = {}
+    for subset, values in samples.items():
+        key = _checked_subset(subset, names, "samples")
+        vals = tuple(float(v) for v in values)
+        bad = [v for v in vals if not math.isfinite(v) or v < 0]
+        if bad:
+            raise ValueError(f"samples {sorted(key)}: goodput must be finite and >= 0, "
+                             f"got {bad[0]}")
+        out[key] = out.get(key, ()) + vals
+    return {k: v for k, v in out.items() if v}
