@@ -47,11 +47,12 @@ def calibrate(
     runs: Annotated[int | None, typer.Option(min=1, max=100)] = None,
     duration: Annotated[float | None, typer.Option(min=0.5, max=3600, help="T, seconds")] = None,
     delta: Annotated[float, typer.Option(min=0, max=0.99)] = 0.07,
-    budget: Annotated[float | None, typer.Option(min=1, help="probe-seconds budget")] = None,
+    budget: Annotated[float | None, typer.Option(
+        min=1, help="probe-seconds budget (adaptive default: what grid mode would probe)")] = None,
     mode: Annotated[
         str | None,
         typer.Option(help="grid (every buffer, the paper's sweep) or adaptive (probes chosen "
-                     "from what was measured); default: MPCOA_CAMPAIGN_MODE, grid"),
+                     "from what was measured); default: MPCOA_CAMPAIGN_MODE, adaptive"),
     ] = None,
     batch: Annotated[
         Path | None,
@@ -97,6 +98,7 @@ def calibrate(
         if state is not None or seed is not None:
             fail("--state and --seed belong to --batch")
         cid = _start(topology_id, params, settings)
+        _print_plan(cid)
         state_ = _run(cid, settings)
         _print_outcome(cid, state_)
         return
@@ -211,6 +213,18 @@ def _poll(cid: int, show) -> str:
         time.sleep(1.0)
 
 
+def _print_plan(cid: int) -> None:
+    """The campaign's plan as stored: mode, CCs, grid, runs and duration, and its budget."""
+    with session_scope() as s:
+        c = campaign_store.get_campaign(s, campaign_id=cid)
+        budget_s = c.probe_seconds_budget
+        typer.echo(
+            f"campaign {cid}: {c.mode}, CCs {', '.join(c.ccs)}, {len(c.buffer_grid_mib)} buffers "
+            f"({min(c.buffer_grid_mib):g}-{max(c.buffer_grid_mib):g} MiB), {c.runs} runs x "
+            f"{c.duration_s:g} s; budget "
+            + ("none" if budget_s is None else f"{budget_s:.0f} probe-seconds"))
+
+
 def _print_outcome(cid: int, state: str) -> None:
     with session_scope() as s:
         campaign = campaign_store.get_campaign(s, campaign_id=cid)
@@ -232,6 +246,10 @@ def _print_outcome(cid: int, state: str) -> None:
             f"OTP={_fmt(rec.otp_mbps)} Mbit/s (T*={_fmt(rec.tp_max_mbps)}); "
             f"flags: {', '.join(rec.quality_flags) or 'none'}"
         )
+        budget_s = campaign.probe_seconds_budget
+        typer.echo(f"probed {campaign.probe_seconds_used:.0f} probe-seconds in "
+                   f"{campaign.probes_done} probes"
+                   + ("" if budget_s is None else f" of a {budget_s:.0f} probe-second budget"))
 
 
 def _fmt(value: float | None) -> str:

@@ -22,6 +22,10 @@ def test_calibrate_command_runs_a_campaign_in_process(sites, testbed, tmp_path):
                          timeout=300, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "campaign 1 done: OPM=" in out.stdout
+    # the plan and what it spent, against its budget
+    assert "campaign 1: grid, CCs reno, cubic, nosuchcc, 3 buffers" in out.stdout
+    assert "budget 36 probe-seconds" in out.stdout
+    assert "probed 36 probe-seconds in 18 probes of a 36 probe-second budget" in out.stdout
     assert "dropped_ccs:nosuchcc" in out.stdout  # the kernels do not offer it: said, not hidden
 
     db = sqlite3.connect(tmp_path / "mpcoa.sqlite3")
