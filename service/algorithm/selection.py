@@ -301,7 +301,13 @@ class _Selection:
             if not (self.runs(kept) and self.runs(rival)):
                 continue  # unusable here: nothing to contradict
             g = gain(self.est(rival), self.est(kept))
-            ok = g.fraction > 0 if ref_step.settled else g.high >= 0
+            # Following the reference where this CC's rival is ahead by no more than
+            # `negligible` costs at most that: only a larger loss overturns a decision, and a
+            # tie of the reference's only when this CC settles it the other way too (two
+            # subflows alike, K-C and U-C on SRL-HU, settle either way by chance).
+            costly = g.fraction < -self.s.negligible or (
+                self.s.negligible == 0 and g.fraction <= 0)
+            ok = not costly if ref_step.settled else (g.high >= 0 or not costly)
             if not ok:
                 overturned.append(ref_step)
         if overturned:

@@ -149,3 +149,19 @@ def test_checking_the_reference_measures_what_the_rates_do_not_rule_out():
     assert res.subset == ("U-C",) and res.shared_from == "bbr"
     assert {frozenset({"K-C"}), frozenset({"K-C", "U-C"})} <= set(state.samples)
     assert probes <= 6
+
+
+def test_a_cc_follows_the_reference_where_departing_would_gain_less_than_negligible():
+    # bbr's start: U-C alone, a tie with K-C. Under cubic K-C leads by 2 %, settled (0.2 % spread)
+    ref, _, _ = drive(SRL_HU, srl_hu, samples=TP0_SRL_HU, cc="bbr", capacity=SRL_HU_RATES,
+                      negligible=0.035)
+
+    def cubic(subset):
+        return 19.2 if subset == frozenset({"K-C"}) else srl_hu(subset)
+
+    shared, _, _ = drive(SRL_HU, cubic, samples=TP0_SRL_HU, cc="cubic", reference=ref,
+                         spread=0.002, capacity=SRL_HU_RATES, negligible=0.035)
+    assert shared.shared_from == "bbr" and shared.subset == ("U-C",)  # 2 % is under δ/2
+    own, _, _ = drive(SRL_HU, cubic, samples=TP0_SRL_HU, cc="cubic", reference=ref,
+                      spread=0.002, capacity=SRL_HU_RATES)  # negligible 0: any settled loss
+    assert own.shared_from is None and own.subset == ("K-C",) and own.contradicted

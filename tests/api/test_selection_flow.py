@@ -113,7 +113,7 @@ def test_shared_harm_selects_a_fast_subflow_alone(db_session):
             assert s.allowed_subflows is None
 
 
-def test_every_path_useful_selects_them_all(db_session):
+def test_every_path_useful_selects_them_all(db_session, client):
     """Two uplinks that add up: the selection keeps both, so PCDC runs what FullMesh runs."""
     settings = Settings(run_campaigns=False, _env_file=None)
     topology = inventory.ensure_topology(
@@ -133,3 +133,8 @@ def test_every_path_useful_selects_them_all(db_session):
     # rates decide it and no subset is probed
     assert not [s for s in steps if s.phase == "selection"]
     assert [p["decision"] for p in c.notes["selection"]["ccs"]["cubic"]["path"]] == ["all"]
+    finish_campaign(db_session, campaign_id=c.id)
+    db_session.commit()
+    page = client.get(f"/dashboard/topologies/{topology.id}/impact")
+    assert page.status_code == 200
+    assert 'data-role="by-rates"' in page.text  # the page says why nothing was probed
