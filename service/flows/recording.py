@@ -1,5 +1,7 @@
 """Recording a probe: its result as a typed `MeasurementRecord`, stored under the step's key,
-and its cost charged to the campaign's budget.
+and its cost charged to the campaign's budget. A mean a little above what the probe's links can
+carry is capped at their rate (`capacity.capped_mean`), noted in the row's
+`timing.capped_at_links`.
 
 A probe that fell back to TCP, whose observed subflow set differs from the requested one, or that
 started on busy sites is stored as failed with the reason: never fitted.
@@ -15,9 +17,10 @@ from sqlalchemy.orm import Session
 from models import Measurement, utcnow
 from probes.base import MeasurementResult
 
+from ..algorithm.capacity import LinkCapacity, capped_mean
 from ..store import artifacts as artifact_store
 from ..store import campaigns as campaign_store
-from ..store import measurements
+from ..store import inventory, measurements
 from ..store.measurements import MeasurementRecord
 from . import budget
 from .plan import ProbeStep
@@ -77,12 +80,31 @@ def store_result(
     result: there is no shared filesystem between sites)."""
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
     # The duration is the one the probe ran with; the timing rule's inputs go with it.
-    timing = step_timing(session, campaign, step)
+    timing = step_timing(session, campaign, step).to_dict()
     rec = from_result(campaign_id=campaign.id, step=step, duration_s=result.request.duration_s,
                       result=result)
-    row, _ = record(session, replace(rec, timing=timing.to_dict()))
+    rec, capped = _capped(campaign, step, rec)
+    if capped is not None:
+        timing["capped_at_links"] = capped
+    row, _ = record(session, replace(rec, timing=timing))
     artifact_store.store_artifacts(session, measurement_id=row.id, artifacts=result.artifacts)
     return row
+
+
+def _capped(campaign, step: ProbeStep, rec: MeasurementRecord):
+    """The record with its mean capped at what its subflows' links carry
+    (`capacity.capped_mean`: a window that held a release of data sent before it), and what
+    was capped (None: nothing); the series stays as measured."""
+    if rec.mean_goodput_mbps is None:
+        return rec, None
+    rates = LinkCapacity.of(inventory.topology_spec(campaign.topology))
+    subset = step.allowed_subflows or tuple(rates.ends)
+    bound = rates.max_mbps(subset)
+    mean = capped_mean(rec.mean_goodput_mbps, bound)
+    if mean == rec.mean_goodput_mbps:
+        return rec, None
+    why = {"measured_mbps": rec.mean_goodput_mbps, "links_mbps": bound}
+    return replace(rec, mean_goodput_mbps=mean), why
 
 
 def record_failure(

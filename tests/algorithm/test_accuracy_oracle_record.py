@@ -40,6 +40,12 @@ def test_a_recorded_oracle_reads_back_for_the_same_settings_only(tmp_path: Path)
     assert recorded_oracle(tmp_path, scenario, spec, CCS, GRID[:2], _args(), log.append) is None
     assert recorded_oracle(tmp_path, scenario, spec, ["bbr"], GRID, _args(), log.append) is None
     assert sum("other settings" in line for line in log) == 3
+    # a cell a little above what its subflows' links carry (8 + 6 Mbit/s uplinks) reads back
+    # capped at their rate, as the campaign stores such a probe
+    released = Oracle([Arm("FullMesh", "bbr", ["X-U", "Y-U"], {0.25: [15.1, 13.2]})], 24.0)
+    record_oracle(tmp_path, scenario, CCS, GRID, _args(), released)
+    again = recorded_oracle(tmp_path, scenario, spec, CCS, GRID, _args(), log.append)
+    assert again.arms[0].means[0.25] == [14.0, 13.2]
 
 
 def test_probes_are_timed_as_the_campaign_times_them_and_old_recordings_only_where_equal(

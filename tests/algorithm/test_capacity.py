@@ -165,3 +165,13 @@ def test_a_cc_follows_the_reference_where_departing_would_gain_less_than_negligi
     own, _, _ = drive(SRL_HU, cubic, samples=TP0_SRL_HU, cc="cubic", reference=ref,
                       spread=0.002, capacity=SRL_HU_RATES)  # negligible 0: any settled loss
     assert own.shared_from is None and own.subset == ("K-C",) and own.contradicted
+
+
+def test_a_window_a_little_above_the_links_rate_is_capped_at_it():
+    from service.algorithm.capacity import RELEASE_BEYOND, capped_mean
+
+    # shared.yaml: two subflows through one 8 Mbit/s uplink read 8.3-9.0 in 5 s windows
+    assert capped_mean(8.99, 8.0) == 8.0
+    assert capped_mean(7.48, 8.0) == 7.48  # within the rate: as measured
+    # far above it the stated rate is what is wrong: the measurement stands
+    assert capped_mean(8.0 * RELEASE_BEYOND + 0.01, 8.0) == 8.0 * RELEASE_BEYOND + 0.01
