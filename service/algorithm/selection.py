@@ -308,6 +308,8 @@ class _Selection:
             costly = g.fraction < -self.s.negligible or (
                 self.s.negligible == 0 and g.fraction <= 0)
             ok = not costly if ref_step.settled else (g.high >= 0 or not costly)
+            if ref_step.decision == "add" and g.fraction <= self.s.min_gain:
+                ok = False  # the addition does not pay here: a smaller subset does as well
             if not ok:
                 overturned.append(ref_step)
         if overturned:

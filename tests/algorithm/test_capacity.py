@@ -168,10 +168,32 @@ def test_a_cc_follows_the_reference_where_departing_would_gain_less_than_negligi
 
 
 def test_a_window_a_little_above_the_links_rate_is_capped_at_it():
-    from service.algorithm.capacity import RELEASE_BEYOND, capped_mean
+    from service.algorithm.capacity import PAYLOAD_SHARE, RELEASE_BEYOND, capped_mean
 
-    # shared.yaml: two subflows through one 8 Mbit/s uplink read 8.3-9.0 in 5 s windows
-    assert capped_mean(8.99, 8.0) == 8.0
-    assert capped_mean(7.48, 8.0) == 7.48  # within the rate: as measured
+    # shared.yaml: two subflows through one 8 Mbit/s uplink read 8.3-9.0 in 5 s windows, and
+    # 7.55 in 30 s: the goodput 8 Mbit/s of frames carry
+    assert capped_mean(8.99, 8.0) == pytest.approx(7.55, abs=0.01) == 8.0 * PAYLOAD_SHARE
+    assert capped_mean(7.48, 8.0) == 7.48  # within the goodput: as measured
     # far above it the stated rate is what is wrong: the measurement stands
     assert capped_mean(8.0 * RELEASE_BEYOND + 0.01, 8.0) == 8.0 * RELEASE_BEYOND + 0.01
+
+
+SHARED = LinkCapacity(ends={"D-U": ("D", "U"), "D-T": ("D", "T")}, up_kbps={"D": 8_000},
+                      down_kbps={"U": 50_000, "T": 50_000})
+
+
+def test_an_addition_that_pays_under_the_reference_only_is_not_shared():
+    # shared.yaml at autotuned buffers: under bbr both subflows 7.84 against 7.48 alone (+4.8 %),
+    # under cubic 7.58 (+1.3 %, under δ/2): cubic keeps D-U alone, whose buffer is 6 x smaller
+    def under(all_mbps):
+        return lambda s: all_mbps if len(s) == 2 else (7.48 if "D-U" in s else 7.47)
+
+    tp0 = {frozenset(SHARED.ends): [7.84]}
+    ref, _, _ = drive(tuple(SHARED.ends), under(7.84), samples=tp0, cc="bbr", spread=0.002,
+                      capacity=SHARED, negligible=0.035, min_gain=0.035)
+    assert set(ref.subset) == {"D-U", "D-T"}
+    cubic, _, _ = drive(tuple(SHARED.ends), under(7.58), samples={frozenset(SHARED.ends): [7.58]},
+                        cc="cubic", reference=ref, spread=0.002, capacity=SHARED,
+                        negligible=0.035, min_gain=0.035)
+    assert cubic.shared_from is None and cubic.subset == ("D-U",)
+    assert [s.decision for s in cubic.contradicted] == ["add"]

@@ -30,8 +30,8 @@ def _result(series: list[float]) -> MeasurementResult:
 
 @pytest.mark.parametrize(("series", "stored", "capped"), [
     # every subflow: two 12 Mbit/s uplinks, 24 together; the fourth second released a backlog
-    ([20.0, 21.0, 22.0, 33.0, 22.0], 24.0, True),
-    ([20.0, 21.0, 22.0, 23.0, 22.0], 22.333, False),  # within the links' rate
+    ([20.0, 21.0, 22.0, 33.0, 22.0], 24.0 * 1428 / 1514, True),
+    ([20.0, 21.0, 22.0, 22.0, 21.0], 21.667, False),  # within what the links carry
     ([20.0, 21.0, 40.0, 40.0, 40.0], 40.0, False),  # far beyond: the stated rates are wrong
 ])
 def test_a_release_above_the_links_is_capped(client, auth, db_session, series, stored, capped):
