@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -127,3 +128,4 @@ class SubflowControl:
                 self.events.append(json.loads(ln))
             except ValueError:
                 self.events.append({"text": ln})
+        shutil.rmtree(self.dir, ignore_errors=True)  # its events are read: a probe leaves none

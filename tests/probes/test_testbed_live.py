@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -111,7 +112,17 @@ def test_iperf3_fullmesh_live(testbed2x2, cc):
         assert o.rto_ms >= 200.0, o  # Linux's floor: 200 ms + RTT variance
 
 
-def test_iperf3_excluded_subflows_carry_no_payload(testbed2x2):
+def test_iperf3_excluded_subflows_carry_no_payload(testbed2x2, monkeypatch):
+    from probes import subflowctl
+
+    made = []  # the helper's folders, made for real: each probe removes its own
+
+    def mkdtemp(**kwargs):
+        made.append(Path(real_mkdtemp(**kwargs)))
+        return str(made[-1])
+
+    real_mkdtemp = subflowctl.tempfile.mkdtemp
+    monkeypatch.setattr(subflowctl.tempfile, "mkdtemp", mkdtemp)
     allowed = ["U-D", "T-O"]
     r = testbed2x2.measure(MeasurementRequest(
         sender="A", receiver="B", cc="cubic", duration_s=4, allowed_subflows=allowed,
@@ -129,8 +140,9 @@ def test_iperf3_excluded_subflows_carry_no_payload(testbed2x2):
     assert seen["T-D"].backup and seen["U-O"].backup
     assert seen["T-D"].bytes_acked <= DEFAULT_EXCLUDED_MAX_BYTES
     assert r.subflow_problems == []
-    # the sender is back on the in-kernel path manager afterwards
+    # the sender is back on the in-kernel path manager afterwards, and left no folder behind
     assert tbmod.sysctl_get(testbed2x2.ns("A"), "net.mptcp.path_manager") == "kernel"
+    assert made and not any(d.exists() for d in made)
 
 
 def test_an_excluded_subflow_left_active_fails_the_probe(testbed2x2):
