@@ -24,7 +24,8 @@ every combination less). This measures what a subset delivers, at one buffer siz
 Per CC or shared: selection runs in full on a reference CC; every other CC, given the reference
 result, first measures only the subsets the reference's decisions rest on (runner-up alone,
 the path, the best rejected addition, all subflows) and shares its SP* when each decision holds
-(settled ones the same way by this CC's means, ties not settled the other way); otherwise it
+(settled ones not reversed by more than `negligible` by this CC's means, ties not settled the
+other way by more than that, additions still bringing more than `min_gain`); otherwise it
 runs its own forward selection on top of those runs, from the better of the reference's start
 and runner-up alone (the links rank alike alone under every CC; the subsets are re-measured).
 Run the reference to completion first.
@@ -292,7 +293,7 @@ class _Selection:
             if not self._by_rates(frozenset(kept), frozenset(rival)):
                 needed.append(frozenset(rival))
         needed = list(dict.fromkeys(x for x in needed if self.usable(x)))
-        wanted = self.missing(needed, self.s.min_runs)
+        wanted = self.missing(needed, self.s.check_runs)
         if wanted:
             return self._outcome(wanted, [], frozenset(ref.subset), shared_from=ref.cc)
         overturned, path = [], []

@@ -113,6 +113,10 @@ class SelectionState:
     min_runs: int = MIN_RUNS
     max_runs: int = MAX_RUNS
     min_gain: float = 0.0  # an addition must raise goodput by more than this fraction
+    # runs per subset when checking a reference's decisions: their verdicts are read off means
+    # (a reversal beyond `negligible`, an addition under `min_gain`), and a tie of the
+    # reference's is overturned only when settled the other way, which one run never claims
+    check_runs: int = 1
     capacity: LinkCapacity | None = None  # the topology's stated rates (None: not used)
     # additions whose bounded gains together stay under this share of S's goodput are not tried
     negligible: float = 0.0
@@ -127,6 +131,8 @@ class SelectionState:
             raise ValueError(f"confidence: must be in (0, 1), got {self.confidence!r}")
         if self.min_runs < 1 or self.max_runs < max(2, self.min_runs):
             raise ValueError("runs: need 1 <= min_runs <= max_runs and max_runs >= 2")
+        if not 1 <= self.check_runs <= self.max_runs:
+            raise ValueError(f"check_runs: must be in [1, max_runs], got {self.check_runs!r}")
         if not 0 <= self.min_gain < 10:
             raise ValueError(f"min_gain: must be in [0, 10), got {self.min_gain!r}")
         if not 0 <= self.negligible < 1:

@@ -162,8 +162,9 @@ def test_a_cc_follows_the_reference_where_departing_would_gain_less_than_negligi
     shared, _, _ = drive(SRL_HU, cubic, samples=TP0_SRL_HU, cc="cubic", reference=ref,
                          spread=0.002, capacity=SRL_HU_RATES, negligible=0.035)
     assert shared.shared_from == "bbr" and shared.subset == ("U-C",)  # 2 % is under δ/2
+    # checked with two runs and no tolerance, the 2 % settle the tie the other way
     own, _, _ = drive(SRL_HU, cubic, samples=TP0_SRL_HU, cc="cubic", reference=ref,
-                      spread=0.002, capacity=SRL_HU_RATES)  # negligible 0: any settled loss
+                      spread=0.002, capacity=SRL_HU_RATES, check_runs=2)
     assert own.shared_from is None and own.subset == ("K-C",) and own.contradicted
 
 

@@ -167,8 +167,9 @@ def test_a_ccs_selection_is_shared_when_its_runs_agree():
     assert res.shared_from == "bbr" and res.subset == ref.subset
     assert [s.decision for s in res.path] == [s.decision for s in ref.path]
     assert res.path[0].estimate.mean_mbps == pytest.approx(0.9 * 18.80, rel=0.02)  # its own runs
-    assert probes == 3 * 2  # U-C, K-C, U-C+K-C: the subsets the reference's decisions rest on
-    assert probes < ref_probes / 4
+    # U-C, K-C, U-C+K-C once each: the subsets the reference's decisions rest on
+    assert probes == 3
+    assert probes < ref_probes / 8
 
 
 def test_a_cc_whose_runs_overturn_a_decision_selects_on_its_own():
