@@ -20,6 +20,7 @@ from models import Campaign
 
 from ..algorithm import adaptive
 from ..store import campaigns as campaign_store
+from .plan import selection_probes
 from .selected import sweep_arms
 
 PHASES = ("warm", "impact", "selection", "sweep")
@@ -56,11 +57,8 @@ def adaptive_sweep_estimate(campaign: Campaign) -> int:
 
 
 def selection_estimate(campaign: Campaign, n_subflows: int) -> int:
-    """A measured selection's estimate: every subflow alone and the first additions, twice, on
-    the reference CC; a check of its decisions (about four subsets, twice) on every other CC."""
-    if n_subflows <= 1:
-        return 0
-    return 2 * (2 * n_subflows - 1) + 8 * max(0, len(_ccs(campaign)) - 1)
+    """A measured selection's estimate (`plan.selection_probes`)."""
+    return selection_probes(n_subflows, len(_ccs(campaign)))
 
 
 def planned(campaign: Campaign, n_subflows: int) -> dict[str, int]:

@@ -120,6 +120,7 @@ def resolve(
     duration = params.duration_s or settings.campaign_duration_s
     if budget is None and mode == "adaptive":
         probes = planned_probes(len(links), len(ccs), len(pms), len(grid), runs)
+        probes += selection_probes(len(links), len(ccs))
         budget = grid_mode_seconds(probes, duration, links, grid[-1])
     return Plan(
         ccs=ccs,
@@ -138,9 +139,9 @@ def resolve(
 def grid_mode_seconds(probes: int, duration_s: float,
                       links: Sequence[tuple[float, float | None]], top_mib: float) -> float:
     """An adaptive campaign's default budget: the probe-seconds of the paper's procedure on
-    the same plan (`planned_probes`: the impact runs, every PM x CC x buffer x run), each probe
-    as long as the timing rule makes one over every subflow at the grid's largest buffer. The
-    adaptive campaign never spends more than grid mode would; one that runs out says so
+    the same plan (`planned_probes`: the impact runs, every PM x CC x buffer x run) and of the
+    measured selection it adds (`selection_probes`), each probe as long as the timing rule
+    makes one over every subflow at the grid's largest buffer. One that runs out says so
     (`adaptive:budget`)."""
     if not links:
         return probes * duration_s
@@ -184,6 +185,14 @@ def planned_probes(n_subflows: int, ccs: int, pms: int, grid: int, runs: int) ->
     """Impact phase: per CC and run, one all-subflow run plus one per excluded subflow;
     buffer phase: every (PM, CC, bs, run)."""
     return ccs * runs * (1 + n_subflows) + pms * ccs * grid * runs
+
+
+def selection_probes(n_subflows: int, n_ccs: int) -> int:
+    """A measured selection's estimate: every subflow alone and the first additions, twice, on
+    the reference CC; a check of its decisions (about four subsets, twice) on every other CC."""
+    if n_subflows <= 1:
+        return 0
+    return 2 * (2 * n_subflows - 1) + 8 * max(0, n_ccs - 1)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ The replay answers each probe with the next recorded run of that (arm, buffer)."
 import json
 import random
 from collections import defaultdict
-from statistics import fmean
 from pathlib import Path
+from statistics import fmean
 
 import pytest
 from hypothesis import given, settings

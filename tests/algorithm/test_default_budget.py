@@ -4,7 +4,7 @@ would probe on the same plan, each probe as long as the timing rule makes it."""
 import pytest
 
 from service.algorithm.probe_duration import probe_timing
-from service.flows.plan import CampaignParameters, planned_probes, resolve
+from service.flows.plan import CampaignParameters, planned_probes, resolve, selection_probes
 from service.settings import Settings
 
 # SRL-HU as the shipped scenario runs it: 8 subflows, (kbit/s, RTT ms)
@@ -19,11 +19,13 @@ def _plan(links, **params):
                    Settings(_env_file=None), links)
 
 
-def test_adaptive_default_budget_is_what_grid_mode_would_probe():
+def test_adaptive_default_budget_is_what_grid_mode_would_probe_and_the_selection():
     plan = _plan(SRL_HU_LINKS)
     assert plan.mode == "adaptive"
-    probes = planned_probes(8, 3, 2, len(GRID), 2)  # impact 3 x 2 x 9, sweep 2 x 3 x 4 x 2
-    assert probes == 54 + 48
+    # impact 3 x 2 x 9, sweep 2 x 3 x 4 x 2; the selection: 8 alone and 7 additions, twice, and
+    # a check of four subsets, twice, under each other CC
+    probes = planned_probes(8, 3, 2, len(GRID), 2) + selection_probes(8, 3)
+    assert probes == 54 + 48 + 30 + 16
     length = probe_timing(SRL_HU_LINKS, 5, buffer_bytes=round(6.4 * 2**20)).duration_s
     assert length > 5  # 300 ms paths: the rule lengthens the probes
     assert plan.probe_seconds_budget == pytest.approx(probes * length)
@@ -31,7 +33,8 @@ def test_adaptive_default_budget_is_what_grid_mode_would_probe():
 
 def test_without_rtts_the_plan_duration_prices_a_probe():
     plan = _plan([(bw, None) for bw, _ in SRL_HU_LINKS])
-    assert plan.probe_seconds_budget == pytest.approx(planned_probes(8, 3, 2, 4, 2) * 5)
+    probes = planned_probes(8, 3, 2, 4, 2) + selection_probes(8, 3)
+    assert plan.probe_seconds_budget == pytest.approx(probes * 5)
 
 
 def test_a_given_budget_and_grid_mode_keep_theirs():

@@ -138,3 +138,36 @@ def test_every_path_useful_selects_them_all(db_session, client):
     page = client.get(f"/dashboard/topologies/{topology.id}/impact")
     assert page.status_code == 200
     assert 'data-role="by-rates"' in page.text  # the page says why nothing was probed
+
+
+def test_an_addition_that_pays_only_with_autotuned_buffers_falls_back(db_session):
+    """SRL-HU's K-C + K-CU: 22.6 Mbit/s with autotuned buffers, 9 at a fixed one, where K-C
+    alone keeps 18.8: SP* falls back to K-C after one probe of each at the grid's second-largest
+    buffer, and the sweep's PCDC arm runs K-C alone."""
+    settings = Settings(run_campaigns=False, _env_file=None)
+    topology = inventory.ensure_topology(
+        db_session, spec=TopologySpec.model_validate({"local": SRL, "remote": HU}))
+    names = [sf.name for sf in topology.subflows]
+    c = new_campaign(db_session, topology.id, ccs=["cubic"], runs=2, duration_s=2,
+                     buffer_grid_mib=GRID)
+
+    def goodput(step) -> float:
+        used = _carrying(step, names)
+        if any(n.startswith(THIN) for n in used):
+            return 3.0 * _wobble(step)
+        if used == {"K-C", "K-CU"}:
+            return (22.6 if step.bs_mib == 0 else 9.0) * _wobble(step)
+        alone = {"K-C": 19.4, "U-C": 18.8}.get(next(iter(used))) if len(used) == 1 else None
+        return (alone or 14.0) * _wobble(step)
+
+    steps = _drive(db_session, c, goodput, settings)
+    entry = c.notes["selection"]["ccs"]["cubic"]
+    assert entry["subset"] == ["K-C"]
+    assert entry["buffer_check"]["kept"] == "start" and entry["buffer_check"]["bs_mib"] == 0.8
+    assert entry["buffer_check"]["subset_mbps"] < entry["buffer_check"]["start_mbps"]
+    assert "K-CU" in entry["standby_subflows"] and not entry["settled"]
+    checks = [s for s in steps if s.phase == "selection" and s.bs_mib == 0.8]
+    assert len(checks) == 2  # SP* and its start, once each
+    for s in steps:
+        if s.phase == "buffer" and s.pm == "PCDC":
+            assert list(s.allowed_subflows) == entry["subset"]

@@ -19,7 +19,7 @@ from ...algorithm.window_spread import combined_half_width, window_spread
 from ...store import campaigns as campaign_store
 from ...store import measurements
 from .. import budget
-from ..plan import ProbeStep
+from ..plan import IMPACT_BS_MIB, ProbeStep
 from ..selected import merged_into_fullmesh, selection_note, subset_key, sweep_arms
 from .base import DONE, Context, Outcome, probe
 from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
@@ -80,7 +80,7 @@ def _autotuned(ctx: Context, arms) -> dict[Arm, float]:
     runs: dict[str, list[float]] = {}
     for m in measurements.list_runs(ctx.session, campaign_id=ctx.campaign.id,
                                     phases=("impact", "selection")):
-        if m.status != "ok" or m.mean_goodput_mbps is None:
+        if m.status != "ok" or m.mean_goodput_mbps is None or m.bs_mib != IMPACT_BS_MIB:
             continue
         key = m.excluded_subflow
         if (m.phase == "impact" and key == NO_EXCLUSION) or key == everything:

@@ -37,6 +37,7 @@ from ...store import inventory, measurements, results
 from .. import budget
 from ..plan import IMPACT_BS_MIB, ProbeStep
 from ..selected import NOTE, selection_note, subset_key, subset_of_key
+from . import fixed_buffer_check as check
 from .base import DONE, Context, Outcome, probe
 
 name = "selection"
@@ -71,8 +72,35 @@ def advance(ctx: Context) -> Outcome:
         states[cc] = state
         if reference is None and done[cc].estimate is not None:
             reference = done[cc]
-    _store(ctx, done, states)
+    checked = _fixed_buffer_checks(ctx, done)
+    if isinstance(checked, Outcome):
+        return checked
+    _store(ctx, done, states, checked)
     return DONE
+
+
+def _fixed_buffer_checks(ctx: Context, done: dict[str, SelectionResult]):
+    """A probe the fixed-buffer check still needs (`fixed_buffer_check`), or per CC the
+    check's figures, SP* set back to its start in `done` where its additions did not pay."""
+    bs = check.check_buffer(ctx.campaign.buffer_grid_mib)
+    got = check.measured(ctx, bs)
+    for cc in done:
+        pair, by = check.pair(done[cc]), check.owner(cc, done)
+        for subset in pair or ():
+            if (by, tuple(sorted(subset))) not in got:
+                budget.ask(ctx.campaign, "selection", 1)
+                return probe(check.step(ctx, by, subset, bs))
+    notes = {}
+    for cc in list(done):
+        pair, by = check.pair(done[cc]), check.owner(cc, done)
+        if pair is None:
+            continue
+        chosen, start = (got[(by, tuple(sorted(x)))] for x in pair)
+        pays = check.verdict(chosen, start, ctx.campaign.delta / 2)
+        notes[cc] = check.note(bs, by, chosen, start, "subset" if pays else "start")
+        if not pays:
+            done[cc] = check.fall_back(done[cc])
+    return notes
 
 
 def _reference_first(ccs: Sequence[str], runs, n_subflows: int) -> list[str]:
@@ -94,6 +122,8 @@ def _runs(ctx: Context) -> dict[str, tuple[dict[Subset, list[float]], dict[Subse
     rows = measurements.list_runs(ctx.session, campaign_id=ctx.campaign.id,
                                   phases=("impact", "selection"))
     for m in rows:
+        if m.bs_mib != IMPACT_BS_MIB:
+            continue  # the fixed-buffer check's probes (`fixed_buffer_check`): not autotuned
         samples, failures = out.setdefault(m.cc, ({}, {}))
         if m.phase == "selection":
             subset = frozenset(subset_of_key(m.excluded_subflow))
@@ -131,12 +161,14 @@ def _step(ctx: Context, cc: str, subset: Subset, samples, failures) -> ProbeStep
     )
 
 
-def _store(ctx: Context, done: dict[str, SelectionResult], states) -> None:
+def _store(ctx: Context, done: dict[str, SelectionResult], states, checks) -> None:
     impacts = {r.cc: r.subset for r in results.impact_results(ctx.session,
                                                                 campaign_id=ctx.campaign.id)}
     per_cc = {}
     for cc, res in done.items():
         entry = result_to_dict(res)
+        if cc in checks:
+            entry["buffer_check"] = checks[cc]
         if cc in impacts and res.estimate is not None:
             comparison = compare_with_omega(res, impacts[cc], states[cc])
             entry["omega"] = {

@@ -1,0 +1,95 @@
+"""The subflow selection's check at a fixed buffer: an addition must pay where the answer lives.
+
+The selection measures subsets with autotuned buffers, which the kernel grows as far as a
+transfer needs (64 MiB on the testbed). A subflow that helps only with such a buffer does not
+help the answer, which is the smallest buffer within delta. On SRL-HU, K-C plus the 4 Mbit/s,
+260 ms K-CU carried 22.6 Mbit/s autotuned against 18.8 for K-C alone, but 9.1 against 18.8 at
+5.97 MiB and 17.7 at 1.35 MiB: every arm of the sweep then ran the pair, and OBS went to 26 MiB
+where K-C alone reaches the target at 1.35 MiB. So where a CC's SP* adds subflows to its start
+(the best subflow alone), both are probed once at the grid's second-largest buffer (the
+oracle's choice too: the top may be past every arm's plateau), and SP* falls back to the start
+unless the additions bring more than `min_gain` there as well. A CC that shares the
+reference's SP* shares its check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from models import NO_EXCLUSION
+from probes.vocabulary import FULLMESH, PCDC
+
+from ...algorithm.confidence_summary import Alternative
+from ...algorithm.selection import SelectionResult, subset_label
+from ...store import measurements
+from ..plan import ProbeStep
+from ..selected import subset_key, subset_of_key
+from .base import Context
+
+Key = tuple[str, tuple[str, ...]]  # (the CC the check ran under, the subset, sorted)
+
+
+def check_buffer(grid: list[float]) -> float:
+    """Where the check probes: the grid's second-largest buffer (its largest if it has one)."""
+    ordered = sorted(grid)
+    return ordered[-2] if len(ordered) >= 2 else ordered[-1]
+
+
+def pair(res: SelectionResult) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(SP*, its start) when SP* adds subflows to the best subflow alone, else None (nothing to
+    check: SP* is one subflow, nothing usable, or all subflows chosen by the stated rates)."""
+    if res.estimate is None or not res.path or res.path[0].decision != "start":
+        return None
+    start = res.path[0].subset
+    return (res.subset, start) if set(start) < set(res.subset) else None
+
+
+def owner(cc: str, done: dict[str, SelectionResult]) -> str:
+    """The CC whose check stands for `cc`: the reference it shares SP* with, else itself."""
+    shared = done[cc].shared_from
+    if shared in done and pair(done[shared]) == pair(done[cc]):
+        return shared
+    return cc
+
+
+def measured(ctx: Context, bs_mib: float) -> dict[Key, float | None]:
+    """(CC, subset) -> the check probe's goodput at `bs_mib` (None: the probe failed)."""
+    out: dict[Key, float | None] = {}
+    for m in measurements.list_runs(ctx.session, campaign_id=ctx.campaign.id,
+                                    phases=("selection",)):
+        if abs(m.bs_mib - bs_mib) < 1e-9 and m.excluded_subflow != NO_EXCLUSION:
+            subset = tuple(sorted(subset_of_key(m.excluded_subflow)))
+            out[(m.cc, subset)] = m.mean_goodput_mbps if m.status == "ok" else None
+    return out
+
+
+def step(ctx: Context, cc: str, subset: tuple[str, ...], bs_mib: float) -> ProbeStep:
+    ordered = tuple(n for n in ctx.subflows if n in subset)
+    everything = len(ordered) == len(ctx.subflows)
+    return ProbeStep("selection", FULLMESH if everything else PCDC, cc, bs_mib, 1,
+                     subset_key(ordered), None if everything else ordered)
+
+
+def verdict(chosen_mbps: float | None, start_mbps: float | None, min_gain: float) -> bool:
+    """True: SP* stands (its additions bring more than `min_gain` at the fixed buffer, or the
+    check could not be measured); False: SP* falls back to its start."""
+    if chosen_mbps is None or start_mbps is None or start_mbps <= 0:
+        return True
+    return chosen_mbps > (1 + min_gain) * start_mbps
+
+
+def fall_back(res: SelectionResult) -> SelectionResult:
+    """The result with SP* set back to its start: the start's estimate; SP* as it was becomes
+    a standby and an alternative within reach (it did carry more with autotuned buffers)."""
+    start = res.path[0]
+    relative = res.estimate.mean_mbps / start.estimate.mean_mbps - 1
+    was = Alternative(subset_label(res.subset, res.subflows), relative, ("subset",))
+    return replace(res, subset=start.subset, estimate=start.estimate,
+                   standbys=(res.estimate, *res.standbys),
+                   within_reach=(was, *res.within_reach))
+
+
+def note(bs_mib: float, cc: str, chosen_mbps, start_mbps, kept: str) -> dict[str, Any]:
+    return {"bs_mib": bs_mib, "cc": cc, "subset_mbps": chosen_mbps, "start_mbps": start_mbps,
+            "kept": kept}
