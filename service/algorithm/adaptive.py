@@ -308,18 +308,6 @@ def _within_reach(chosen, survivors, bs, otp, otp_hw, values, hw) -> list[Altern
     return sorted(out, key=lambda a: -a.relative)
 
 
-def not_worth_sweeping(autotuned: Mapping[Arm, float]) -> list[Arm]:
-    """The arms not to sweep at all: their probes at autotuned buffers (the impact and selection
-    phases': a buffer the kernel grows as far as the transfer needs) measured under
-    `NEAR_THE_TOP` of the best arm's. A fixed buffer does not double what an unbounded one
-    carried (SRL-HU: FullMesh 0.3-3.4 Mbit/s against 18.8 for K-C alone), and such an arm would
-    cost its top-band runs only to be eliminated."""
-    if not autotuned:
-        return []
-    best = max(autotuned.values())
-    return [Arm(*a) for a, v in autotuned.items() if v < NEAR_THE_TOP * best]
-
-
 def top_pair_means(
     arms: Sequence[Arm], grid: Sequence[float], samples: Samples
 ) -> dict[Arm, dict[float, float]] | None:

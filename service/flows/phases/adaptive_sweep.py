@@ -6,21 +6,18 @@ is read off the measured buffers (`campaign_answer.solve_campaign`)."""
 from __future__ import annotations
 
 import math
-from statistics import fmean
 
 from models import NO_EXCLUSION
-from probes.vocabulary import FULLMESH, PCDC
+from probes.vocabulary import PCDC
 
 from ...algorithm import adaptive
-from ...algorithm.arm import Arm
 from ...algorithm.confidence_summary import Alternative, confidence_statement
 from ...algorithm.sweep import plateau_extension
 from ...algorithm.window_spread import combined_half_width, window_spread
 from ...store import campaigns as campaign_store
-from ...store import measurements
 from .. import budget
-from ..plan import IMPACT_BS_MIB, ProbeStep
-from ..selected import merged_into_fullmesh, selection_note, subset_key, sweep_arms
+from ..plan import ProbeStep
+from ..selected import merged_into_fullmesh, selection_note, sweep_arms
 from .base import DONE, Context, Outcome, probe
 from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
 
@@ -29,9 +26,7 @@ name = "sweep"
 
 def advance(ctx: Context) -> Outcome:
     campaign = ctx.campaign
-    autotuned = _autotuned(ctx, sweep_arms(campaign))
-    not_swept = adaptive.not_worth_sweeping(autotuned)
-    arms = [a for a in sweep_arms(campaign) if a not in not_swept]
+    arms = sweep_arms(campaign)
     samples, tried, series = buffer_samples(ctx)
     cap = budget.adaptive_sweep_cap(campaign)
     decision = None
@@ -57,9 +52,6 @@ def advance(ctx: Context) -> Outcome:
         "stop": stop, **({} if decision is None else _decision_note(ctx, decision, series)),
         # PCDC on every subflow is FullMesh's probe: measured once, as FullMesh (`sweep_arms`)
         "pcdc_as_fullmesh": sorted(merged_into_fullmesh(campaign)),
-        # arms left out before the sweep: what they carried at autotuned buffers, and the best
-        "not_swept": [{"arm": Arm(*a).label, "autotuned_mbps": autotuned[a],
-                       "best_autotuned_mbps": max(autotuned.values())} for a in not_swept],
         "confidence": adaptive.DEFAULT_CONFIDENCE,
     })
     budget.settle(campaign)
@@ -67,32 +59,6 @@ def advance(ctx: Context) -> Outcome:
     # fewer than three measured buffers leaves the campaign answerable.
     fit(ctx, required=False)
     return DONE
-
-
-def _autotuned(ctx: Context, arms) -> dict[Arm, float]:
-    """Each arm's mean goodput at autotuned buffers as the earlier phases measured it: FullMesh
-    on every subflow (TP_0 and the selection's all-subflows runs), PCDC on its SP* (the
-    selection's estimate). Empty without a finished selection."""
-    note = selection_note(ctx.campaign)
-    if note is None:
-        return {}
-    everything = subset_key(ctx.subflows)
-    runs: dict[str, list[float]] = {}
-    for m in measurements.list_runs(ctx.session, campaign_id=ctx.campaign.id,
-                                    phases=("impact", "selection")):
-        if m.status != "ok" or m.mean_goodput_mbps is None or m.bs_mib != IMPACT_BS_MIB:
-            continue
-        key = m.excluded_subflow
-        if (m.phase == "impact" and key == NO_EXCLUSION) or key == everything:
-            runs.setdefault(m.cc, []).append(m.mean_goodput_mbps)
-    out: dict[Arm, float] = {}
-    for pm, cc in arms:
-        estimate = (note.get("ccs", {}).get(cc) or {}).get("estimate") or {}
-        if pm == FULLMESH and runs.get(cc):
-            out[Arm(pm, cc)] = fmean(runs[cc])
-        elif pm == PCDC and estimate.get("mean_mbps") is not None:
-            out[Arm(pm, cc)] = float(estimate["mean_mbps"])
-    return out
 
 
 def _climb(ctx: Context, arms, samples) -> bool:

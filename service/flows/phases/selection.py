@@ -84,17 +84,15 @@ def _fixed_buffer_checks(ctx: Context, done: dict[str, SelectionResult]):
     check's figures, SP* set back to its start in `done` where its additions did not pay."""
     bs = check.check_buffer(ctx.campaign.buffer_grid_mib)
     got = check.measured(ctx, bs)
-    for cc in done:
-        pair, by = check.pair(done[cc]), check.owner(cc, done)
-        for subset in pair or ():
+    # who checks what, before any SP* falls back (a fallen-back reference shares nothing)
+    plan = {cc: (pair, check.owner(cc, done)) for cc in done if (pair := check.pair(done[cc]))}
+    for pair, by in plan.values():
+        for subset in pair:
             if (by, tuple(sorted(subset))) not in got:
                 budget.ask(ctx.campaign, "selection", 1)
                 return probe(check.step(ctx, by, subset, bs))
     notes = {}
-    for cc in list(done):
-        pair, by = check.pair(done[cc]), check.owner(cc, done)
-        if pair is None:
-            continue
+    for cc, (pair, by) in plan.items():
         chosen, start = (got[(by, tuple(sorted(x)))] for x in pair)
         pays = check.verdict(chosen, start, ctx.campaign.delta / 2)
         notes[cc] = check.note(bs, by, chosen, start, "subset" if pays else "start")
