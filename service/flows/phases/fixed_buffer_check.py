@@ -83,7 +83,8 @@ def fall_back(res: SelectionResult) -> SelectionResult:
     """The result with SP* set back to its start: the start's estimate; SP* as it was becomes
     a standby and an alternative within reach (it did carry more with autotuned buffers)."""
     start = res.path[0]
-    relative = res.estimate.mean_mbps / start.estimate.mean_mbps - 1
+    base = start.estimate.mean_mbps
+    relative = res.estimate.mean_mbps / base - 1 if base > 0 else 0.0
     was = Alternative(subset_label(res.subset, res.subflows), relative, ("subset",))
     return replace(res, subset=start.subset, estimate=start.estimate,
                    standbys=(res.estimate, *res.standbys),
