@@ -163,13 +163,18 @@ def _announce(spec, scenario: str, data: Path, runs: int, duration: float,
               ccs: list[str]) -> None:
     """Fix the campaign's CCs and budget (through the environment) and print the plan."""
     from probes.vocabulary import PATH_MANAGERS
+    from service.flows.plan import planned_probes, selection_probes
 
-    per_run = len(ccs) * (1 + len(spec.subflow_names(*[s.name for s in spec.sites])))
-    per_run += len(PATH_MANAGERS) * len(ccs) * len(DEMO_BUFFERS_MIB)
-    budget_s = per_run * runs * duration
+    n = len(spec.subflow_names(*[s.name for s in spec.sites]))
+    grid_probes = planned_probes(n, len(ccs), len(PATH_MANAGERS), len(DEMO_BUFFERS_MIB), runs)
+    probes = grid_probes + selection_probes(n, len(ccs))
+    budget_s = probes * duration
     os.environ["MPCOA_CAMPAIGN_CCS"] = json.dumps(ccs)
-    # The budget is what the paper's grid would take: the demo's length is known in advance,
-    # and the default (adaptive) campaign spends only what its decisions need of it.
+    # The budget is the product's default for adaptive campaigns (`plan.grid_mode_seconds`):
+    # what the paper's grid would take plus the measured selection, so the demo's length is
+    # known in advance; the campaign spends only what its decisions need of it. Without the
+    # selection's share a short demo (1 run of 2 s) left the selection nothing, and the answer
+    # ran every subflow at a sixth of what one of them carries.
     os.environ["MPCOA_CAMPAIGN_PROBE_SECONDS_BUDGET"] = str(budget_s)
     console.print(f"[bold]mpcoa demo[/]: scenario {scenario} ({spec.description}); data in {data}")
     console.print(
@@ -177,7 +182,8 @@ def _announce(spec, scenario: str, data: Path, runs: int, duration: float,
         f"per CC, the measured subflow selection, then the buffer sweep over 2 PM x "
         f"{len(DEMO_BUFFERS_MIB)} buffers, probes chosen as measured ({duration:g} s or longer "
         f"where the paths' RTTs need it); budget {budget_s:.0f} probe-seconds "
-        f"({budget_s / 60:.1f} min, what the paper's grid of {per_run * runs} probes would take)"
+        f"({budget_s / 60:.1f} min: the paper's grid of {grid_probes} probes and the "
+        f"selection's {probes - grid_probes})"
     )
 
 
