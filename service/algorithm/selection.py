@@ -133,7 +133,7 @@ class _Selection:
         if ruled is not None:
             return ruled
         ref = self.s.reference
-        if ref is not None and ref.estimate is not None and not _by_rates(ref):
+        if ref is not None and ref.estimate is not None and not _chosen_by_rates(ref):
             shared = self._verify(ref)
             if shared is not None:
                 return shared
@@ -275,7 +275,7 @@ class _Selection:
         return self._outcome([], [Step("all", self.ordered(self.full), self.est(self.full))],
                              self.full)
 
-    def _by_rates(self, kept: Subset, rival: Subset) -> bool:
+    def _ruled_out_by_rates(self, kept: Subset, rival: Subset) -> bool:
         """The rival cannot beat `kept` as measured: its stated rates are under it."""
         if self.rates is None or not self.runs(kept):
             return False
@@ -290,7 +290,7 @@ class _Selection:
         needed = []
         for kept, rival, _step in pairs:
             needed.append(frozenset(kept))
-            if not self._by_rates(frozenset(kept), frozenset(rival)):
+            if not self._ruled_out_by_rates(frozenset(kept), frozenset(rival)):
                 needed.append(frozenset(rival))
         needed = list(dict.fromkeys(x for x in needed if self.usable(x)))
         wanted = self.missing(needed, self.s.check_runs)
@@ -358,7 +358,7 @@ class _Selection:
         return _Outcome(list(wanted), res)
 
 
-def _by_rates(ref: SelectionResult) -> bool:
+def _chosen_by_rates(ref: SelectionResult) -> bool:
     """The reference chose every subflow by the stated rates alone: there is no decision of
     its to check, so another CC whose own runs do not rule the same way selects for itself."""
     return len(ref.path) == 1 and ref.path[0].decision == "all" and ref.path[0].rival is None
