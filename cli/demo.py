@@ -161,29 +161,31 @@ def _demo_ccs(testbed, bpf_cc, paper_ccs: bool) -> list[str]:
 
 def _announce(spec, scenario: str, data: Path, runs: int, duration: float,
               ccs: list[str]) -> None:
-    """Fix the campaign's CCs and budget (through the environment) and print the plan."""
-    from probes.vocabulary import PATH_MANAGERS
-    from service.flows.plan import planned_probes, selection_probes
+    """Fix the campaign's CCs (through the environment) and print the plan with its budget."""
+    from service.algorithm.topology import TopologySpec
+    from service.flows.plan import CampaignParameters, planned_probes, resolve, selection_probes
+    from service.settings import Settings
 
-    n = len(spec.subflow_names(*[s.name for s in spec.sites]))
-    grid_probes = planned_probes(n, len(ccs), len(PATH_MANAGERS), len(DEMO_BUFFERS_MIB), runs)
-    probes = grid_probes + selection_probes(n, len(ccs))
-    budget_s = probes * duration
     os.environ["MPCOA_CAMPAIGN_CCS"] = json.dumps(ccs)
-    # The budget is the product's default for adaptive campaigns (`plan.grid_mode_seconds`):
-    # what the paper's grid would take plus the measured selection, so the demo's length is
-    # known in advance; the campaign spends only what its decisions need of it. Without the
-    # selection's share a short demo (1 run of 2 s) left the selection nothing, and the answer
-    # ran every subflow at a sixth of what one of them carries.
-    os.environ["MPCOA_CAMPAIGN_PROBE_SECONDS_BUDGET"] = str(budget_s)
+    # The budget is the product's default for adaptive campaigns, resolved as the campaign
+    # will resolve it (`plan.resolve`): what the paper's grid would take plus the measured
+    # selection, each probe as long as the timing rule makes it, so the demo's length is known
+    # in advance; the campaign spends only what its decisions need of it.
+    body, rtts = _topology_body(spec)
+    links = [(sf.bandwidth_kbps, rtts[sf.name]) for sf in TopologySpec(**body).subflows()]
+    plan = resolve(CampaignParameters(), Settings(), links)
+    budget_s = plan.probe_seconds_budget or 0.0
+    n = len(links)
+    grid_probes = planned_probes(n, len(ccs), len(plan.pms), len(plan.buffer_grid_mib), runs)
+    probes = grid_probes + selection_probes(n, len(ccs))
     console.print(f"[bold]mpcoa demo[/]: scenario {scenario} ({spec.description}); data in {data}")
     console.print(
-        f"plan (adaptive, the default): {len(ccs)} CCs ({', '.join(ccs)}); Ω with one impact run "
-        f"per CC, the measured subflow selection, then the buffer sweep over 2 PM x "
-        f"{len(DEMO_BUFFERS_MIB)} buffers, probes chosen as measured ({duration:g} s or longer "
-        f"where the paths' RTTs need it); budget {budget_s:.0f} probe-seconds "
-        f"({budget_s / 60:.1f} min: the paper's grid of {grid_probes} probes and the "
-        f"selection's {probes - grid_probes})"
+        f"plan ({plan.mode}, the default): {len(ccs)} CCs ({', '.join(ccs)}); Ω with one impact "
+        f"run per CC, the measured subflow selection, then the buffer sweep over "
+        f"{len(plan.pms)} PM x {len(plan.buffer_grid_mib)} buffers, probes chosen as measured "
+        f"({duration:g} s or longer where the paths' RTTs need it); budget {budget_s:.0f} "
+        f"probe-seconds ({budget_s / 60:.1f} min: the paper's grid of {grid_probes} probes and "
+        f"the selection's {probes - grid_probes})"
     )
 
 

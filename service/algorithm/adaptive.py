@@ -162,11 +162,16 @@ def decide(
     min_runs: int = MIN_RUNS,
     max_runs: int = MAX_RUNS,
     t_star_max_runs: int = T_STAR_MAX_RUNS,
+    noise_samples: Samples | None = None,
 ) -> Decision:
-    """The next batch of probes, or the settled decision."""
+    """The next batch of probes, or the settled decision. `noise_samples`: the runs the noise
+    is pooled from, where some of `samples` hide their spread (`samples` when these leave no
+    degree of freedom)."""
     grid = sorted(set(grid))
     arms = [Arm(*a) for a in arms]
     noise = pooled_noise(samples)
+    if noise_samples is not None and (spread := pooled_noise(noise_samples)).dof > 0:
+        noise = spread
 
     def values(arm: Arm, bs: float) -> Sequence[float]:
         return samples.get(arm, {}).get(bs, ())

@@ -201,3 +201,20 @@ def test_t_star_holds_or_has_its_run_bound(plateau, knee, noise, seed, delta):
     if d.t_star_held:
         assert d.t_star_half_width_mbps < T_STAR_PRECISION * delta * d.t_star_mbps
     assert d.otp_mbps >= d.target_mbps
+
+
+def test_means_capped_alike_do_not_narrow_the_noise():
+    """Capped means are equal to the last digit; the noise is pooled from the runs that kept
+    their spread, so the promise is not narrowed by runs that hide theirs."""
+    grid = [0.25, 0.5, 1.0]
+    arm = Arm("PCDC", "cubic")
+    spread = {arm: {0.25: [5.0, 5.6], 0.5: [6.0, 6.7]}}
+    samples = {arm: {**spread[arm], 1.0: [8.26] * T_STAR_MAX_RUNS}}
+    hidden = decide([arm], grid, samples, 0.07)
+    kept = decide([arm], grid, samples, 0.07, noise_samples=spread)
+    assert hidden.settled and kept.settled and kept.obs_mib == hidden.obs_mib == 1.0
+    assert (kept.noise_dof, hidden.noise_dof) == (2, 2 + T_STAR_MAX_RUNS - 1)
+    assert kept.prediction_half_width(1) > 2 * hidden.prediction_half_width(1)
+    # nothing left to pool: the samples' own noise stands
+    alone = decide([arm], grid, samples, 0.07, noise_samples={arm: {1.0: [8.26]}})
+    assert alone.noise_dof == hidden.noise_dof

@@ -27,14 +27,16 @@ name = "sweep"
 def advance(ctx: Context) -> Outcome:
     campaign = ctx.campaign
     arms = sweep_arms(campaign)
-    samples, tried, series = buffer_samples(ctx)
+    runs = buffer_samples(ctx)
+    samples, tried, series = runs.samples, runs.tried, runs.series
     cap = budget.adaptive_sweep_cap(campaign)
     decision = None
     while True:
         spent = campaign.budget_exhausted or sum(tried.values()) >= cap
         if not spent and _climb(ctx, arms, samples):  # the grid grew: the new top first
             continue
-        decision = adaptive.decide(arms, campaign.buffer_grid_mib, samples, campaign.delta)
+        decision = adaptive.decide(arms, campaign.buffer_grid_mib, samples, campaign.delta,
+                                   noise_samples=runs.spread_samples)
         if decision.settled or spent:
             break
         budget.ask(campaign, "sweep", len(decision.probes) + 1)

@@ -51,7 +51,7 @@ def _extend_grid(ctx: Context) -> bool:
     `MAX_GRID_EXTENSIONS` points and within the budget; flagged when the grid had to stop
     below the plateau."""
     campaign = ctx.campaign
-    samples, _tried, _series = buffer_samples(ctx)
+    samples = buffer_samples(ctx).samples
     arm_means = {arm: {bs: fmean(v) for bs, v in per.items()} for arm, per in samples.items()}
     more = plateau_extension(campaign.buffer_grid_mib, arm_means, campaign.delta)
     if more is None:
