@@ -241,22 +241,43 @@ def decide(
         return Decision(probes=repeats)
     target = (1 - delta) * t_star
 
-    # 3. bisection per survivor for its smallest buffer reaching the target
+    # 3. bisection per survivor for its smallest buffer reaching the target. An arm that can
+    # only win with a buffer under the smallest OBS found so far is asked about buffers up to
+    # that one: when it falls short there it needs a larger buffer and cannot be the answer,
+    # whatever its own smallest is (on harmful.yaml every FullMesh probe runs 16 s over the
+    # 500 ms subflow while PCDC on the fast one settles at 5 s).
     obs: dict[Arm, int] = {}
-    probes: list[WantedProbe] = []
+    pending: dict[Arm, WantedProbe] = {}
     for arm in survivors:
         found = _bisect(arm, grid, values, hw, target, max_runs)
         if found is None and arm == leader:
             found = grid.index(t_bs)  # T*'s own point: the leader reaches its target there
         if isinstance(found, WantedProbe):
-            probes.append(found)
+            pending[arm] = found
         elif found is None:
             eliminated.append(arm)  # its best mean fell short after all repeats
         else:
             obs[arm] = found
-    if probes:
-        return Decision(probes=probes)
+    beyond: list[Arm] = []
+    bound = None
+    while pending and obs and bound != min(obs.values()):
+        bound = min(obs.values())
+        for arm in list(pending):
+            found = _bisect(arm, grid, values, hw, target, max_runs, limit=bound)
+            if isinstance(found, WantedProbe):
+                pending[arm] = found
+                continue
+            del pending[arm]
+            if found is None:
+                beyond.append(arm)
+            else:
+                obs[arm] = found
+    if pending:
+        return Decision(probes=list(pending.values()))
+    for arm in beyond:  # past the smallest OBS: never chosen, still drawn and compared at OBS
+        obs[arm] = min(obs.values()) + 1
     survivors = [a for a in survivors if a in obs]
+    probes: list[WantedProbe] = []
     # every survivor drawable: at least MIN_BUFFERS measured buffers (one run each: the fit
     # only draws the curve; the answer is read off the measured means)
     for arm in survivors:
@@ -277,7 +298,7 @@ def decide(
             if obs[a] == first and len(values(a, grid[first])) < min_runs]
     if tied:
         return Decision(probes=tied)
-    chosen = min(survivors, key=lambda a: (obs[a], -fmean(values(a, grid[obs[a]]))))
+    chosen = min(survivors, key=lambda a: (obs[a], -fmean(values(a, grid[obs[a]]) or [0.0])))
     bs = grid[obs[chosen]]
     otp, otp_hw = fmean(values(chosen, bs)), hw(chosen, bs)
     alternatives = _within_reach(chosen, survivors, bs, otp, otp_hw, values, hw)
@@ -330,9 +351,11 @@ def top_pair_means(
     return {leader: {top: fmean(samples[leader][top]), below: fmean(samples[leader][below])}}
 
 
-def _bisect(arm, grid, values, hw, target, max_runs) -> int | WantedProbe | None:
+def _bisect(arm, grid, values, hw, target, max_runs,
+            limit: int | None = None) -> int | WantedProbe | None:
     """The grid index of the arm's smallest buffer reaching the target, a probe still needed to
-    find it, or None when even its best buffer does not reach it."""
+    find it, or None when even its best buffer does not reach it. With `limit`, only buffers up
+    to that index are asked about: None when the arm falls short at `limit`."""
 
     def verdict(i: int) -> bool | WantedProbe:
         # One run decides where its interval (the pooled spread) clears the target; a point
@@ -352,6 +375,13 @@ def _bisect(arm, grid, values, hw, target, max_runs) -> int | WantedProbe | None
 
     measured = [i for i in range(len(grid)) if values(arm, grid[i])]
     reaching = [i for i in measured if verdict(i) is True]
+    if limit is not None:
+        at_limit = verdict(limit)
+        if isinstance(at_limit, WantedProbe):
+            return at_limit
+        if not at_limit:
+            return None
+        reaching = [i for i in reaching if i <= limit]
     if not reaching:
         # its best measured buffer must settle first (repeats), else the arm falls short
         best = max(measured, key=lambda i: fmean(values(arm, grid[i])))

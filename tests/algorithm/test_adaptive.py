@@ -218,3 +218,27 @@ def test_means_capped_alike_do_not_narrow_the_noise():
     # nothing left to pool: the samples' own noise stands
     alone = decide([arm], grid, samples, 0.07, noise_samples={arm: {1.0: [8.26]}})
     assert alone.noise_dof == hidden.noise_dof
+
+
+def test_an_arm_is_not_bisected_below_the_smallest_obs_found():
+    """Once one arm's smallest buffer is known, another arm is asked only whether it reaches
+    the target there: falling short, it needs a larger buffer and cannot be the answer."""
+    grid = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]
+    curves = {("PCDC", "cubic"): lambda b: 20 * min(1, b / 0.125),
+              ("FullMesh", "cubic"): lambda b: 20 * min(1, b / 1.0)}
+    table = _synthetic(curves, grid, noise=0.1)
+    samples = defaultdict(lambda: defaultdict(list))
+    asked = defaultdict(set)
+    for _ in range(200):
+        d = decide(sorted(curves), grid, samples, 0.07)
+        if d.settled:
+            break
+        # the sweep runs the cheapest probe first; here PCDC's
+        p = min(d.probes, key=lambda p: p.pm != "PCDC")
+        have = samples[(p.pm, p.cc)][p.bs_mib]
+        have.append(table[(p.pm, p.cc, p.bs_mib)][len(have) % 4])
+        asked[p.pm].add(p.bs_mib)
+    assert d.settled and (d.opm, d.obs_mib) == ("PCDC", 0.125)
+    assert "FullMesh/cubic" in d.survivors
+    # FullMesh: the top band, and the buffer PCDC settled at; nothing between them
+    assert asked["FullMesh"] == {0.125, 1.0, 2.0}

@@ -19,6 +19,7 @@ from .. import budget
 from ..plan import ProbeStep
 from ..selected import merged_into_fullmesh, selection_note, sweep_arms
 from .base import DONE, Context, Outcome, probe
+from ..timing import step_timing
 from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
 
 name = "sweep"
@@ -40,15 +41,7 @@ def advance(ctx: Context) -> Outcome:
         if decision.settled or spent:
             break
         budget.ask(campaign, "sweep", len(decision.probes) + 1)
-        choice = decision.probes[0]
-        subsets = ctx.subsets()
-        allowed = None
-        if choice.pm == PCDC and set(subsets[choice.cc]) != set(ctx.subflows):
-            allowed = tuple(subsets[choice.cc])
-        run = tried.get((choice.pm, choice.cc, choice.bs_mib), 0) + 1
-        return probe(ProbeStep(
-            "buffer", choice.pm, choice.cc, choice.bs_mib, run, NO_EXCLUSION, allowed
-        ))
+        return probe(_cheapest(ctx, [_step(ctx, wanted, tried) for wanted in decision.probes]))
     stop = "settled" if decision is not None and decision.settled else "budget"
     campaign_store.add_note(campaign, "adaptive", {
         "stop": stop, **({} if decision is None else _decision_note(ctx, decision, series)),
@@ -61,6 +54,23 @@ def advance(ctx: Context) -> Outcome:
     # fewer than three measured buffers leaves the campaign answerable.
     fit(ctx, required=False)
     return DONE
+
+
+def _step(ctx: Context, wanted: adaptive.WantedProbe, tried) -> ProbeStep:
+    """The buffer probe of `wanted`: PCDC on the CC's selected subflows, its next run."""
+    subsets = ctx.subsets()
+    allowed = None
+    if wanted.pm == PCDC and set(subsets[wanted.cc]) != set(ctx.subflows):
+        allowed = tuple(subsets[wanted.cc])
+    run = tried.get((wanted.pm, wanted.cc, wanted.bs_mib), 0) + 1
+    return ProbeStep("buffer", wanted.pm, wanted.cc, wanted.bs_mib, run, NO_EXCLUSION, allowed)
+
+
+def _cheapest(ctx: Context, steps: list[ProbeStep]) -> ProbeStep:
+    """The shortest of the probes the decision wants (by the timing rule; the first of equals):
+    every one is asked again after each probe, and an arm settled on short paths bounds how
+    far the others are searched (`adaptive.decide`)."""
+    return min(steps, key=lambda step: step_timing(ctx.session, ctx.campaign, step).duration_s)
 
 
 def _climb(ctx: Context, arms, samples) -> bool:
