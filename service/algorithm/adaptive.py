@@ -19,7 +19,9 @@ needs T* (the best arm's plateau) and, per competitive arm, the smallest buffer 
    reaches the target: one run decides a buffer whose interval (the pooled spread) clears the
    target either way; a buffer whose interval straddles it is repeated (up to `max_runs`,
    then its mean decides). Bisection assumes goodput does not fall as the buffer
-   grows below the arm's best buffer, which is what a window limit does.
+   grows below the arm's best buffer, which is what a window limit does. Once one arm's
+   smallest buffer is found, the others are asked only about buffers up to it: one that falls
+   short there cannot be the answer (its probes below are never run).
 4. **Decision**: the arm with the smallest such buffer (ties: the higher mean there), once
    that buffer has `min_runs` runs. Every survivor ends with at least 3 measured buffers (one
    run each), so the regression can draw it.
