@@ -352,6 +352,8 @@ def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode=
             "wall_s": wall, "interval": stated_interval(rec.outputs or {}),
             "outputs": rec.outputs or {}, "grid": list(c.buffer_grid_mib),
             "runs": c.runs, "extra_rounds": c.extra_rounds,
+            "spent": ((c.notes or {}).get("probe_budget") or {}).get("spent"),
+            "t_star_runs": ((c.notes or {}).get("adaptive") or {}).get("t_star_runs"),
         }
 
 
@@ -504,6 +506,8 @@ def report(path, oracle, rec, verify, args, wall_s, mode="grid", *, fresh_best=N
         "probe_seconds_campaign": rec["probe_seconds"],
         "probe_seconds_ratio_vs_oracle": (round(campaign_s / oracle.probe_seconds, 4)
                                           if oracle.probe_seconds else None),
+        "probe_seconds_by_phase": rec.get("spent"),
+        "t_star_runs": rec.get("t_star_runs"),
         "campaign_wall_s": round(rec.get("wall_s", 0.0), 1),
         "orchestration_overhead": (round((rec["wall_s"] - campaign_s) / campaign_s, 4)
                                    if campaign_s and "wall_s" in rec else None),

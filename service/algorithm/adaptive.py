@@ -179,7 +179,13 @@ def decide(
         return samples.get(arm, {}).get(bs, ())
 
     def hw(arm: Arm, bs: float) -> float:
-        return noise.half_width(len(values(arm, bs)), confidence)
+        n = len(values(arm, bs))
+        if noise_samples is not None and n >= min_runs and not noise_samples.get(arm, {}).get(bs):
+            # every run capped at the links' rate (left out of `noise_samples`): the links bound
+            # the mean from above and the runs agree, so no lucky draw set it and a repeat
+            # would read the same; the promise still takes the pooled noise
+            return 0.0
+        return noise.half_width(n, confidence)
 
     # 1. every arm at the two largest buffers (the top band): `min_runs` at the top, one run
     # below it, and the leader `min_runs` at both. When the leader fell by more than delta from

@@ -242,3 +242,15 @@ def test_an_arm_is_not_bisected_below_the_smallest_obs_found():
     assert "FullMesh/cubic" in d.survivors
     # FullMesh: the top band, and the buffer PCDC settled at; nothing between them
     assert asked["FullMesh"] == {0.125, 1.0, 2.0}
+
+
+def test_a_t_star_the_links_cap_holds_without_repeats():
+    """Every run at T*'s point capped at the links' rate: no lucky draw can have set it."""
+    grid = [0.25, 0.5, 1.0]
+    arm = Arm("FullMesh", "bbr")
+    spread = {arm: {0.25: [0.40, 0.46], 0.5: [0.50, 0.56]}}
+    samples = {arm: {**spread[arm], 1.0: [0.845, 0.845]}}
+    d = decide([arm], grid, samples, 0.07, noise_samples=spread)
+    assert d.settled and d.t_star_held and d.t_star_runs == 2 and d.obs_mib == 1.0
+    # the same figures measured as they are (not capped) are repeated first
+    assert not decide([arm], grid, samples, 0.07).settled
