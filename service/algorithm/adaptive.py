@@ -384,12 +384,19 @@ def _bisect(arm, grid, values, hw, target, max_runs,
     measured = [i for i in range(len(grid)) if values(arm, grid[i])]
     reaching = [i for i in measured if verdict(i) is True]
     if limit is not None:
-        at_limit = verdict(limit)
-        if isinstance(at_limit, WantedProbe):
-            return at_limit
-        if not at_limit:
-            return None
+        # what was measured below the limit is settled first, as the answer's solve over the
+        # measured means would read a mean there that reaches the target
+        for i in measured:
+            if i < limit and isinstance(v := verdict(i), WantedProbe):
+                return v
         reaching = [i for i in reaching if i <= limit]
+        if not reaching:
+            at_limit = verdict(limit)
+            if isinstance(at_limit, WantedProbe):
+                return at_limit
+            if not at_limit:
+                return None
+            reaching = [limit]
     if not reaching:
         # its best measured buffer must settle first (repeats), else the arm falls short
         best = max(measured, key=lambda i: fmean(values(arm, grid[i])))

@@ -254,3 +254,33 @@ def test_a_t_star_the_links_cap_holds_without_repeats():
     assert d.settled and d.t_star_held and d.t_star_runs == 2 and d.obs_mib == 1.0
     # the same figures measured as they are (not capped) are repeated first
     assert not decide([arm], grid, samples, 0.07).settled
+
+
+@settings(max_examples=150, deadline=None)
+@given(knees=st.lists(st.sampled_from([0.0625, 0.125, 0.25, 0.5, 1.0]), min_size=3, max_size=3),
+       plateaus=st.lists(st.floats(5.0, 20.0), min_size=3, max_size=3),
+       noise=st.floats(0.0, 0.15), seed=st.integers(0, 2**32 - 1))
+def test_the_decision_is_what_the_solve_over_its_measured_means_answers(
+        knees, plateaus, noise, seed):
+    """Whatever order the sweep runs the wanted probes in (it runs the shortest first), the
+    settled decision is the answer the solve reads off the measured means: one rule."""
+    rng = random.Random(seed)
+    grid = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]
+    arms = [("PCDC", "cubic"), ("FullMesh", "cubic"), ("FullMesh", "reno")]
+    samples = defaultdict(lambda: defaultdict(list))
+    for _ in range(400):
+        d = decide(arms, grid, samples, 0.07)
+        if d.settled:
+            break
+        p = rng.choice(d.probes)
+        k = arms.index((p.pm, p.cc))
+        samples[(p.pm, p.cc)][p.bs_mib].append(
+            plateaus[k] * min(1, p.bs_mib / knees[k]) * rng.gauss(1, noise))
+    assert d.settled
+    curves = [MeasuredCurve.from_points(pm, cc, [(bs, v) for bs, vs in samples[(pm, cc)].items()
+                                                 for v in vs], False) for pm, cc in arms]
+    from statistics import fmean
+    measured = [(pm, cc, bs, fmean(vs)) for (pm, cc), per in samples.items()
+                for bs, vs in per.items() if vs]
+    solved = solve(curves, 0.07, grid[0], grid[-1])
+    assert (solved.opm, solved.occ, solved.obs_mib) == (d.opm, d.occ, d.obs_mib), measured
