@@ -155,6 +155,52 @@ def pooled_noise(samples: Samples) -> _Noise:
     return _Noise(math.sqrt(ss / dof) if dof else 0.0, dof)
 
 
+@dataclass(frozen=True)
+class PointNoise:
+    """The half-width of a measured point's mean, as the decision and the answer's solve both
+    read it: Student-t on the noise pooled over `noise_samples` (`samples` where these leave
+    no degree of freedom); 0 for a point whose every run the links capped (left out of
+    `noise_samples`): the links bound its mean from above and its runs agree, so no lucky
+    draw set it and a repeat would read the same."""
+
+    noise: _Noise
+    spread: Samples | None
+    confidence: float = DEFAULT_CONFIDENCE
+    min_runs: int = MIN_RUNS
+
+    @classmethod
+    def of(cls, samples: Samples, noise_samples: Samples | None = None,
+           confidence: float = DEFAULT_CONFIDENCE, min_runs: int = MIN_RUNS) -> PointNoise:
+        noise = pooled_noise(samples)
+        if noise_samples is not None and (spread := pooled_noise(noise_samples)).dof > 0:
+            noise = spread
+        return cls(noise, noise_samples, confidence, min_runs)
+
+    def half_width(self, arm: Arm, bs: float, n: int) -> float:
+        if self.spread is not None and n >= self.min_runs and not self.spread.get(arm, {}).get(bs):
+            return 0.0
+        return self.noise.half_width(n, self.confidence)
+
+
+def lower_bounds(samples: Samples, noise_samples: Samples | None = None,
+                 confidence: float = DEFAULT_CONFIDENCE) -> dict[Arm, dict[float, float]]:
+    """Per arm and measured buffer the lower bound of its mean (mean - half-width), T*'s own
+    point at its mean: the leader reaches its target there (as `decide` has it). A buffer
+    reaches the target when its lower bound does: the answer's solve over the measured means
+    reads OBS with this, the rule the decision settled on."""
+    points = PointNoise.of(samples, noise_samples, confidence)
+    means = {(Arm(*arm), bs): fmean(v) for arm, per in samples.items() for bs, v in per.items() if v}
+    if not means:
+        return {}
+    t_star_point = max(means, key=lambda k: (means[k], -k[1]))
+    out: dict[Arm, dict[float, float]] = {}
+    for (arm, bs), mean in means.items():
+        n = len(samples[arm][bs])
+        h = 0.0 if (arm, bs) == t_star_point else points.half_width(arm, bs, n)
+        out.setdefault(arm, {})[bs] = mean - h
+    return out
+
+
 def decide(
     arms: Sequence[Arm],
     grid: Sequence[float],
@@ -171,21 +217,14 @@ def decide(
     degree of freedom)."""
     grid = sorted(set(grid))
     arms = [Arm(*a) for a in arms]
-    noise = pooled_noise(samples)
-    if noise_samples is not None and (spread := pooled_noise(noise_samples)).dof > 0:
-        noise = spread
+    points = PointNoise.of(samples, noise_samples, confidence, min_runs)
+    noise = points.noise
 
     def values(arm: Arm, bs: float) -> Sequence[float]:
         return samples.get(arm, {}).get(bs, ())
 
     def hw(arm: Arm, bs: float) -> float:
-        n = len(values(arm, bs))
-        if noise_samples is not None and n >= min_runs and not noise_samples.get(arm, {}).get(bs):
-            # every run capped at the links' rate (left out of `noise_samples`): the links bound
-            # the mean from above and the runs agree, so no lucky draw set it and a repeat
-            # would read the same; the promise still takes the pooled noise
-            return 0.0
-        return noise.half_width(n, confidence)
+        return points.half_width(arm, bs, len(values(arm, bs)))
 
     # 1. every arm at the two largest buffers (the top band): `min_runs` at the top, one run
     # below it, and the leader `min_runs` at both. When the leader fell by more than delta from
@@ -373,9 +412,12 @@ def _bisect(arm, grid, values, hw, target, max_runs,
         if not v:
             return WantedProbe(*arm, bs)
         mean, h = fmean(v), hw(arm, bs)
-        # After `max_runs` the mean decides, as the answer's solve over the measured means does
-        # (`campaign_answer`): one rule, or the answer and its promise part ways.
-        if mean - h >= target or (mean >= target and len(v) >= max_runs):
+        # A buffer reaches the target when its interval clears it. One still straddling the
+        # line after `max_runs` does not: its true rate is as likely under the line as over it,
+        # and an answer there is within delta of the best by a coin's toss (thin-sender.yaml:
+        # 0.941 of the best). The answer's solve reads OBS by the same rule
+        # (`lower_bounds`, `campaign_answer`), or the answer and its promise part ways.
+        if mean - h >= target:
             return True
         if mean + h < target or len(v) >= max_runs:
             return False

@@ -12,6 +12,7 @@ target (no promise between points that were not measured).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -30,12 +31,18 @@ class MeasuredCurve:
     bs_mib: tuple[float, ...]  # ascending
     mean_mbps: tuple[float, ...]
     same_as_fullmesh: bool = False
+    #: per buffer what must reach a target for the buffer to (an adaptive campaign's lower
+    #: bounds, `adaptive.lower_bounds`); None: the means
+    reach_mbps: tuple[float, ...] | None = None
 
     @classmethod
-    def from_points(cls, pm: str, cc: str, points, same_as_fullmesh: bool) -> MeasuredCurve:
+    def from_points(cls, pm: str, cc: str, points, same_as_fullmesh: bool,
+                    lower_bounds: Mapping[float, float] | None = None) -> MeasuredCurve:
         means = buffer_means(points)
+        reach = None if lower_bounds is None else tuple(
+            lower_bounds.get(m.bs_mib, m.mean_mbps) for m in means)
         return cls(pm, cc, tuple(m.bs_mib for m in means), tuple(m.mean_mbps for m in means),
-                   same_as_fullmesh)
+                   same_as_fullmesh, reach)
 
     @property
     def arm(self) -> tuple[str, str]:
@@ -52,7 +59,9 @@ class MeasuredCurve:
         return max(inside, key=lambda p: (p[1], -p[0]))
 
     def min_buffer(self, target: float, lo: float, hi: float) -> float | None:
-        return next((b for b, t in self._within(lo, hi) if t >= target), None)
+        reach = self.reach_mbps or self.mean_mbps
+        return next((b for b, r in zip(self.bs_mib, reach, strict=True)
+                     if lo <= b <= hi and r >= target), None)
 
 
 def misses_best(curve, ceiling: MeasuredCeiling, delta: float) -> bool:

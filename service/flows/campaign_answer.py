@@ -17,12 +17,14 @@ from sqlalchemy.orm import Session
 from models import Campaign, FitRecord
 from probes.vocabulary import PCDC
 
+from ..algorithm import adaptive
 from ..algorithm.curve_store import AnyCurve
 from ..algorithm.measured_curve import MeasuredCurve
 from ..algorithm.regression import Sample
 from ..algorithm.solver import Solution, solve
 from ..store import campaigns as campaign_store
 from ..store import measurements, results
+from ..store.measurements import capped_at_links
 from .selected import selected_subsets
 
 
@@ -64,13 +66,14 @@ def solve_campaign(
         fitted: list[AnyCurve] = [c for rec in fits for c in results.fit_curves(rec)]
     except ValueError as exc:  # a stored curve with a non-finite coefficient
         return unsolved([], str(exc))
-    measured = [  # an OTP is a promise: never above what was measured without saying so
-        Sample(m.pm, m.cc, m.bs_mib, m.mean_goodput_mbps)
-        for m in measurements.ok_measurements(session, campaign_id=campaign.id, phase="buffer")
+    rows = [
+        m for m in measurements.ok_measurements(session, campaign_id=campaign.id, phase="buffer")
         if m.mean_goodput_mbps is not None and lo <= m.bs_mib <= hi
     ]
+    # an OTP is a promise: never above what was measured without saying so
+    measured = [Sample(m.pm, m.cc, m.bs_mib, m.mean_goodput_mbps) for m in rows]
     curves = (
-        _measured_curves(session, campaign, fitted, measured)
+        _measured_curves(session, campaign, fitted, rows)
         if campaign.mode == "adaptive"
         else fitted
     )
@@ -81,20 +84,27 @@ def solve_campaign(
     return CampaignSolution(campaign, fits, curves, lo, hi, solution, None, tuple(flags))
 
 
-def _measured_curves(session, campaign, fitted, measured) -> list[MeasuredCurve]:
-    """An adaptive campaign's arms as their measured means."""
+def _measured_curves(session, campaign, fitted, rows) -> list[MeasuredCurve]:
+    """An adaptive campaign's arms as their measured means; a buffer reaches a target when the
+    lower bound of its mean does (`adaptive.lower_bounds`: the rule its decision settled on)."""
     same = {c.arm: c.same_as_fullmesh for c in fitted}
     impacts = {r.cc: r for r in results.impact_results(session, campaign_id=campaign.id)}
     n_subflows = len(campaign.topology.subflows)
     for cc, subset in selected_subsets(campaign).items():  # the measured selection's SP*
         same.setdefault((PCDC, cc), len(subset) == n_subflows)
-    by_arm: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for m in measured:
-        by_arm.setdefault((m.pm, m.cc), []).append((m.bs_mib, m.tp_mbps))
+    samples: dict[tuple[str, str], dict[float, list[float]]] = {}
+    spread: dict[tuple[str, str], dict[float, list[float]]] = {}
+    for m in rows:
+        samples.setdefault((m.pm, m.cc), {}).setdefault(m.bs_mib, []).append(m.mean_goodput_mbps)
+        if not capped_at_links(m):
+            spread.setdefault((m.pm, m.cc), {}).setdefault(m.bs_mib, []).append(
+                m.mean_goodput_mbps)
+    lows = adaptive.lower_bounds(samples, spread)
     return [
         MeasuredCurve.from_points(
-            pm, cc, points,
+            pm, cc, [(bs, v) for bs, values in per_bs.items() for v in values],
             same.get((pm, cc), pm == PCDC and cc in impacts and impacts[cc].same_as_fullmesh),
+            lows.get((pm, cc)),
         )
-        for (pm, cc), points in by_arm.items()
+        for (pm, cc), per_bs in samples.items()
     ]

@@ -114,6 +114,11 @@ def record_measurement(session: Session, record: MeasurementRecord) -> tuple[Mea
     return row, True
 
 
+def capped_at_links(m: Measurement) -> bool:
+    """The row's mean was capped at its links' rate when stored (`flows.recording`)."""
+    return bool((m.timing or {}).get("capped_at_links"))
+
+
 def min_rtts_ms(session: Session, *, campaign_id: int) -> dict[str, float]:
     """Per subflow the smallest RTT (ss minrtt, ms) the campaign's ok probes observed."""
     out: dict[str, float] = {}

@@ -9,6 +9,7 @@ from probes.base import intervals_after_warmup
 
 from ...store import campaigns as campaign_store
 from ...store import measurements, results
+from ...store.measurements import capped_at_links
 from ..derive import fit_from_runs
 from .base import Context
 
@@ -47,7 +48,7 @@ def buffer_samples(ctx: Context) -> BufferRuns:
         tried[(m.pm, m.cc, bs)] = max(tried.get((m.pm, m.cc, bs), 0), m.run)
         if m.status == "ok" and m.mean_goodput_mbps is not None:
             samples.setdefault((m.pm, m.cc), {}).setdefault(bs, []).append(m.mean_goodput_mbps)
-            if not (m.timing or {}).get("capped_at_links"):
+            if not capped_at_links(m):
                 spread.setdefault((m.pm, m.cc), {}).setdefault(bs, []).append(
                     m.mean_goodput_mbps)
             timed = timed_series(m.goodput_mbps or [], m.interval_s or 1.0)
