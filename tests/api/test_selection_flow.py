@@ -168,3 +168,22 @@ def test_an_addition_that_pays_only_with_autotuned_buffers_falls_back(db_session
     for s in steps:
         if s.phase == "buffer" and s.pm == "PCDC":
             assert list(s.allowed_subflows) == ["K-C"]
+
+
+def test_a_cc_whose_selection_measured_nothing_takes_the_references_subset(db_session):
+    """A CC left with no usable selection and no Ω of its own (adaptive mode measures Ω under
+    the reference CC only) sweeps its PCDC arm on the reference's SP*."""
+    from service.flows.phases.base import Context
+    from service.store import campaigns as campaign_store
+
+    topology = inventory.ensure_topology(
+        db_session, spec=TopologySpec.model_validate({"local": UIT, "remote": HAW}))
+    c = new_campaign(db_session, topology.id, ccs=["reno", "cubic"], runs=2, duration_s=2,
+                     buffer_grid_mib=GRID)
+    c.active_ccs = ["reno", "cubic"]
+    campaign_store.add_note(c, "selection", {"done": True, "ccs": {
+        "reno": {"subset": ["P-D"], "usable": True},
+        "cubic": {"subset": ["P-D", "T-D"], "usable": False},
+    }})
+    ctx = Context(db_session, c, Settings(run_campaigns=False, _env_file=None), OFFERED)
+    assert ctx.subsets() == {"reno": ["P-D"], "cubic": ["P-D"]}

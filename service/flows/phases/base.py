@@ -65,7 +65,16 @@ class Context:
             r.cc: r.subset
             for r in results.impact_results(self.session, campaign_id=self.campaign.id)
         }
-        return {**omega, **selected_subsets(self.campaign)}
+        selected = selected_subsets(self.campaign)
+        chosen = {**omega, **selected}
+        # A CC left with neither (its selection measured nothing usable, and adaptive mode
+        # measures Ω under the reference CC only) takes the reference's SP* (the selection's
+        # first CC), else Ω's, rather than failing or running every subflow unexamined.
+        fallback = next(iter(selected.values()), None) or next(iter(omega.values()), None)
+        if fallback is not None:
+            for cc in self.campaign.active_ccs or self.campaign.ccs:
+                chosen.setdefault(cc, list(fallback))
+        return chosen
 
     def fail(self, why: str) -> Outcome:
         campaign_store.set_state(self.session, campaign_id=self.campaign.id, state="failed",
