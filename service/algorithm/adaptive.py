@@ -23,8 +23,9 @@ needs T* (the best arm's plateau) and, per competitive arm, the smallest buffer 
    smallest buffer is found, the others are asked only about buffers up to it: one that falls
    short there cannot be the answer (its probes below are never run).
 4. **Decision**: the arm with the smallest such buffer (ties: the higher mean there), once
-   that buffer has `min_runs` runs. Every survivor ends with at least 3 measured buffers (one
-   run each), so the regression can draw it.
+   that buffer has `min_runs` runs. Every survivor at that buffer ends with at least 3
+   measured buffers (one run each), so the regression can draw it; the others are shown with
+   what they have, like eliminated arms.
 
 **A T* that holds.** T* is the largest mean measured, and the largest of many 2-run means is a
 lucky draw more often than not (on asymmetric.yaml a grid campaign's T* was 5 % low from
@@ -325,9 +326,14 @@ def decide(
         obs[arm] = min(obs.values()) + 1
     survivors = [a for a in survivors if a in obs]
     probes: list[WantedProbe] = []
-    # every survivor drawable: at least MIN_BUFFERS measured buffers (one run each: the fit
-    # only draws the curve; the answer is read off the measured means)
+    # every survivor at the smallest OBS drawable: at least MIN_BUFFERS measured buffers (one
+    # run each: the fit only draws the curve; the answer is read off the measured means). An
+    # arm that needs a larger buffer is shown with what it has, like an eliminated one: on
+    # harmful.yaml those are FullMesh's 16 s probes, which the bounded search saved.
+    first_obs = min(obs.values(), default=None)
     for arm in survivors:
+        if obs[arm] != first_obs:
+            continue
         measured = sorted(bs for bs, v in samples.get(arm, {}).items() if v)
         if len(measured) < MIN_BUFFERS:
             extra = _filler(grid, measured)
@@ -432,6 +438,9 @@ def _bisect(arm, grid, values, hw, target, max_runs,
             if i < limit and isinstance(v := verdict(i), WantedProbe):
                 return v
         reaching = [i for i in reaching if i <= limit]
+        best = max(measured, key=lambda i: fmean(values(arm, grid[i])))
+        if not reaching and any(limit < i <= best and verdict(i) is False for i in measured):
+            return None  # short of the target at a larger buffer below its best: at the limit too
         if not reaching:
             at_limit = verdict(limit)
             if isinstance(at_limit, WantedProbe):

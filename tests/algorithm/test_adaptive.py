@@ -220,12 +220,16 @@ def test_means_capped_alike_do_not_narrow_the_noise():
     assert alone.noise_dof == hidden.noise_dof
 
 
-def test_an_arm_is_not_bisected_below_the_smallest_obs_found():
+@pytest.mark.parametrize("knee, asked_fullmesh", [
+    (1.0, {0.125, 1.0, 2.0}),  # asked at PCDC's OBS, short there
+    (2.0, {1.0, 2.0}),  # short at 1 MiB already, below its best: never asked lower
+])
+def test_an_arm_is_not_bisected_below_the_smallest_obs_found(knee, asked_fullmesh):
     """Once one arm's smallest buffer is known, another arm is asked only whether it reaches
     the target there: falling short, it needs a larger buffer and cannot be the answer."""
     grid = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]
     curves = {("PCDC", "cubic"): lambda b: 20 * min(1, b / 0.125),
-              ("FullMesh", "cubic"): lambda b: 20 * min(1, b / 1.0)}
+              ("FullMesh", "cubic"): lambda b: 20 * min(1, b / knee)}
     table = _synthetic(curves, grid, noise=0.1)
     samples = defaultdict(lambda: defaultdict(list))
     asked = defaultdict(set)
@@ -241,7 +245,7 @@ def test_an_arm_is_not_bisected_below_the_smallest_obs_found():
     assert d.settled and (d.opm, d.obs_mib) == ("PCDC", 0.125)
     assert "FullMesh/cubic" in d.survivors
     # FullMesh: the top band, and the buffer PCDC settled at; nothing between them
-    assert asked["FullMesh"] == {0.125, 1.0, 2.0}
+    assert asked["FullMesh"] == asked_fullmesh
 
 
 def test_a_t_star_the_links_cap_holds_without_repeats():
