@@ -41,8 +41,10 @@ k fresh runs should land. `alternatives` are the surviving arms whose interval a
 the chosen one's; `pm_settled` / `cc_settled` say that none of them differs in the PM / the CC.
 `statement()` is the sentence a user reads first (`confidence_summary`).
 
-Intervals are Student-t with the pooled spread of all samples (goodput noise is a property of the
-network, not of the arm; with 2 runs per point a per-point t would excuse anything).
+Intervals are Student-t with the arm's own pooled spread once it has a few degrees of freedom,
+else the spread pooled over all samples (`PointNoise`: noise is a property of the paths an arm
+runs on, and FullMesh over thin lossy uplinks is far noisier than PCDC on a fibre; with 2 runs
+per point a per-point t would excuse anything).
 """
 
 from __future__ import annotations
@@ -156,15 +158,24 @@ def pooled_noise(samples: Samples) -> _Noise:
     return _Noise(math.sqrt(ss / dof) if dof else 0.0, dof)
 
 
+MIN_ARM_DOF = 3  # an arm's own spread stands from this many degrees of freedom
+
+
 @dataclass(frozen=True)
 class PointNoise:
     """The half-width of a measured point's mean, as the decision and the answer's solve both
-    read it: Student-t on the noise pooled over `noise_samples` (`samples` where these leave
-    no degree of freedom); 0 for a point whose every run the links capped (left out of
-    `noise_samples`): the links bound its mean from above and its runs agree, so no lucky
-    draw set it and a repeat would read the same."""
+    read it: Student-t on the arm's own pooled spread once it has `MIN_ARM_DOF` degrees of
+    freedom, else on the spread pooled over every arm. Noise is a property of the paths an
+    arm runs on: on thin-sender.yaml FullMesh over four uplinks read 15.5 and 4.7 Mbit/s in two
+    runs of one point, while PCDC on the fast one read 20.66, 20.12, 20.65, 20.64, and one
+    pooled spread put PCDC's interval 2.5 Mbit/s wide and its OBS at the largest buffer.
+    Pooled over `noise_samples` (`samples` where these leave no degree of freedom); 0 for a
+    point whose every run the links capped (left out of `noise_samples`): the links bound its
+    mean from above and its runs agree, so no lucky draw set it and a repeat would read the
+    same."""
 
-    noise: _Noise
+    noise: _Noise  #: pooled over every arm
+    per_arm: Mapping[Arm, _Noise]
     spread: Samples | None
     confidence: float = DEFAULT_CONFIDENCE
     min_runs: int = MIN_RUNS
@@ -172,15 +183,20 @@ class PointNoise:
     @classmethod
     def of(cls, samples: Samples, noise_samples: Samples | None = None,
            confidence: float = DEFAULT_CONFIDENCE, min_runs: int = MIN_RUNS) -> PointNoise:
-        noise = pooled_noise(samples)
-        if noise_samples is not None and (spread := pooled_noise(noise_samples)).dof > 0:
-            noise = spread
-        return cls(noise, noise_samples, confidence, min_runs)
+        source = samples
+        if noise_samples is not None and pooled_noise(noise_samples).dof > 0:
+            source = noise_samples
+        per_arm = {Arm(*arm): pooled_noise({arm: per_bs}) for arm, per_bs in source.items()}
+        return cls(pooled_noise(source), per_arm, noise_samples, confidence, min_runs)
+
+    def of_arm(self, arm: Arm) -> _Noise:
+        own = self.per_arm.get(Arm(*arm))
+        return own if own is not None and own.dof >= MIN_ARM_DOF else self.noise
 
     def half_width(self, arm: Arm, bs: float, n: int) -> float:
         if self.spread is not None and n >= self.min_runs and not self.spread.get(arm, {}).get(bs):
             return 0.0
-        return self.noise.half_width(n, self.confidence)
+        return self.of_arm(arm).half_width(n, self.confidence)
 
 
 def lower_bounds(samples: Samples, noise_samples: Samples | None = None,
@@ -219,7 +235,6 @@ def decide(
     grid = sorted(set(grid))
     arms = [Arm(*a) for a in arms]
     points = PointNoise.of(samples, noise_samples, confidence, min_runs)
-    noise = points.noise
 
     def values(arm: Arm, bs: float) -> Sequence[float]:
         return samples.get(arm, {}).get(bs, ())
@@ -362,7 +377,8 @@ def decide(
         survivors=[a.label for a in survivors],
         eliminated=[a.label for a in eliminated],
         otp_runs=len(values(chosen, bs)), t_star_half_width_mbps=t_hw, t_star_runs=t_runs,
-        t_star_held=t_held, confidence=confidence, noise_sd_mbps=noise.sd, noise_dof=noise.dof,
+        t_star_held=t_held, confidence=confidence, noise_sd_mbps=points.of_arm(chosen).sd,
+        noise_dof=points.of_arm(chosen).dof,
         alternatives=alternatives,
         pm_settled=not any("pm" in a.differs_in for a in alternatives),
         cc_settled=not any("cc" in a.differs_in for a in alternatives),
