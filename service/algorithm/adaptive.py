@@ -206,7 +206,8 @@ def lower_bounds(samples: Samples, noise_samples: Samples | None = None,
     reaches the target when its lower bound does: the answer's solve over the measured means
     reads OBS with this, the rule the decision settled on."""
     points = PointNoise.of(samples, noise_samples, confidence)
-    means = {(Arm(*arm), bs): fmean(v) for arm, per in samples.items() for bs, v in per.items() if v}
+    means = {(Arm(*arm), bs): fmean(v)
+             for arm, per in samples.items() for bs, v in per.items() if v}
     if not means:
         return {}
     t_star_point = max(means, key=lambda k: (means[k], -k[1]))

@@ -24,7 +24,6 @@ from ..algorithm.regression import Sample
 from ..algorithm.solver import Solution, solve
 from ..store import campaigns as campaign_store
 from ..store import measurements, results
-from ..store.measurements import capped_at_links
 from .selected import selected_subsets
 
 
@@ -92,13 +91,7 @@ def _measured_curves(session, campaign, fitted, rows) -> list[MeasuredCurve]:
     n_subflows = len(campaign.topology.subflows)
     for cc, subset in selected_subsets(campaign).items():  # the measured selection's SP*
         same.setdefault((PCDC, cc), len(subset) == n_subflows)
-    samples: dict[tuple[str, str], dict[float, list[float]]] = {}
-    spread: dict[tuple[str, str], dict[float, list[float]]] = {}
-    for m in rows:
-        samples.setdefault((m.pm, m.cc), {}).setdefault(m.bs_mib, []).append(m.mean_goodput_mbps)
-        if not capped_at_links(m):
-            spread.setdefault((m.pm, m.cc), {}).setdefault(m.bs_mib, []).append(
-                m.mean_goodput_mbps)
+    samples, spread = measurements.point_goodputs(rows)
     lows = adaptive.lower_bounds(samples, spread)
     return [
         MeasuredCurve.from_points(

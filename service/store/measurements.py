@@ -119,6 +119,24 @@ def capped_at_links(m: Measurement) -> bool:
     return bool((m.timing or {}).get("capped_at_links"))
 
 
+PointGoodputs = dict[tuple[str, str], dict[float, list[float]]]
+
+
+def point_goodputs(rows: Sequence[Measurement]) -> tuple[PointGoodputs, PointGoodputs]:
+    """Per (PM, CC) and buffer the means of the ok `rows`; and the same without the means
+    capped at their links' rate (`capped_at_links`), whose spread is hidden."""
+    means: PointGoodputs = {}
+    uncapped: PointGoodputs = {}
+    for m in rows:
+        if m.status != "ok" or m.mean_goodput_mbps is None:
+            continue
+        key, bs = (m.pm, m.cc), float(m.bs_mib)
+        means.setdefault(key, {}).setdefault(bs, []).append(m.mean_goodput_mbps)
+        if not capped_at_links(m):
+            uncapped.setdefault(key, {}).setdefault(bs, []).append(m.mean_goodput_mbps)
+    return means, uncapped
+
+
 def min_rtts_ms(session: Session, *, campaign_id: int) -> dict[str, float]:
     """Per subflow the smallest RTT (ss minrtt, ms) the campaign's ok probes observed."""
     out: dict[str, float] = {}

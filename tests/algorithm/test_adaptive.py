@@ -220,7 +220,7 @@ def test_means_capped_alike_do_not_narrow_the_noise():
     assert alone.noise_dof == hidden.noise_dof
 
 
-@pytest.mark.parametrize("knee, asked_fullmesh", [
+@pytest.mark.parametrize(("knee", "asked_fullmesh"), [
     (1.0, {0.125, 1.0, 2.0}),  # asked at PCDC's OBS, short there
     (2.0, {1.0, 2.0}),  # short at 1 MiB already, below its best: never asked lower
 ])

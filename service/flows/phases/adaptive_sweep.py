@@ -18,8 +18,8 @@ from ...store import campaigns as campaign_store
 from .. import budget
 from ..plan import ProbeStep
 from ..selected import merged_into_fullmesh, selection_note, sweep_arms
-from .base import DONE, Context, Outcome, probe
 from ..timing import step_timing
+from .base import DONE, Context, Outcome, probe
 from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
 
 name = "sweep"

@@ -9,14 +9,10 @@ from probes.base import intervals_after_warmup
 
 from ...store import campaigns as campaign_store
 from ...store import measurements, results
-from ...store.measurements import capped_at_links
 from ..derive import fit_from_runs
 from .base import Context
 
 MAX_GRID_EXTENSIONS = 3
-
-
-Goodputs = dict[tuple[str, str], dict[float, list[float]]]
 
 
 @dataclass(frozen=True)
@@ -24,7 +20,7 @@ class BufferRuns:
     """The buffer runs measured so far, as the sweeps read them."""
 
     #: per (PM, CC) the ok goodputs per buffer
-    samples: Goodputs
+    samples: measurements.PointGoodputs
     #: per (PM, CC, buffer) the runs stored, ok or failed (a failed run's key is taken, the
     #: next run gets the next number)
     tried: dict[tuple[str, str, float], int]
@@ -35,25 +31,21 @@ class BufferRuns:
     #: means are equal to the last digit, so their zero spread would narrow the noise every
     #: interval is drawn from (on asymmetric.yaml a fresh probe fell 0.3 % under a promise
     #: drawn that way); the run-to-run noise is pooled over these
-    spread_samples: Goodputs
+    spread_samples: measurements.PointGoodputs
 
 
 def buffer_samples(ctx: Context) -> BufferRuns:
-    samples: Goodputs = {}
-    spread: Goodputs = {}
     tried: dict[tuple[str, str, float], int] = {}
     series: dict[tuple[str, str, float], list[tuple[list, list[float]]]] = {}
-    for m in measurements.list_buffer_runs(ctx.session, campaign_id=ctx.campaign.id):
+    rows = measurements.list_buffer_runs(ctx.session, campaign_id=ctx.campaign.id)
+    for m in rows:
         bs = float(m.bs_mib)
         tried[(m.pm, m.cc, bs)] = max(tried.get((m.pm, m.cc, bs), 0), m.run)
         if m.status == "ok" and m.mean_goodput_mbps is not None:
-            samples.setdefault((m.pm, m.cc), {}).setdefault(bs, []).append(m.mean_goodput_mbps)
-            if not capped_at_links(m):
-                spread.setdefault((m.pm, m.cc), {}).setdefault(bs, []).append(
-                    m.mean_goodput_mbps)
             timed = timed_series(m.goodput_mbps or [], m.interval_s or 1.0)
             measured = [v for _, v in intervals_after_warmup(timed, m.warmup_s or 0.0)]
             series.setdefault((m.pm, m.cc, bs), []).append((timed, measured))
+    samples, spread = measurements.point_goodputs(rows)
     return BufferRuns(samples, tried, series, spread)
 
 
