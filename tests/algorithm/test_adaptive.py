@@ -12,7 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.algorithm.adaptive import T_STAR_MAX_RUNS, T_STAR_PRECISION, decide, lower_bounds
+from service.algorithm.adaptive import (
+    T_STAR_MAX_RUNS,
+    T_STAR_PRECISION,
+    WantedProbe,
+    decide,
+    lower_bounds,
+)
 from service.algorithm.arm import Arm
 from service.algorithm.confidence_summary import format_rate, format_relative
 from service.algorithm.measured_curve import MeasuredCurve
@@ -290,3 +296,16 @@ def test_the_decision_is_what_the_solve_over_its_measured_means_answers(
                 for bs, vs in per.items() if vs]
     solved = solve(curves, 0.07, grid[0], grid[-1])
     assert (solved.opm, solved.occ, solved.obs_mib) == (d.opm, d.occ, d.obs_mib), measured
+
+
+def test_t_star_held_by_its_own_spread_beside_an_arms_collapse():
+    """Collapses elsewhere on the arm (13 and 10 at 1 MiB) widen the arm's pooled spread; T*'s
+    point, three runs within 0.2 Mbit/s, holds on its own."""
+    grid = [0.25, 0.5, 1.0, 2.0]
+    arm = Arm("FullMesh", "cubic")
+    samples = {arm: {2.0: [19.7, 19.5, 19.6], 1.0: [13.0, 10.0], 0.5: [8.0], 0.25: [4.0]}}
+    d = decide([arm], grid, samples, 0.07)
+    assert d.settled and d.t_star_held and d.t_star_runs == 3
+    # two runs only: the pooled spread decides, and T* is repeated
+    two = {arm: {**samples[arm], 2.0: [19.7, 19.5]}}
+    assert decide([arm], grid, two, 0.07).probes == [WantedProbe("FullMesh", "cubic", 2.0)]
