@@ -8,6 +8,7 @@ import pytest
 from service.algorithm.topology import TopologySpec
 from service.flows.calibration import next_step
 from service.flows.finish import finish_campaign
+from service.flows.phases.adaptive_sweep import PROMISE_FLOOR
 from service.settings import Settings
 from service.store import campaigns, inventory, recommendations
 from tests.conftest import new_campaign
@@ -70,6 +71,8 @@ def test_adaptive_campaign_settles_with_a_fraction_of_the_grid(db_session):
     # The answer leads with its promise: where a fresh probe should land, what is settled.
     promise = rec.outputs["promise"]
     assert promise["low_mbps"] <= rec.otp_mbps <= promise["high_mbps"]
+    # never narrower than the floor a fresh probe needs (`adaptive_sweep.PROMISE_FLOOR`)
+    assert promise["high_mbps"] - rec.otp_mbps >= PROMISE_FLOOR * rec.otp_mbps - 1e-9
     assert promise["statement"].startswith("Expect ") and "settled" in promise["statement"]
     assert not any(f.startswith(("quality_gate_failed", "omega_unsettled"))
                    for f in rec.quality_flags)
