@@ -18,7 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from probes.base import CapabilityError, MeasurementRequest, ProbeError
 from probes.context import HostPair
@@ -83,7 +83,11 @@ class SubflowControl:
     def __init__(self, pair: HostPair, plan: SubflowPlan, dport: int) -> None:
         self.pair, self.plan, self.dport = pair, plan, dport
         self.proc: subprocess.Popen[bytes] | None = None
-        self.dir = Path(tempfile.mkdtemp(prefix="mpcoa-upm-", dir=pair.workdir))
+        # made on entering, so a control built and never run (config() alone, or a probe that
+        # failed before its run) leaves no folder behind
+        self.dir: Path | None = None
+        self.log: IO[bytes] | None = None
+        self._userspace = False  # the sender's path manager is set to userspace
         self.events: list[dict[str, Any]] = []
 
     def config(self) -> dict[str, Any]:
@@ -94,25 +98,31 @@ class SubflowControl:
             backup = s in self.plan.excluded and s not in self.plan.leave_active
             subflows.append({"local": self.pair.sender_addrs[lo], "local_id": ids[lo],
                              "remote": self.pair.receiver_addrs[re_], "backup": backup})
-        return {"dport": self.dport, "ready_file": str(self.dir / "ready"), "subflows": subflows}
+        ready = None if self.dir is None else str(self.dir / "ready")
+        return {"dport": self.dport, "ready_file": ready, "subflows": subflows}
 
     def __enter__(self) -> SubflowControl:
-        (self.dir / "upm.json").write_text(json.dumps(self.config()))
-        set_path_manager(self.pair.sender_ns, "userspace")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
-        self.log = open(self.dir / "events.jsonl", "wb")
-        self.proc = subprocess.Popen(  # noqa: S603 - fixed argv
-            self.pair.sender([sys.executable, "-m", "probes.upm", str(self.dir / "upm.json")]),
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env,
-        )
-        deadline = time.monotonic() + 10
-        while not (self.dir / "ready").exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.__exit__(None, None, None)
-                raise ProbeError("userspace path manager helper did not start: "
-                                 + (self.dir / "events.jsonl").read_text(errors="replace")[-400:])
-            time.sleep(0.02)
+        self.dir = Path(tempfile.mkdtemp(prefix="mpcoa-upm-", dir=self.pair.workdir))
+        try:
+            (self.dir / "upm.json").write_text(json.dumps(self.config()))
+            set_path_manager(self.pair.sender_ns, "userspace")
+            self._userspace = True
+            env = dict(os.environ)
+            env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+            self.log = open(self.dir / "events.jsonl", "wb")  # closed on exit
+            self.proc = subprocess.Popen(  # noqa: S603 - fixed argv
+                self.pair.sender([sys.executable, "-m", "probes.upm", str(self.dir / "upm.json")]),
+                stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env,
+            )
+            deadline = time.monotonic() + 10
+            while not (self.dir / "ready").exists():
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    said = (self.dir / "events.jsonl").read_text(errors="replace")[-400:]
+                    raise ProbeError(f"userspace path manager helper did not start: {said}")
+                time.sleep(0.02)
+        except BaseException:
+            self.__exit__(None, None, None)  # whatever was started stops, the folder goes
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -120,10 +130,16 @@ class SubflowControl:
             kill_pid(self.proc.pid)
         if self.proc is not None:
             self.proc.wait()
-        self.log.close()
-        set_path_manager(self.pair.sender_ns, "kernel")
+        if self.log is not None:
+            self.log.close()
+        if self._userspace:
+            set_path_manager(self.pair.sender_ns, "kernel")
+            self._userspace = False
+        if self.dir is None:
+            return
+        events = self.dir / "events.jsonl"
         self.events = []
-        for ln in (self.dir / "events.jsonl").read_text(errors="replace").splitlines():
+        for ln in (events.read_text(errors="replace") if events.exists() else "").splitlines():
             try:
                 self.events.append(json.loads(ln))
             except ValueError:

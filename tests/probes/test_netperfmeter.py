@@ -205,8 +205,11 @@ def test_fullmesh_runs_on_the_userspace_pm_like_every_other_probe(tmp_path):
     backend = NetPerfMeterBackend(PAIR, binary="netperfmeter")
     plan = plan_subflows(PAIR, req(cc="reno"))
     assert plan.controlled and plan.excluded == [] and plan.bind_addr == "10.1.0.1"
-    cfg = SubflowControl(PAIR, plan, 29999).config()
+    control = SubflowControl(PAIR, plan, 29999)
+    cfg = control.config()
     assert [s["backup"] for s in cfg["subflows"]] == [False] * 4
+    # a control never entered made no folder (one per probe built and not run used to stay)
+    assert control.dir is None and cfg["ready_file"] is None
     kernel_only = HostPair(PAIR.sender_ns, PAIR.receiver_ns, PAIR.sender_addrs,
                            PAIR.receiver_addrs, userspace_pm=False)
     plan = plan_subflows(kernel_only, req(cc="reno"))
