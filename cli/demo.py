@@ -128,10 +128,13 @@ def demo(
                 from service.flows.runner import install
                 from service.settings import get_settings
 
-                install(get_settings()).stop()
+                executor = install(get_settings())
+                executor.stop()
                 if server is not None:
                     server.should_exit = True
                 testbed.down(spec.name)
+                # the probe it was in fails on the removed testbed; the campaign then stops
+                executor.join(timeout_s=30)
                 if loaded:  # exactly what this demo registered, never anyone else's
                     bpf_cc.unload(list(loaded), map_ids=loaded)
             console.print(f"testbed {spec.name} removed; the data stays in {data}")

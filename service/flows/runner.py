@@ -109,6 +109,17 @@ class InProcessExecutor:
     def stop(self) -> None:
         self._stop.set()
 
+    def join(self, timeout_s: float) -> bool:
+        """Wait for the worker thread to end after `stop` (True: it did). A process that exits
+        with the thread still inside a probe can crash in the interpreter's finalisation: once
+        in 690 demo stops by SIGTERM mid-campaign, the demo exited with SIGSEGV after its
+        teardown."""
+        thread = self._thread
+        if thread is None:
+            return True
+        thread.join(timeout_s)
+        return not thread.is_alive()
+
     def _work(self) -> None:
         while not self._stop.is_set():
             try:
