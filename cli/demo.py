@@ -107,7 +107,7 @@ def demo(
     from probes.interrupts import Stopped, shielded, stop_on_signals
 
     loaded: dict[str, int] = {}
-    server = None
+    server: _Api | None = None
     stopped: Stopped | None = None
     # SIGTERM tears down like Ctrl-C, in every phase: what was built is removed (the BPF
     # controls this demo registered, the testbed, the API and the in-process executor).
@@ -131,10 +131,15 @@ def demo(
                 executor = install(get_settings())
                 executor.stop()
                 if server is not None:
-                    server.should_exit = True
+                    server.stop()
                 testbed.down(spec.name)
-                # the probe it was in fails on the removed testbed; the campaign then stops
-                executor.join(timeout_s=30)
+                # The probe it was in fails on the removed testbed; the campaign then stops.
+                # No thread of ours may outlive the demo: one still running while the
+                # interpreter finalises can crash it (SIGSEGV after a clean teardown).
+                for name, ended in (("campaign executor", executor.join(timeout_s=30)),
+                                    ("API server", server is None or server.join(30))):
+                    if not ended:
+                        console.print(f"[yellow]the {name} thread did not end[/]")
                 if loaded:  # exactly what this demo registered, never anyone else's
                     bpf_cc.unload(list(loaded), map_ids=loaded)
             console.print(f"testbed {spec.name} removed; the data stays in {data}")
@@ -212,7 +217,21 @@ def _configure(data: Path, runs: int, duration: float, port: int, testbed: str) 
     get_settings.cache_clear()
 
 
-def _start_api(port: int):
+class _Api:
+    """The API and dashboard served by uvicorn in a thread of the demo's process."""
+
+    def __init__(self, server, thread: threading.Thread) -> None:
+        self.server, self.thread = server, thread
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+
+    def join(self, timeout_s: float) -> bool:
+        self.thread.join(timeout_s)
+        return not self.thread.is_alive()
+
+
+def _start_api(port: int) -> _Api:
     import uvicorn
 
     from api.app import create_app
@@ -224,13 +243,14 @@ def _start_api(port: int):
     server = uvicorn.Server(
         uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
     )
-    threading.Thread(target=server.run, name="mpcoa-api", daemon=True).start()
+    thread = threading.Thread(target=server.run, name="mpcoa-api", daemon=True)
+    thread.start()
     deadline = time.monotonic() + 30
     while not server.started:
         if time.monotonic() > deadline:
             fail("the API did not start")
         time.sleep(0.05)
-    return server
+    return _Api(server, thread)
 
 
 def _run(spec, port: int, serve: bool, stream_mbps: float | None = None) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import faulthandler
+
 import typer
 
 from cli.algorithm import register as register_algorithm
@@ -12,6 +14,10 @@ from cli.report import register as register_report
 from cli.serve import register as register_serve
 from cli.testbed import app as testbed_app
 from cli.workers import register as register_workers
+
+# A crash in native code (an extension, the interpreter's finalisation) prints every thread's
+# Python stack on stderr instead of a bare "Segmentation fault": what an operator can report.
+faulthandler.enable()
 
 app = typer.Typer(
     name="mpcoa",

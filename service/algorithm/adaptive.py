@@ -9,16 +9,18 @@ needs T* (the best arm's plateau) and, per competitive arm, the smallest buffer 
    below it (unless under half the best at the top), the best of them `min_runs` times at
    both. While the best arm still climbs there (more than delta over the buffer below:
    `top_pair_means` and `sweep.plateau_extension`), the caller extends the grid upwards and
-   this starts over at the new top; when the best arm *fell* from the lower to the upper one by
-   more than delta (a curve that rises and falls, seen on asymmetric.yaml at 5.47 MiB), the
-   band moves one buffer down.
+   this starts over at the new top (where only the arms still climbing below it are measured:
+   `_arms_at`); when the best arm *fell* from the lower to the upper one by more than delta (a
+   curve that rises and falls, seen on asymmetric.yaml at 5.47 MiB), the band moves one buffer
+   down.
 2. **Successive elimination**: an arm whose upper confidence bound at its best buffer stays
    below the target computed from the best arm's lower bound cannot be within delta of the best:
    it is dropped. Arms whose interval straddles that line get repeats (up to `max_runs`).
 3. **Bisection** per surviving arm over the sorted grid for the smallest buffer whose mean
    reaches the target: one run decides a buffer whose interval (the pooled spread) clears the
    target either way; a buffer whose interval straddles it is repeated (up to `max_runs`,
-   then its mean decides). Bisection assumes goodput does not fall as the buffer
+   then it does not reach the target; below the smallest buffer found, with its mean over the
+   target, up to `NEAR_LINE_MAX_RUNS`). Bisection assumes goodput does not fall as the buffer
    grows below the arm's best buffer, which is what a window limit does. Once one arm's
    smallest buffer is found, the others are asked only about buffers up to it: one that falls
    short there cannot be the answer (its probes below are never run).
@@ -68,6 +70,11 @@ T_STAR_PRECISION = 1 / 3  # T*'s half-width must be under this share of delta x 
 T_STAR_MAX_RUNS = 8
 T_STAR_OWN_RUNS = 3  # from this many runs T*'s point is judged by its own spread too
 NEAR_THE_TOP = 0.5  # an arm under this share of the best at the top is not measured below it
+# A buffer whose interval still straddles the target after `max_runs`, below the answer's
+# buffer and with its mean over the target, is repeated up to this many runs: it decides
+# between the answer and a buffer several times larger (thin-sender.yaml: PCDC/reno at 0.95
+# MiB read 20.66, 20.12, 20.65, 20.64 against a line at 20.24, and the answer went to 7.4 MiB).
+NEAR_LINE_MAX_RUNS = 8
 
 
 @dataclass(frozen=True)
@@ -230,10 +237,12 @@ def decide(
     max_runs: int = MAX_RUNS,
     t_star_max_runs: int = T_STAR_MAX_RUNS,
     noise_samples: Samples | None = None,
+    extended: Sequence[float] = (),
 ) -> Decision:
     """The next batch of probes, or the settled decision. `noise_samples`: the runs the noise
     is pooled from, where some of `samples` hide their spread (`samples` when these leave no
-    degree of freedom)."""
+    degree of freedom). `extended`: the buffers the caller added above the planned grid while
+    the leader climbed (only the arms still climbing are measured there: `arms_at_top`)."""
     grid = sorted(set(grid))
     arms = [Arm(*a) for a in arms]
     points = PointNoise.of(samples, noise_samples, confidence, min_runs)
@@ -254,13 +263,14 @@ def decide(
     while True:
         band = grid[max(0, k - 1): k + 1]
         top, below = band[-1], band[0]
-        missing = [WantedProbe(*arm, top) for arm in arms if len(values(arm, top)) < min_runs]
+        at_top = _arms_at(k, arms, grid, samples, delta, extended)
+        missing = [WantedProbe(*arm, top) for arm in at_top if len(values(arm, top)) < min_runs]
         if missing:
             return Decision(probes=missing)
         # an arm under half the best at the top leads nowhere near it below: elimination and,
         # if it survives, the bisection judge it
-        best_top = max(fmean(values(a, top)) for a in arms)
-        near = [a for a in arms if fmean(values(a, top)) >= NEAR_THE_TOP * best_top]
+        best_top = max(fmean(values(a, top)) for a in at_top)
+        near = [a for a in at_top if fmean(values(a, top)) >= NEAR_THE_TOP * best_top]
         missing = [WantedProbe(*arm, below) for arm in near if not values(arm, below)]
         if missing:
             return Decision(probes=missing)
@@ -352,19 +362,31 @@ def decide(
         return Decision(probes=list(pending.values()))
     for arm in beyond:  # past the smallest OBS: never chosen, still drawn and compared at OBS
         obs[arm] = min(obs.values()) + 1
+    # A buffer below the answer's whose mean reaches the target while its interval still
+    # straddles it after `max_runs` is measured further, on any arm the elimination kept: it
+    # decides between the answer's buffer and a smaller one (the bisection reads it as short
+    # until its interval clears the line, as the answer's solve does).
+    first_obs = min(obs.values(), default=None)
+    near_line = [
+        WantedProbe(*arm, bs) for arm in survivors for bs in grid[:first_obs or 0]
+        if max_runs <= len(v := values(arm, bs)) < NEAR_LINE_MAX_RUNS
+        and fmean(v) - hw(arm, bs) < target <= fmean(v)
+    ]
+    if near_line:
+        return Decision(probes=near_line)
     survivors = [a for a in survivors if a in obs]
     probes: list[WantedProbe] = []
     # every survivor at the smallest OBS drawable: at least MIN_BUFFERS measured buffers (one
     # run each: the fit only draws the curve; the answer is read off the measured means). An
     # arm that needs a larger buffer is shown with what it has, like an eliminated one: on
     # harmful.yaml those are FullMesh's 16 s probes, which the bounded search saved.
-    first_obs = min(obs.values(), default=None)
+    planned = [bs for bs in grid if bs not in extended] or grid
     for arm in survivors:
         if obs[arm] != first_obs:
             continue
         measured = sorted(bs for bs, v in samples.get(arm, {}).items() if v)
         if len(measured) < MIN_BUFFERS:
-            extra = _filler(grid, measured)
+            extra = _filler(planned, measured)
             if extra is not None:
                 probes.append(WantedProbe(*arm, extra))
     if probes:
@@ -415,16 +437,43 @@ def _within_reach(chosen, survivors, bs, otp, otp_hw, values, hw) -> list[Altern
     return sorted(out, key=lambda a: -a.relative)
 
 
+def _arms_at(k: int, arms: Sequence[Arm], grid: Sequence[float], samples: Samples,
+             delta: float, extended: Sequence[float]) -> list[Arm]:
+    """The arms measured at `grid[k]` as the band's top: every arm on the planned grid; at a
+    buffer added above it, the arms measured at the buffer before that still climbing there by
+    more than delta, and the leader there. An arm flat below an added buffer has shown its
+    plateau, and the buffer was added for the leader's climb: on harmful.yaml the grid grew to
+    4.39 MiB for FullMesh/cubic, and PCDC on the fast subflow, flat at 18.8 since 0.1 MiB, was
+    measured there too."""
+    if k < 2 or grid[k] not in extended:
+        return list(arms)
+    before = [a for a in _arms_at(k - 1, arms, grid, samples, delta, extended)
+              if samples.get(a, {}).get(grid[k - 1])]
+    if not before:
+        return list(arms)
+
+    def mean(a: Arm, bs: float) -> float | None:
+        v = samples.get(a, {}).get(bs)
+        return fmean(v) if v else None
+
+    leader = max(before, key=lambda a: mean(a, grid[k - 1]))
+    return [a for a in before if a == leader or (
+        (low := mean(a, grid[k - 2])) is not None and mean(a, grid[k - 1]) > (1 + delta) * low)]
+
+
 def top_pair_means(
-    arms: Sequence[Arm], grid: Sequence[float], samples: Samples
+    arms: Sequence[Arm], grid: Sequence[float], samples: Samples, delta: float = 0.0,
+    extended: Sequence[float] = (),
 ) -> dict[Arm, dict[float, float]] | None:
     """The top's leader's means at the top and one buffer lower, once both are measured (the
     input of `sweep.plateau_extension`: the caller extends the grid while it climbs), else
-    None."""
+    None. At a buffer added above the planned grid only the arms still climbing are measured
+    (`extended`, `delta`: as `decide` has them)."""
     grid = sorted(set(grid))
     if len(grid) < 2:
         return None
     top, below = grid[-1], grid[-2]
+    arms = _arms_at(len(grid) - 1, [Arm(*a) for a in arms], grid, samples, delta, extended)
     if any(not samples.get(a, {}).get(top) for a in arms):
         return None
     leader = max(arms, key=lambda a: fmean(samples[a][top]))

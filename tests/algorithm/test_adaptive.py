@@ -13,16 +13,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.algorithm.adaptive import (
+    NEAR_LINE_MAX_RUNS,
     T_STAR_MAX_RUNS,
     T_STAR_PRECISION,
     WantedProbe,
     decide,
     lower_bounds,
+    top_pair_means,
 )
 from service.algorithm.arm import Arm
 from service.algorithm.confidence_summary import format_rate, format_relative
 from service.algorithm.measured_curve import MeasuredCurve
 from service.algorithm.solver import solve
+from service.algorithm.sweep import plateau_extension
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "asymmetric_campaign_buffer_runs.json"
 
@@ -309,3 +312,69 @@ def test_t_star_held_by_its_own_spread_beside_an_arms_collapse():
     # two runs only: the pooled spread decides, and T* is repeated
     two = {arm: {**samples[arm], 2.0: [19.7, 19.5]}}
     assert decide([arm], grid, two, 0.07).probes == [WantedProbe("FullMesh", "cubic", 2.0)]
+
+
+def _replay_cycling(table, arms, grid, delta, **kwargs):
+    samples = defaultdict(lambda: defaultdict(list))
+    for _ in range(300):
+        d = decide(arms, grid, samples, delta, **kwargs)
+        if d.settled:
+            return d, samples
+        for p in d.probes:
+            have = samples[(p.pm, p.cc)][p.bs_mib]
+            recorded = table[(p.pm, p.cc, p.bs_mib)]
+            have.append(recorded[len(have) % len(recorded)])
+    raise AssertionError("never settled")
+
+
+def test_a_straddle_below_the_answer_is_measured_until_its_interval_clears_the_line():
+    """thin-sender.yaml's runs: PCDC/reno at 0.95 MiB read 20.66, 20.12, 20.65, 20.64 against
+    a line at 0.93 x 21.76; after 4 runs its interval still straddled it and the answer went to
+    a buffer 7.8 times larger. Below the answer's buffer, a mean over the line is repeated
+    until its interval clears it (or NEAR_LINE_MAX_RUNS)."""
+    grid = [0.125, 0.34, 0.95, 2.65, 7.4]
+    reno, cubic = ("PCDC", "reno"), ("FullMesh", "cubic")
+    table = {
+        (*reno, 0.125): [12.0], (*reno, 0.34): [19.0, 19.2],
+        (*reno, 0.95): [20.66, 20.12, 20.65, 20.64, 20.61, 20.58, 20.66, 20.63],
+        (*reno, 2.65): [20.2, 20.9, 20.3, 20.8], (*reno, 7.4): [20.3, 20.9],
+        (*cubic, 0.125): [4.0], (*cubic, 0.34): [9.0], (*cubic, 0.95): [15.5, 16.2],
+        (*cubic, 2.65): [19.5, 19.1], (*cubic, 7.4): [21.74, 21.78, 21.76],
+    }
+    d, samples = _replay_cycling(table, [reno, cubic], grid, 0.07)
+    assert (d.opm, d.occ, d.obs_mib) == ("PCDC", "reno", 0.95), d
+    assert 4 < len(samples[reno][0.95]) <= NEAR_LINE_MAX_RUNS
+    # a mean under the line is not chased: the same runs 0.3 Mbit/s lower stay short at 0.95
+    low = {**table, (*reno, 0.95): [v - 0.3 for v in table[(*reno, 0.95)]]}
+    d, samples = _replay_cycling(low, [reno, cubic], grid, 0.07)
+    assert d.obs_mib == 2.65 and len(samples[reno][0.95]) <= 4
+
+
+def test_only_arms_still_climbing_are_measured_at_a_buffer_added_above_the_grid():
+    """The grid grows for the leader's climb: an arm flat below the added buffer has shown its
+    plateau and is not measured there; one still climbing is."""
+    grid = [0.25, 0.5, 1.0, 2.0]
+    arms = [("FullMesh", "cubic"), ("FullMesh", "reno"), ("PCDC", "cubic")]
+    curves = {("FullMesh", "cubic"): lambda b: 20 * min(1, b / 4.0),
+              ("FullMesh", "reno"): lambda b: 18 * min(1, b / 2.0),
+              ("PCDC", "cubic"): lambda b: 9.5}  # flat from the grid's start
+    table = _synthetic(curves, [*grid, 4.0, 8.0], noise=0.05)
+    samples = defaultdict(lambda: defaultdict(list))
+    extended: list[float] = []
+    for _ in range(300):
+        means = top_pair_means(arms, grid, samples, 0.07, extended)
+        more = None if means is None else plateau_extension(grid, means, 0.07)
+        if more is not None and more not in grid:
+            grid, extended = sorted([*grid, more]), [*extended, more]
+            continue
+        d = decide(arms, grid, samples, 0.07, extended=extended)
+        if d.settled:
+            break
+        for p in d.probes:
+            have = samples[(p.pm, p.cc)][p.bs_mib]
+            have.append(table[(p.pm, p.cc, p.bs_mib)][len(have) % 4])
+    assert d.settled and extended == [4.0, 8.0]
+    assert (d.opm, d.occ, d.obs_mib) == ("FullMesh", "cubic", 4.0)
+    assert 4.0 in samples[("FullMesh", "reno")]  # climbing at 2 MiB: measured above it
+    assert 8.0 not in samples[("FullMesh", "reno")]  # flat from 2 MiB to 4 MiB
+    assert not {4.0, 8.0} & set(samples[("PCDC", "cubic")])

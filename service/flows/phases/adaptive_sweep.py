@@ -42,7 +42,8 @@ def advance(ctx: Context) -> Outcome:
         if not spent and _climb(ctx, arms, samples):  # the grid grew: the new top first
             continue
         decision = adaptive.decide(arms, campaign.buffer_grid_mib, samples, campaign.delta,
-                                   noise_samples=runs.spread_samples)
+                                   noise_samples=runs.spread_samples,
+                                   extended=grid_extensions(ctx))
         if decision.settled or spent:
             break
         budget.ask(campaign, "sweep", len(decision.probes) + 1)
@@ -82,8 +83,10 @@ def _climb(ctx: Context, arms, samples) -> bool:
     """The grid extended (True) when the leader at the top still climbs there by more than
     delta (`sweep.plateau_extension`), up to `MAX_GRID_EXTENSIONS` points."""
     campaign = ctx.campaign
-    means = adaptive.top_pair_means(arms, campaign.buffer_grid_mib, samples)
-    if means is None or len(grid_extensions(ctx)) >= MAX_GRID_EXTENSIONS:
+    extended = grid_extensions(ctx)
+    means = adaptive.top_pair_means(arms, campaign.buffer_grid_mib, samples, campaign.delta,
+                                    extended)
+    if means is None or len(extended) >= MAX_GRID_EXTENSIONS:
         return False
     more = plateau_extension(campaign.buffer_grid_mib, means, campaign.delta)
     if more is None:
