@@ -10,7 +10,7 @@ import socket
 from typing import Any
 
 from probes.base import CapabilityError
-from probes.netns import run, sysctl_get
+from probes.netns import run, sysctl_get_many
 
 IPPROTO_SCTP = 132
 NETPERFMETER_VERSION = r"(?:NetPerfMeter|Network Performance Meter)\D*(\d+\.\d+(?:\.\d+)?)"
@@ -37,10 +37,12 @@ def tool_version(binary: str, args: list[str], pattern: str) -> str | None:
 
 def check_host(ns: str | None = None) -> dict[str, Any]:
     """What one host (namespace) offers; nothing raised here, see ``require``."""
-    enabled = sysctl_get(ns, "net.mptcp.enabled")
-    ccs = (sysctl_get(ns, "net.ipv4.tcp_available_congestion_control") or "").split()
-    pms = (sysctl_get(ns, "net.mptcp.available_path_managers") or "").split()
-    if not pms and sysctl_get(ns, "net.mptcp.pm_type") is not None:
+    got = sysctl_get_many(ns, ("net.mptcp.enabled", "net.ipv4.tcp_available_congestion_control",
+                               "net.mptcp.available_path_managers", "net.mptcp.pm_type"))
+    enabled = got["net.mptcp.enabled"]
+    ccs = (got["net.ipv4.tcp_available_congestion_control"] or "").split()
+    pms = (got["net.mptcp.available_path_managers"] or "").split()
+    if not pms and got["net.mptcp.pm_type"] is not None:
         pms = ["kernel", "userspace"]
     return {
         "namespace": ns,

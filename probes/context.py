@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probes.netns import in_ns, run, sysctl_get
+from probes.netns import in_ns, run, sysctl_get_many
 
 
 @dataclass
@@ -53,15 +53,14 @@ MPTCP_SYSCTLS = ("net.mptcp.enabled", "net.mptcp.path_manager", "net.mptcp.pm_ty
 
 def kernel_info(ns: str | None = None) -> dict[str, Any]:
     info: dict[str, Any] = {"release": platform.release(), "machine": platform.machine()}
-    for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.core.rmem_max",
-                "net.core.wmem_max", "net.ipv4.tcp_congestion_control",
-                "net.ipv4.tcp_available_congestion_control"):
-        info[key] = sysctl_get(ns, key)
+    info.update(sysctl_get_many(ns, (
+        "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.core.rmem_max", "net.core.wmem_max",
+        "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_available_congestion_control")))
     return info
 
 
 def mptcp_settings(ns: str | None) -> dict[str, Any]:
-    out: dict[str, Any] = {k: sysctl_get(ns, k) for k in MPTCP_SYSCTLS}
+    out: dict[str, Any] = sysctl_get_many(ns, MPTCP_SYSCTLS)
     base = ["ip"] if ns is None else ["ip", "-n", ns]
     ep = run([*base, "mptcp", "endpoint", "show"], check=False)
     lim = run([*base, "mptcp", "limits", "show"], check=False)

@@ -90,6 +90,14 @@ def sysctl_get(ns: str | None, key: str) -> str | None:
     return cp.stdout.strip() if cp.returncode == 0 else None
 
 
+def sysctl_get_many(ns: str | None, keys: Sequence[str]) -> dict[str, str | None]:
+    """Several keys in one `sysctl` call (None where the kernel lacks one): a probe records a
+    dozen, and one process per key cost a tenth of a second of every probe."""
+    cp = run_ns(ns, ["sysctl", "-e", *keys], check=False)
+    found = dict(line.split(" = ", 1) for line in cp.stdout.splitlines() if " = " in line)
+    return {k: (found[k].strip() if k in found else None) for k in keys}
+
+
 def list_netns() -> list[str]:
     try:
         return sorted(os.listdir(NETNS_DIR))

@@ -80,7 +80,7 @@ def wait_listening(ns: str | None, port: int, proc: subprocess.Popen[str], tool:
             err = (proc.stderr.read() if proc.stderr else "") or ""
             out = (proc.stdout.read() if proc.stdout else "") or ""
             raise ProbeError(f"{tool} server exited early: {(err + out).strip()[-300:]}")
-        time.sleep(0.05)
+        time.sleep(0.01)  # ss takes ~5 ms; every probe waits here once
     raise ProbeError(f"{tool} server not listening on port {port} after {timeout} s")
 
 

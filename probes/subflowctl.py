@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from probes.base import CapabilityError, MeasurementRequest, ProbeError
 from probes.context import HostPair
-from probes.netns import kill_pid, sysctl_get, sysctl_set
+from probes.netns import kill_pid, sysctl_set
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,8 @@ def plan_subflows(pair: HostPair, request: MeasurementRequest,
 
 def set_path_manager(ns: str | None, kind: str) -> None:
     """``kernel`` or ``userspace`` for new connections in ``ns`` (path_manager, or pm_type)."""
-    if sysctl_get(ns, "net.mptcp.path_manager") is not None:
+    # the key exists in every namespace of a kernel that has it: read here, not by a process
+    if os.path.exists("/proc/sys/net/mptcp/path_manager"):
         sysctl_set(ns, {"net.mptcp.path_manager": kind})
     else:
         sysctl_set(ns, {"net.mptcp.pm_type": 1 if kind == "userspace" else 0})
