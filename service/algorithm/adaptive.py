@@ -7,12 +7,12 @@ needs T* (the best arm's plateau) and, per competitive arm, the smallest buffer 
 
 1. **T***: every arm at the grid's two largest buffers, `min_runs` times at the top and once
    below it (unless under half the best at the top), the best of them `min_runs` times at
-   both. While the best arm still climbs there (more than delta over the buffer below:
-   `top_pair_means` and `sweep.plateau_extension`), the caller extends the grid upwards and
-   this starts over at the new top (where only the arms still climbing below it are measured:
-   `_arms_at`); when the best arm *fell* from the lower to the upper one by more than delta (a
-   curve that rises and falls, seen on asymmetric.yaml at 5.47 MiB), the band moves one buffer
-   down.
+   both (once, at a point whose run the links capped: `PointNoise.runs_needed`). While the
+   best arm still climbs there (more than delta over the buffer below: `top_pair_means` and
+   `sweep.plateau_extension`), the caller extends the grid upwards and this starts over at
+   the new top (where only the arms still climbing below it are measured: `_arms_at`); when
+   the best arm *fell* from the lower to the upper one by more than delta (a curve that rises
+   and falls, seen on asymmetric.yaml at 5.47 MiB), the band moves one buffer down.
 2. **Successive elimination**: an arm whose upper confidence bound at its best buffer stays
    below the target computed from the best arm's lower bound cannot be within delta of the best:
    it is dropped. Arms whose interval straddles that line get repeats (up to `max_runs`).
@@ -201,8 +201,18 @@ class PointNoise:
         own = self.per_arm.get(Arm(*arm))
         return own if own is not None and own.dof >= MIN_ARM_DOF else self.noise
 
+    def capped(self, arm: Arm, bs: float, n: int) -> bool:
+        """Every one of the point's `n` runs read the links' rate (none kept its spread)."""
+        return self.spread is not None and n >= 1 and not self.spread.get(arm, {}).get(bs)
+
+    def runs_needed(self, arm: Arm, bs: float, n: int) -> int:
+        """`min_runs`, or 1 for a point the links capped: a second run reads the same rate
+        (harmful.yaml: PCDC on the fast subflow read 18.80-18.82 in every run from 0.1 MiB up,
+        and the top band, the tie at OBS and the fit asked each of three CCs for it twice)."""
+        return 1 if self.capped(arm, bs, n) else self.min_runs
+
     def half_width(self, arm: Arm, bs: float, n: int) -> float:
-        if self.spread is not None and n >= self.min_runs and not self.spread.get(arm, {}).get(bs):
+        if self.capped(arm, bs, n):
             return 0.0
         return self.of_arm(arm).half_width(n, self.confidence)
 
@@ -253,6 +263,10 @@ def decide(
     def hw(arm: Arm, bs: float) -> float:
         return points.half_width(arm, bs, len(values(arm, bs)))
 
+    def short(arm: Arm, bs: float) -> bool:  # fewer runs than the point needs
+        n = len(values(arm, bs))
+        return n < points.runs_needed(arm, bs, n)
+
     # 1. every arm at the two largest buffers (the top band): `min_runs` at the top, one run
     # below it, and the leader `min_runs` at both. When the leader fell by more than delta from
     # the lower to the upper one, the top is past the arms' best (a curve that rises and falls):
@@ -264,7 +278,7 @@ def decide(
         band = grid[max(0, k - 1): k + 1]
         top, below = band[-1], band[0]
         at_top = _arms_at(k, arms, grid, samples, delta, extended)
-        missing = [WantedProbe(*arm, top) for arm in at_top if len(values(arm, top)) < min_runs]
+        missing = [WantedProbe(*arm, top) for arm in at_top if short(arm, top)]
         if missing:
             return Decision(probes=missing)
         # an arm under half the best at the top leads nowhere near it below: elimination and,
@@ -275,7 +289,7 @@ def decide(
         if missing:
             return Decision(probes=missing)
         leader = max(near, key=lambda a: max(fmean(v) for bs in band if (v := values(a, bs))))
-        missing = [WantedProbe(*leader, bs) for bs in band if len(values(leader, bs)) < min_runs]
+        missing = [WantedProbe(*leader, bs) for bs in band if short(leader, bs)]
         if missing:
             return Decision(probes=missing)
         if k < 2:
@@ -398,7 +412,7 @@ def decide(
     # the bisection on.
     first = min(obs.values(), default=None)
     tied = [WantedProbe(*a, grid[first]) for a in survivors
-            if obs[a] == first and len(values(a, grid[first])) < min_runs]
+            if obs[a] == first and short(a, grid[first])]
     if tied:
         return Decision(probes=tied)
     chosen = min(survivors, key=lambda a: (obs[a], -fmean(values(a, grid[obs[a]]) or [0.0])))

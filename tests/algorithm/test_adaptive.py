@@ -378,3 +378,32 @@ def test_only_arms_still_climbing_are_measured_at_a_buffer_added_above_the_grid(
     assert 4.0 in samples[("FullMesh", "reno")]  # climbing at 2 MiB: measured above it
     assert 8.0 not in samples[("FullMesh", "reno")]  # flat from 2 MiB to 4 MiB
     assert not {4.0, 8.0} & set(samples[("PCDC", "cubic")])
+
+
+def test_a_point_the_links_capped_is_measured_once():
+    """harmful.yaml: PCDC on the fast subflow read the links' rate (18.80-18.82) from 0.1 MiB
+    up, and the top band, the leader and the tie at OBS asked for each such point twice. A
+    run that the links capped is left out of the spread (`noise_samples`); its point needs one
+    run, and its interval is nil."""
+    grid = [0.25, 0.5, 1.0, 2.0]
+    pcdc, fullmesh = Arm("PCDC", "cubic"), Arm("FullMesh", "cubic")
+    uncapped = {(pcdc, 0.25): [12.0, 12.6], (fullmesh, 0.25): [6.0, 6.5],
+                (fullmesh, 0.5): [9.0, 9.8], (fullmesh, 1.0): [13.0, 14.1],
+                (fullmesh, 2.0): [15.0, 15.6, 15.2]}
+    samples = defaultdict(lambda: defaultdict(list))
+    spread = defaultdict(lambda: defaultdict(list))
+    for _ in range(100):
+        d = decide([pcdc, fullmesh], grid, samples, 0.07, noise_samples=spread)
+        if d.settled:
+            break
+        for p in d.probes:
+            arm, have = Arm(p.pm, p.cc), samples[(p.pm, p.cc)][p.bs_mib]
+            if (arm, p.bs_mib) in uncapped:
+                run = uncapped[(arm, p.bs_mib)][len(have) % len(uncapped[(arm, p.bs_mib)])]
+                spread[arm][p.bs_mib].append(run)
+            else:
+                run = 18.8  # capped at the links' rate: stored, kept out of the spread
+            have.append(run)
+    assert d.settled and (d.opm, d.obs_mib) == ("PCDC", 0.5)
+    assert {bs: len(v) for bs, v in samples[pcdc].items()} == {2.0: 1, 1.0: 1, 0.5: 1, 0.25: 1}
+    assert d.otp_half_width_mbps == 0.0 and d.t_star_held
