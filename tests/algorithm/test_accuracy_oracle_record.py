@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.accuracy import Arm, Oracle, record_oracle, recorded_oracle, timed
+from benchmarks.accuracy import (
+    Arm,
+    Oracle,
+    confirmed_min,
+    record_oracle,
+    recorded_oracle,
+    timed,
+)
 from probes.spec import load_spec
 from service.algorithm.capacity import PAYLOAD_SHARE
 
@@ -75,3 +82,29 @@ def test_probes_are_timed_as_the_campaign_times_them_and_old_recordings_only_whe
         file.write_text(json.dumps(data))
         back = recorded_oracle(tmp_path, path, spec, CCS, GRID, _args(), lambda _: None)
         assert (back == oracle) is kept, path.stem
+
+
+def test_the_oracles_smallest_buffer_stands_only_when_fresh_probes_confirm_it():
+    """uit-haw.yaml's oracle: FullMesh/bbr read 0.79 Mbit/s at 0.0236 MiB (within delta of
+    0.845 by 0.5 %) between 0.69 at 0.0356 and 0.845 at 0.1226. A cell that would make the
+    answer's OBS a miss is probed afresh first (here the recorded reruns of that scenario)."""
+    grid = [0.0156, 0.0236, 0.0356, 0.0538, 0.0812, 0.1226]
+    arm = Arm("FullMesh", "bbr", ["P-D", "T-D"], {
+        0.0156: [0.64, 0.72], 0.0236: [0.77, 0.81], 0.0356: [0.66, 0.73],
+        0.0538: [0.84, 0.75], 0.0812: [0.71, 0.75], 0.1226: [0.845, 0.845]})
+    oracle = Oracle([arm], probe_seconds=504.0)
+    fresh = {0.0236: [0.70, 0.74], 0.0538: [0.80, 0.81]}
+    asked = []
+
+    def measure(a, bs):
+        asked.append(bs)
+        return fresh[bs]
+
+    min_arm, min_bs, checks = confirmed_min(oracle, 0.07, 0.1226, grid, 0.845, measure)
+    # 0.0236 is not within delta afresh and is passed over; 0.0538 is (0.805 >= 0.786)
+    assert (min_arm, min_bs) == (arm, 0.0538) and asked == [0.0236, 0.0538]
+    assert [c["confirmed"] for c in checks] == [False, True]
+    # an OBS within reach of the smallest cell asks for nothing
+    asked.clear()
+    assert confirmed_min(oracle, 0.07, 0.0236, grid, 0.845, measure)[1:] == (0.0236, [])
+    assert asked == []
