@@ -252,7 +252,7 @@ def decide(
     """The next batch of probes, or the settled decision. `noise_samples`: the runs the noise
     is pooled from, where some of `samples` hide their spread (`samples` when these leave no
     degree of freedom). `extended`: the buffers the caller added above the planned grid while
-    the leader climbed (only the arms still climbing are measured there: `arms_at_top`)."""
+    the leader climbed (only the arms still climbing are measured there: `_arms_at`)."""
     grid = sorted(set(grid))
     arms = [Arm(*a) for a in arms]
     points = PointNoise.of(samples, noise_samples, confidence, min_runs)
