@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from service.algorithm.capacity import PAYLOAD_SHARE, LinkCapacity
 from service.algorithm.topology import TopologySpec
 from service.flows.calibration import next_step
 from service.flows.finish import finish_campaign
@@ -88,3 +89,34 @@ def test_mode_is_validated(client, auth):
                                         "ccs": ["reno"], "runs": 1}, headers=auth)
     assert r.status_code in (201, 202), r.text
     assert client.get(f"/campaigns/{r.json()['id']}").json()["mode"] == "adaptive"
+
+
+def test_the_promise_never_reaches_above_what_the_links_carry(db_session):
+    """Every arm levels off just under its links' rate, as thin uplinks do (uit-haw.yaml: both
+    uplinks read 0.845 Mbit/s, and the promise was 0.22-1.47): the promise's top is what the
+    chosen configuration's links carry, however wide the spread."""
+    settings = Settings(run_campaigns=False, impact_max_runs=1, _env_file=None)
+    spec = TopologySpec.model_validate({"local": {**SRL, "isps": SRL["isps"][:1]},
+                                        "remote": {**HU, "isps": HU["isps"][:2]}})
+    rates = LinkCapacity.of(spec)
+    topology_id = inventory.ensure_topology(db_session, spec=spec).id
+    c = new_campaign(db_session, topology_id, ccs=["reno", "cubic"], runs=2, duration_s=2,
+                     buffer_grid_mib=GRID, mode="adaptive")
+
+    def ceiling(subflows) -> float:
+        return rates.max_mbps(subflows or rates.ends) * PAYLOAD_SHARE
+
+    def goodput(step):
+        if step.phase in ("impact", "selection"):
+            return 10.0
+        jitter = 0.01 if step.run % 2 else -0.01  # runs 2 % apart
+        return (0.985 + jitter) * ceiling(step.allowed_subflows) * min(1.0, step.bs_mib / 0.4)
+
+    _drive(db_session, c, goodput, settings)
+    rec = recommendations.get_recommendation(
+        db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
+    top = ceiling(rec.outputs["subflows_used"])
+    promise = rec.outputs["promise"]
+    assert promise is not None, (c.notes["adaptive"], rec.quality_flags)
+    assert promise["low_mbps"] < rec.otp_mbps < top
+    assert promise["high_mbps"] == pytest.approx(top)  # the spread alone reached past it

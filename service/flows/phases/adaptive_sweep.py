@@ -11,10 +11,12 @@ from models import NO_EXCLUSION
 from probes.vocabulary import PCDC
 
 from ...algorithm import adaptive
+from ...algorithm.capacity import PAYLOAD_SHARE, LinkCapacity
 from ...algorithm.confidence_summary import Alternative, confidence_statement
 from ...algorithm.sweep import plateau_extension
 from ...algorithm.window_spread import combined_half_width, window_spread
 from ...store import campaigns as campaign_store
+from ...store import inventory
 from .. import budget
 from ..plan import ProbeStep
 from ..selected import merged_into_fullmesh, selection_note, sweep_arms
@@ -96,6 +98,16 @@ def _climb(ctx: Context, arms, samples) -> bool:
     return True
 
 
+def _links_ceiling(ctx: Context, decision: adaptive.Decision) -> float | None:
+    """The most a stored mean of the chosen configuration can read: what its subflows' access
+    links carry, as goodput (None before a decision)."""
+    if decision.opm is None or decision.occ is None:
+        return None
+    rates = LinkCapacity.of(inventory.topology_spec(ctx.campaign.topology))
+    subset = ctx.subsets().get(decision.occ) if decision.opm == PCDC else None
+    return rates.max_mbps(subset or rates.ends) * PAYLOAD_SHARE
+
+
 def _decision_note(ctx: Context, decision: adaptive.Decision, series) -> dict:
     """What the settled decision promises, for the answer: OTP with its interval and the
     interval fresh probes should land in, T* and whether it held, what is settled and what is
@@ -121,6 +133,11 @@ def _decision_note(ctx: Context, decision: adaptive.Decision, series) -> dict:
     if predicted is not None and math.isfinite(predicted) and decision.otp_mbps is not None:
         predicted = max(predicted, PROMISE_FLOOR * decision.otp_mbps)
         interval = (decision.otp_mbps - predicted, decision.otp_mbps + predicted)
+    ceiling = _links_ceiling(ctx, decision)
+    if interval is not None and ceiling is not None and decision.otp_mbps <= ceiling * (1 + 1e-9):
+        # no probe's mean is stored above what the links carry (`capacity.capped_mean`): on
+        # uit-haw.yaml a promise of 0.22-1.47 Mbit/s stood beside 0.845 for both uplinks
+        interval = (interval[0], min(interval[1], ceiling))
     statement = None
     # A campaign stopped by its budget still states what it measured, and says it stopped.
     if interval is not None and all(map(math.isfinite, interval)):
