@@ -407,3 +407,17 @@ def test_a_point_the_links_capped_is_measured_once():
     assert d.settled and (d.opm, d.obs_mib) == ("PCDC", 0.5)
     assert {bs: len(v) for bs, v in samples[pcdc].items()} == {2.0: 1, 1.0: 1, 0.5: 1, 0.25: 1}
     assert d.otp_half_width_mbps == 0.0 and d.t_star_held
+
+
+def test_the_grid_grows_only_once_every_arm_near_the_top_was_measured_below_it():
+    """Whether an arm climbs decides whether it is measured at a buffer added above the grid,
+    so each arm near the top's best has its run below the top first (harmful.yaml: the grid
+    grew before FullMesh/reno, 0.4 % under the leader at the top, had one)."""
+    grid = [0.67, 1.72]
+    cubic, reno, far = Arm("FullMesh", "cubic"), Arm("FullMesh", "reno"), Arm("FullMesh", "bbr")
+    samples = {cubic: {1.72: [19.1, 19.1], 0.67: [15.9]}, reno: {1.72: [19.0, 19.05]},
+               far: {1.72: [8.0, 8.2]}}  # under half the best: never measured below
+    assert top_pair_means([cubic, reno, far], grid, samples, 0.07) is None
+    samples[reno][0.67] = [18.9]
+    assert top_pair_means([cubic, reno, far], grid, samples, 0.07) == {
+        cubic: {1.72: pytest.approx(19.1), 0.67: pytest.approx(15.9)}}
