@@ -7,12 +7,12 @@ needs T* (the best arm's plateau) and, per competitive arm, the smallest buffer 
 
 1. **T***: every arm at the grid's two largest buffers, `min_runs` times at the top and once
    below it (unless under half the best at the top), the best of them `min_runs` times at
-   both (once, at a point whose run the links capped: `PointNoise.runs_needed`). While the
-   best arm still climbs there (more than delta over the buffer below: `top_pair_means` and
-   `sweep.plateau_extension`), the caller extends the grid upwards and this starts over at
-   the new top (where only the arms still climbing below it are measured: `_arms_at`); when
-   the best arm *fell* from the lower to the upper one by more than delta (a curve that rises
-   and falls, seen on asymmetric.yaml at 5.47 MiB), the band moves one buffer down.
+   both. While the best arm still climbs there (more than delta over the buffer below:
+   `top_pair_means` and `sweep.plateau_extension`), the caller extends the grid upwards and
+   this starts over at the new top (where only the arms still climbing below it are
+   measured: `_arms_at`); when the best arm *fell* from the lower to the upper one by more
+   than delta (a curve that rises and falls, seen on asymmetric.yaml at 5.47 MiB), the band
+   moves one buffer down.
 2. **Successive elimination**: an arm whose upper confidence bound at its best buffer stays
    below the target computed from the best arm's lower bound cannot be within delta of the best:
    it is dropped. Arms whose interval straddles that line get repeats (up to `max_runs`).
@@ -202,14 +202,13 @@ class PointNoise:
         return own if own is not None and own.dof >= MIN_ARM_DOF else self.noise
 
     def capped(self, arm: Arm, bs: float, n: int) -> bool:
-        """Every one of the point's `n` runs read the links' rate (none kept its spread)."""
-        return self.spread is not None and n >= 1 and not self.spread.get(arm, {}).get(bs)
-
-    def runs_needed(self, arm: Arm, bs: float, n: int) -> int:
-        """`min_runs`, or 1 for a point the links capped: a second run reads the same rate
-        (harmful.yaml: PCDC on the fast subflow read 18.80-18.82 in every run from 0.1 MiB up,
-        and the top band, the tie at OBS and the fit asked each of three CCs for it twice)."""
-        return 1 if self.capped(arm, bs, n) else self.min_runs
+        """The point has `min_runs` runs or more and every one read the links' rate (none kept
+        its spread). One capped run is not enough: over thin-sender.yaml's lossy uplinks
+        FullMesh/bbr read the links' 22.17 Mbit/s once at 7.4 MiB, held T* alone, and
+        eliminated arms whose 4 runs there averaged 22.0 and 21.5; fresh probes of it read
+        21.47 and 21.55."""
+        return (self.spread is not None and n >= self.min_runs
+                and not self.spread.get(arm, {}).get(bs))
 
     def half_width(self, arm: Arm, bs: float, n: int) -> float:
         if self.capped(arm, bs, n):
@@ -263,9 +262,8 @@ def decide(
     def hw(arm: Arm, bs: float) -> float:
         return points.half_width(arm, bs, len(values(arm, bs)))
 
-    def short(arm: Arm, bs: float) -> bool:  # fewer runs than the point needs
-        n = len(values(arm, bs))
-        return n < points.runs_needed(arm, bs, n)
+    def short(arm: Arm, bs: float) -> bool:  # fewer runs than a compared point needs
+        return len(values(arm, bs)) < min_runs
 
     # 1. every arm at the two largest buffers (the top band): `min_runs` at the top, one run
     # below it, and the leader `min_runs` at both. When the leader fell by more than delta from

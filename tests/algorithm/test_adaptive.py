@@ -380,33 +380,22 @@ def test_only_arms_still_climbing_are_measured_at_a_buffer_added_above_the_grid(
     assert not {4.0, 8.0} & set(samples[("PCDC", "cubic")])
 
 
-def test_a_point_the_links_capped_is_measured_once():
-    """harmful.yaml: PCDC on the fast subflow read the links' rate (18.80-18.82) from 0.1 MiB
-    up, and the top band, the leader and the tie at OBS asked for each such point twice. A
-    run that the links capped is left out of the spread (`noise_samples`); its point needs one
-    run, and its interval is nil."""
-    grid = [0.25, 0.5, 1.0, 2.0]
-    pcdc, fullmesh = Arm("PCDC", "cubic"), Arm("FullMesh", "cubic")
-    uncapped = {(pcdc, 0.25): [12.0, 12.6], (fullmesh, 0.25): [6.0, 6.5],
-                (fullmesh, 0.5): [9.0, 9.8], (fullmesh, 1.0): [13.0, 14.1],
-                (fullmesh, 2.0): [15.0, 15.6, 15.2]}
-    samples = defaultdict(lambda: defaultdict(list))
-    spread = defaultdict(lambda: defaultdict(list))
-    for _ in range(100):
-        d = decide([pcdc, fullmesh], grid, samples, 0.07, noise_samples=spread)
-        if d.settled:
-            break
-        for p in d.probes:
-            arm, have = Arm(p.pm, p.cc), samples[(p.pm, p.cc)][p.bs_mib]
-            if (arm, p.bs_mib) in uncapped:
-                run = uncapped[(arm, p.bs_mib)][len(have) % len(uncapped[(arm, p.bs_mib)])]
-                spread[arm][p.bs_mib].append(run)
-            else:
-                run = 18.8  # capped at the links' rate: stored, kept out of the spread
-            have.append(run)
-    assert d.settled and (d.opm, d.obs_mib) == ("PCDC", 0.5)
-    assert {bs: len(v) for bs, v in samples[pcdc].items()} == {2.0: 1, 1.0: 1, 0.5: 1, 0.25: 1}
-    assert d.otp_half_width_mbps == 0.0 and d.t_star_held
+def test_one_run_at_the_links_rate_does_not_set_t_star_alone():
+    """thin-sender.yaml, the sweep's runs at 2.65 and 7.4 MiB: FullMesh/bbr read the links'
+    22.17 Mbit/s once at 7.4 MiB (capped: left out of the spread). As a point of its own it
+    held T* with one run and eliminated FullMesh/reno, whose 4 runs there averaged 22.0;
+    fresh probes of FullMesh/bbr there read 21.47 and 21.55. A capped point needs its
+    `min_runs` like any other before its interval is nil."""
+    grid = [0.95, 2.65, 7.4]
+    bbr, reno = Arm("FullMesh", "bbr"), Arm("FullMesh", "reno")
+    samples = {bbr: {0.95: [7.92], 2.65: [15.54, 18.86], 7.4: [22.17]},
+               reno: {0.95: [20.46, 7.55, 8.39], 2.65: [16.78, 20.86, 22.17, 21.67],
+                      7.4: [21.94, 22.17, 21.81, 22.08]}}
+    spread = {bbr: {0.95: [7.92], 2.65: [15.54, 18.86]},
+              reno: {0.95: [20.46, 7.55, 8.39], 2.65: [16.78, 20.86, 21.67],
+                     7.4: [21.94, 21.81, 22.08]}}
+    d = decide([bbr, reno], grid, samples, 0.07, noise_samples=spread)
+    assert d.probes == [WantedProbe("FullMesh", "bbr", 7.4)]
 
 
 def test_the_grid_grows_only_once_every_arm_near_the_top_was_measured_below_it():
