@@ -13,6 +13,9 @@ from benchmarks.accuracy import (
     Arm,
     Oracle,
     confirmed_min,
+    judged,
+    judged_pairs,
+    ratio_interval,
     record_oracle,
     recorded_oracle,
     timed,
@@ -108,3 +111,24 @@ def test_the_oracles_smallest_buffer_stands_only_when_fresh_probes_confirm_it():
     asked.clear()
     assert confirmed_min(oracle, 0.07, 0.0236, grid, 0.845, measure)[1:] == (0.0236, [])
     assert asked == []
+
+
+def test_the_judge_adds_fresh_pairs_only_while_its_ratio_straddles_the_delta_line():
+    def runs(values):
+        it = iter(values)
+        return lambda: next(it)
+
+    # Clearly within delta after two pairs: no more runs.
+    got, ref = judged_pairs(runs([10.0, 10.1]), runs([10.05, 10.0]), 2, 6, 0.07)
+    assert (len(got), len(ref)) == (2, 2)
+    assert judged(got, ref, 0.07)
+    # Runs 15 % apart on the answer's side: the interval holds 0.93 until enough pairs.
+    noisy = [0.717, 0.845, 0.80, 0.83, 0.82, 0.81]
+    steady = [0.845, 0.84, 0.845, 0.84, 0.845, 0.84]
+    got, ref = judged_pairs(runs(noisy), runs(steady), 2, 6, 0.07)
+    assert len(got) == len(ref) > 2
+    low, high = ratio_interval(got[:2], ref[:2])
+    assert low < 0.93 < high
+    # Never past the cap, even when it stays undecided.
+    got, ref = judged_pairs(runs([0.5, 1.0] * 3), runs([0.9, 0.8] * 3), 2, 3, 0.07)
+    assert len(got) == len(ref) == 3

@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from service.algorithm.capacity import PAYLOAD_SHARE
 from service.algorithm.objective import Objective
 from service.algorithm.topology import TopologySpec
 from service.flows.calibration import next_step
@@ -103,3 +104,22 @@ def test_a_stream_sweep_neither_extends_the_grid_nor_adds_gate_rounds(db_session
     assert c.probes_done == c.probes_total == 2 + 2 * 3
     assert not any(f.startswith(("grid_extended", "grid_below_plateau"))
                    for f in campaigns.flags(c))
+
+
+def test_an_adaptive_sweep_stops_growing_where_the_leader_reads_its_links_rate(db_session):
+    """A larger buffer cannot carry more than the links do: once the leader at the top reads
+    within delta/2 of its links' goodput, the grid stops growing, however steep the climb to
+    that top was."""
+    settings = Settings(run_campaigns=False, impact_max_runs=1, _env_file=None)
+    c = _campaign(db_session)
+    c.mode, c.runs = "adaptive", 2
+    ceiling = 100.0 * PAYLOAD_SHARE  # U-C: 100 Mbit/s both ways
+
+    def goodput(phase, bs):  # a ramp to the links' rate at 0.8 MiB
+        return ceiling if phase == "impact" else ceiling * min(1.0, bs / 0.8)
+
+    swept = _drive(db_session, c, goodput, settings)
+    # 0.4 -> 0.8 doubles, and 0.8 reads the links' rate: no 1.6
+    assert max(swept) == 0.8
+    assert c.buffer_grid_mib == [0.1, 0.2, 0.4, 0.8]
+    assert "grid_extended:0.8" in campaigns.flags(c)

@@ -10,6 +10,7 @@ from models import NO_EXCLUSION
 from service.algorithm.topology import TopologySpec
 from service.flows.calibration import next_step
 from service.flows.finish import finish_campaign
+from service.flows.phases.fixed_buffer_check import mean, next_run, verdict
 from service.flows.selected import selected_subsets, subset_of_key
 from service.settings import Settings
 from service.store import inventory, recommendations
@@ -136,7 +137,7 @@ def test_every_path_useful_selects_them_all(db_session, client):
 
 def test_an_addition_that_pays_only_with_autotuned_buffers_falls_back(db_session):
     """SRL-HU's K-C + K-CU: 22.6 Mbit/s with autotuned buffers, 9 at a fixed one, where K-C
-    alone keeps 18.8: SP* falls back to K-C after one probe of each at the grid's second-largest
+    alone keeps 18.8: SP* falls back to K-C after two probes of each at the grid's second-largest
     buffer, and the sweep's PCDC arms run K-C alone. The CC that shares the reference's SP*
     shares its check."""
     settings = Settings(run_campaigns=False, _env_file=None)
@@ -164,7 +165,8 @@ def test_an_addition_that_pays_only_with_autotuned_buffers_falls_back(db_session
         assert check["subset_mbps"] < check["start_mbps"]
         assert "K-CU" in entry["standby_subflows"] and not entry["settled"]
     checks = [s for s in steps if s.phase == "selection" and s.bs_mib == 0.8]
-    assert len(checks) == 2  # SP* and its start, once each, under the reference only
+    assert len(checks) == 4  # SP* and its start, twice each, under the reference only
+    assert len(check["subset_runs"]) == len(check["start_runs"]) == 2
     for s in steps:
         if s.phase == "buffer" and s.pm == "PCDC":
             assert list(s.allowed_subflows) == ["K-C"]
@@ -187,3 +189,18 @@ def test_a_cc_whose_selection_measured_nothing_takes_the_references_subset(db_se
     }})
     ctx = Context(db_session, c, Settings(run_campaigns=False, _env_file=None), OFFERED)
     assert ctx.subsets() == {"reno": ["P-D"], "cubic": ["P-D"]}
+
+
+def test_one_low_draw_of_an_addition_at_the_fixed_buffer_does_not_drop_it():
+    """thin-sender's F-B + L-B (a lossy 2 Mbit/s uplink beside the fibre): one check run each
+    may read the pair under F-B alone's (1 + min_gain); a fall-back waits for a second run of
+    each side and stands on the means."""
+    gain = 0.035
+    assert next_run([20.6], [18.8], gain) is None  # pays at once: one run each is enough
+    assert next_run([19.0], [18.8], gain) == "subset"  # says fall back: run the pair again
+    assert next_run([19.0, 20.7], [18.8], gain) == "start"  # and its start, to match
+    assert next_run([19.0, 20.7], [18.8, 18.9], gain) is None
+    assert verdict(mean([19.0, 20.7]), mean([18.8, 18.9]), gain)  # kept on the means
+    assert next_run([9.0, 9.1], [18.8, 18.9], gain) is None
+    assert not verdict(mean([9.0, 9.1]), mean([18.8, 18.9]), gain)  # SRL-HU's still falls back
+    assert next_run([None], [18.8], gain) is None  # a failed check: SP* stands, no retry loop

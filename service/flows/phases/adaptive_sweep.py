@@ -90,6 +90,13 @@ def _climb(ctx: Context, arms, samples) -> bool:
                                     extended)
     if means is None or len(extended) >= MAX_GRID_EXTENSIONS:
         return False
+    (leader, at), = means.items()
+    ceiling = _links_ceiling(ctx, *leader)
+    if max(at.values()) >= (1 - campaign.delta / 2) * ceiling:
+        # The leader reads its links' rate (stored means never exceed it: `capped_mean`), so
+        # no larger buffer can raise T* by more than delta/2 (thin-sender.yaml: FullMesh/bbr
+        # read 22.0 of 22.1 Mbit/s at 7.4 MiB, and the grid grew to 20.7 MiB for nothing).
+        return False
     more = plateau_extension(campaign.buffer_grid_mib, means, campaign.delta)
     if more is None:
         return False
@@ -98,13 +105,13 @@ def _climb(ctx: Context, arms, samples) -> bool:
     return True
 
 
-def _links_ceiling(ctx: Context, decision: adaptive.Decision) -> float | None:
-    """The most a stored mean of the chosen configuration can read: what its subflows' access
-    links carry, as goodput (None before a decision)."""
-    if decision.opm is None or decision.occ is None:
+def _links_ceiling(ctx: Context, pm: str | None, cc: str | None) -> float | None:
+    """The most a stored mean of an arm can read: what its subflows' access links carry, as
+    goodput (None without an arm: before a decision)."""
+    if pm is None or cc is None:
         return None
     rates = LinkCapacity.of(inventory.topology_spec(ctx.campaign.topology))
-    subset = ctx.subsets().get(decision.occ) if decision.opm == PCDC else None
+    subset = ctx.subsets().get(cc) if pm == PCDC else None
     return rates.max_mbps(subset or rates.ends) * PAYLOAD_SHARE
 
 
@@ -133,7 +140,7 @@ def _decision_note(ctx: Context, decision: adaptive.Decision, series) -> dict:
     if predicted is not None and math.isfinite(predicted) and decision.otp_mbps is not None:
         predicted = max(predicted, PROMISE_FLOOR * decision.otp_mbps)
         interval = (decision.otp_mbps - predicted, decision.otp_mbps + predicted)
-    ceiling = _links_ceiling(ctx, decision)
+    ceiling = _links_ceiling(ctx, decision.opm, decision.occ)
     if interval is not None and ceiling is not None and decision.otp_mbps <= ceiling * (1 + 1e-9):
         # no probe's mean is stored above what the links carry (`capacity.capped_mean`): on
         # uit-haw.yaml a promise of 0.22-1.47 Mbit/s stood beside 0.845 for both uplinks

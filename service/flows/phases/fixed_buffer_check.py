@@ -8,8 +8,11 @@ help the answer, which is the smallest buffer within delta. On SRL-HU, K-C plus 
 where K-C alone reaches the target at 1.35 MiB. So where a CC's SP* adds subflows to its start
 (the best subflow alone), both are probed once at the grid's second-largest buffer (the
 oracle's choice too: the top may be past every arm's plateau), and SP* falls back to the start
-unless the additions bring more than `min_gain` there as well. A CC that shares the
-reference's SP* shares its check.
+unless the additions bring more than `min_gain` there as well. A fall-back needs
+`FALL_BACK_RUNS` runs of each side: one low draw of a lossy path must not undo an addition the
+selection settled (thin-sender: F-B + L-B, 20.7 against F-B's 18.8 Mbit/s on the oracle's
+runs, fell back in some campaigns and kept its place in others, and F-B alone is not within
+delta of the best). A CC that shares the reference's SP* shares its check.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from ..selected import subset_key, subset_of_key
 from .base import Context
 
 Key = tuple[str, tuple[str, ...]]  # (the CC the check ran under, the subset, sorted)
+FALL_BACK_RUNS = 2  # runs of SP* and of its start before SP* falls back
 
 
 def check_buffer(grid: list[float]) -> float:
@@ -53,21 +57,42 @@ def owner(cc: str, done: dict[str, SelectionResult]) -> str:
     return cc
 
 
-def measured(ctx: Context, bs_mib: float) -> dict[Key, float | None]:
-    """(CC, subset) -> the check probe's goodput at `bs_mib` (None: the probe failed)."""
-    out: dict[Key, float | None] = {}
+def measured(ctx: Context, bs_mib: float) -> dict[Key, list[float | None]]:
+    """(CC, subset) -> the check probes' goodputs at `bs_mib`, in run order (None: a probe
+    that failed)."""
+    out: dict[Key, list[tuple[int, float | None]]] = {}
     for m in measurements.list_runs(ctx.session, campaign_id=ctx.campaign.id,
                                     phases=("selection",)):
         if abs(m.bs_mib - bs_mib) < 1e-9 and m.excluded_subflow != NO_EXCLUSION:
             subset = tuple(sorted(subset_of_key(m.excluded_subflow)))
-            out[(m.cc, subset)] = m.mean_goodput_mbps if m.status == "ok" else None
-    return out
+            value = m.mean_goodput_mbps if m.status == "ok" else None
+            out.setdefault((m.cc, subset), []).append((m.run, value))
+    return {k: [v for _, v in sorted(runs, key=lambda r: r[0])] for k, runs in out.items()}
 
 
-def step(ctx: Context, cc: str, subset: tuple[str, ...], bs_mib: float) -> ProbeStep:
+def mean(runs: list[float | None]) -> float | None:
+    """The mean of the runs that gave a goodput; None when none did."""
+    ok = [v for v in runs if v is not None]
+    return sum(ok) / len(ok) if ok else None
+
+
+def next_run(chosen: list[float | None], start: list[float | None],
+             min_gain: float) -> str | None:
+    """Which side of the check runs again ("subset" or "start"), or None when the verdict
+    stands: once the means say fall back, or either side has more runs, both are brought to
+    `FALL_BACK_RUNS`, the side with fewer runs first."""
+    if min(len(chosen), len(start)) >= FALL_BACK_RUNS:
+        return None
+    if verdict(mean(chosen), mean(start), min_gain) and len(chosen) == len(start):
+        return None
+    return "subset" if len(chosen) <= len(start) else "start"
+
+
+def step(ctx: Context, cc: str, subset: tuple[str, ...], bs_mib: float,
+         run: int = 1) -> ProbeStep:
     ordered = tuple(n for n in ctx.subflows if n in subset)
     everything = len(ordered) == len(ctx.subflows)
-    return ProbeStep("selection", FULLMESH if everything else PCDC, cc, bs_mib, 1,
+    return ProbeStep("selection", FULLMESH if everything else PCDC, cc, bs_mib, run,
                      subset_key(ordered), None if everything else ordered)
 
 
@@ -91,6 +116,7 @@ def fall_back(res: SelectionResult) -> SelectionResult:
                    within_reach=(was, *res.within_reach))
 
 
-def note(bs_mib: float, cc: str, chosen_mbps, start_mbps, kept: str) -> dict[str, Any]:
-    return {"bs_mib": bs_mib, "cc": cc, "subset_mbps": chosen_mbps, "start_mbps": start_mbps,
-            "kept": kept}
+def note(bs_mib: float, cc: str, chosen: list[float | None], start: list[float | None],
+         kept: str) -> dict[str, Any]:
+    return {"bs_mib": bs_mib, "cc": cc, "subset_mbps": mean(chosen), "start_mbps": mean(start),
+            "subset_runs": chosen, "start_runs": start, "kept": kept}

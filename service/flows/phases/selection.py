@@ -86,15 +86,23 @@ def _fixed_buffer_checks(ctx: Context, done: dict[str, SelectionResult]):
     got = check.measured(ctx, bs)
     # who checks what, before any SP* falls back (a fallen-back reference shares nothing)
     plan = {cc: (pair, check.owner(cc, done)) for cc in done if (pair := check.pair(done[cc]))}
+    min_gain = ctx.campaign.delta / 2
     for pair, by in plan.values():
         for subset in pair:
             if (by, tuple(sorted(subset))) not in got:
                 budget.ask(ctx.campaign, "selection", 1)
                 return probe(check.step(ctx, by, subset, bs))
+    for pair, by in plan.values():
+        chosen, start = (got[(by, tuple(sorted(x)))] for x in pair)
+        again = check.next_run(chosen, start, min_gain)
+        if again is not None:
+            subset, runs = (pair[0], chosen) if again == "subset" else (pair[1], start)
+            budget.ask(ctx.campaign, "selection", 1)
+            return probe(check.step(ctx, by, subset, bs, run=len(runs) + 1))
     notes = {}
     for cc, (pair, by) in plan.items():
         chosen, start = (got[(by, tuple(sorted(x)))] for x in pair)
-        pays = check.verdict(chosen, start, ctx.campaign.delta / 2)
+        pays = check.verdict(check.mean(chosen), check.mean(start), min_gain)
         notes[cc] = check.note(bs, by, chosen, start, "subset" if pays else "start")
         if not pays:
             done[cc] = check.fall_back(done[cc])
