@@ -15,7 +15,9 @@ needs T* (the best arm's plateau) and, per competitive arm, the smallest buffer 
    moves one buffer down.
 2. **Successive elimination**: an arm whose upper confidence bound at its best buffer stays
    below the target computed from the best arm's lower bound cannot be within delta of the best:
-   it is dropped. Arms whose interval straddles that line get repeats (up to `max_runs`).
+   it is dropped. Arms whose interval straddles that line get repeats (up to `max_runs`),
+   unless another arm's smallest buffer already puts them out of the running (short of the
+   target above that buffer and below their best: `_short_above`).
 3. **Bisection** per surviving arm over the sorted grid for the smallest buffer whose mean
    reaches the target: one run decides a buffer whose interval (the pooled spread) clears the
    target either way; a buffer whose interval straddles it is repeated (up to `max_runs`,
@@ -325,18 +327,16 @@ def decide(
     line = (1 - delta) * lead_low
 
     # 2. successive elimination
-    survivors, eliminated, repeats = [], [], []
+    survivors, eliminated, straddling = [], [], []
     for arm in arms:
         bs, mean = bests[arm]
         upper = mean + hw(arm, bs)
         if upper < line:
             eliminated.append(arm)
         elif arm != leader and mean < (1 - delta) * t_star and len(values(arm, bs)) < max_runs:
-            repeats.append(WantedProbe(*arm, bs))  # straddles: measure again before bisecting it
+            straddling.append(arm)  # measured again before it is bisected, if it can still win
         else:
             survivors.append(arm)
-    if repeats:
-        return Decision(probes=repeats)
     target = (1 - delta) * t_star
 
     # 3. bisection per survivor for its smallest buffer reaching the target. An arm that can
@@ -346,7 +346,17 @@ def decide(
     # 500 ms subflow while PCDC on the fast one settles at 5 s).
     obs: dict[Arm, int] = {}
     pending: dict[Arm, WantedProbe] = {}
-    for arm in survivors:
+    for arm in [*survivors, *straddling]:
+        if arm in straddling:
+            # An arm whose best straddles the line is repeated there before it is bisected,
+            # unless the others' smallest OBS so far already puts it out of the running: short
+            # of the target at a buffer above that OBS and below its best, it needs a larger
+            # buffer than the answer's whatever its repeats read (harmful.yaml: FullMesh/bbr,
+            # 17.3 at 1.72 MiB against a line of 17.9 and 5.7 at 0.67, was repeated twice at
+            # 16 s a probe while PCDC on F-U reached the target at 0.10 MiB).
+            survivors.append(arm)
+            pending[arm] = WantedProbe(*arm, bests[arm][0])
+            continue
         found = _bisect(arm, grid, values, hw, target, max_runs)
         if found is None and arm == leader:
             found = grid.index(t_bs)  # T*'s own point: the leader reaches its target there
@@ -361,6 +371,11 @@ def decide(
     while pending and obs and bound != min(obs.values()):
         bound = min(obs.values())
         for arm in list(pending):
+            if arm in straddling:
+                if _short_above(arm, grid, values, hw, target, bound):
+                    del pending[arm]
+                    beyond.append(arm)
+                continue
             found = _bisect(arm, grid, values, hw, target, max_runs, limit=bound)
             if isinstance(found, WantedProbe):
                 pending[arm] = found
@@ -497,6 +512,15 @@ def top_pair_means(
         return None
     leader = max(arms, key=lambda a: fmean(samples[a][top]))
     return {leader: {top: fmean(samples[leader][top]), below: fmean(samples[leader][below])}}
+
+
+def _short_above(arm, grid, values, hw, target, limit: int) -> bool:
+    """The arm measured short of the target (its interval wholly under it) at a buffer above
+    grid index `limit` and at most its best buffer: it cannot reach the target by `limit`."""
+    measured = [i for i in range(len(grid)) if values(arm, grid[i])]
+    best = max(measured, key=lambda i: fmean(values(arm, grid[i])))
+    return any(limit < i <= best and fmean(values(arm, grid[i])) + hw(arm, grid[i]) < target
+               for i in measured)
 
 
 def _bisect(arm, grid, values, hw, target, max_runs,

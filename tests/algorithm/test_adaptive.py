@@ -410,3 +410,29 @@ def test_the_grid_grows_only_once_every_arm_near_the_top_was_measured_below_it()
     samples[reno][0.67] = [18.9]
     assert top_pair_means([cubic, reno, far], grid, samples, 0.07) == {
         cubic: {1.72: pytest.approx(19.1), 0.67: pytest.approx(15.9)}}
+
+
+def test_an_arm_straddling_the_line_is_not_repeated_once_it_cannot_win():
+    """harmful.yaml's figures: FullMesh/bbr's best (17.3 at the top, against a line of 17.9)
+    straddles the line, and it read 5.7 one buffer lower; PCDC on the fast subflow reaches the
+    target at 0.125 MiB. FullMesh/bbr needs a larger buffer than that whatever its repeats at
+    the top read, so it gets none (each of its probes runs 16 s over the 500 ms subflow)."""
+    grid = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]
+    table = {}
+    for bs in grid:
+        table[("PCDC", "cubic", bs)] = [18.8, 18.81] * 2 if bs >= 0.125 else [6.1, 6.13] * 2
+        table[("FullMesh", "cubic", bs)] = (
+            [19.39, 19.23, 19.3, 19.35] if bs == 2.0 else [16.4, 16.2] * 2)
+        table[("FullMesh", "bbr", bs)] = [16.15, 18.36, 17.17, 18.16] if bs == 2.0 else [5.68] * 4
+    arms = sorted({k[:2] for k in table})
+    samples = defaultdict(lambda: defaultdict(list))
+    for _ in range(200):
+        d = decide(arms, grid, samples, 0.07)
+        if d.settled:
+            break
+        p = min(d.probes, key=lambda p: p.pm != "PCDC")  # the sweep runs the cheapest first
+        have = samples[(p.pm, p.cc)][p.bs_mib]
+        have.append(table[(p.pm, p.cc, p.bs_mib)][len(have) % 4])
+    assert d.settled and (d.opm, d.obs_mib) == ("PCDC", 0.125)
+    assert len(samples[("FullMesh", "bbr")][2.0]) == 2  # the top band's runs, no repeats
+    assert "FullMesh/bbr" in d.survivors  # not measured out: shown as needing more buffer
