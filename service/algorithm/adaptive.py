@@ -289,7 +289,8 @@ def decide(
         if missing:
             return Decision(probes=missing)
         leader = max(near, key=lambda a: max(fmean(v) for bs in band if (v := values(a, bs))))
-        missing = [WantedProbe(*leader, bs) for bs in band if short(leader, bs)]
+        missing = [WantedProbe(*leader, bs) for bs in band if short(leader, bs)
+                   and (bs == top or _may_fall(leader, below, top, values, hw, delta))]
         if missing:
             return Decision(probes=missing)
         if k < 2:
@@ -512,6 +513,15 @@ def top_pair_means(
         return None
     leader = max(arms, key=lambda a: fmean(samples[a][top]))
     return {leader: {top: fmean(samples[leader][top]), below: fmean(samples[leader][below])}}
+
+
+def _may_fall(leader, below: float, top: float, values, hw, delta: float) -> bool:
+    """Whether the leader's runs below the top may still show it fell by more than delta from
+    there to the top (the band then moves down): its interval below reaches (1 + delta) x its
+    mean at the top. A single run far under the top settles it (harmful.yaml: FullMesh read
+    12-16 Mbit/s once at 0.67 MiB against 19.2 at 1.72, and each second run took 15 s)."""
+    return fmean(values(leader, below)) + hw(leader, below) >= (
+        (1 + delta) * fmean(values(leader, top)))
 
 
 def _short_above(arm, grid, values, hw, target, limit: int) -> bool:

@@ -109,8 +109,9 @@ def test_arms_within_noise_take_the_smaller_buffer():
 
 def test_one_run_decides_a_buffer_far_from_the_line_and_the_answer_has_two():
     # The ramp's lower buffers sit far under the target: one run each tells. The answer's
-    # buffer and the band's top have two runs; the loser, a fifth of the best at the top, is
-    # not measured below it.
+    # buffer has two runs and the band's top three (T*'s repeat); one run below the top, far
+    # from a fall, is enough there; the loser, a fifth of the best at the top, is not measured
+    # below it.
     grid = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]
     curves = {("PCDC", "cubic"): lambda b: 20 * min(1, b / 0.5),
               ("FullMesh", "cubic"): lambda b: 4 * min(1, b / 0.5)}
@@ -122,7 +123,7 @@ def test_one_run_decides_a_buffer_far_from_the_line_and_the_answer_has_two():
             have.append(table[(p.pm, p.cc, p.bs_mib)][len(have)])
     assert (d.opm, d.occ, d.obs_mib) == ("PCDC", "cubic", 0.5) and d.otp_runs == 2
     runs = {arm: {bs: len(v) for bs, v in per_bs.items()} for arm, per_bs in samples.items()}
-    assert runs[("PCDC", "cubic")] == {2.0: 2, 1.0: 3, 0.5: 2, 0.25: 1, 0.125: 1}
+    assert runs[("PCDC", "cubic")] == {2.0: 3, 1.0: 1, 0.5: 2, 0.25: 1, 0.125: 1}
     assert runs[("FullMesh", "cubic")] == {2.0: 2}
     assert d.eliminated == ["FullMesh/cubic"]
 
@@ -436,3 +437,16 @@ def test_an_arm_straddling_the_line_is_not_repeated_once_it_cannot_win():
     assert d.settled and (d.opm, d.obs_mib) == ("PCDC", 0.125)
     assert len(samples[("FullMesh", "bbr")][2.0]) == 2  # the top band's runs, no repeats
     assert "FullMesh/bbr" in d.survivors  # not measured out: shown as needing more buffer
+
+
+def test_the_leader_runs_twice_below_the_top_only_where_it_may_have_fallen():
+    """One run below the top settles that the leader did not fall from there when it reads far
+    under the top (harmful.yaml: FullMesh 12-16 Mbit/s at 0.67 MiB against 19.2 at 1.72, 15 s a
+    probe); a run near or over the top's mean is repeated, and the band moves down on a fall."""
+    grid = [0.25, 0.5, 1.0, 2.0]
+    rise = {("FullMesh", "cubic"): {2.0: [19.4, 19.2], 1.0: [14.0]}}
+    d = decide([Arm("FullMesh", "cubic")], grid, rise, 0.07)
+    assert WantedProbe("FullMesh", "cubic", 1.0) not in d.probes
+    fall = {("FullMesh", "cubic"): {2.0: [15.4, 15.2], 1.0: [19.0]}}
+    d = decide([Arm("FullMesh", "cubic")], grid, fall, 0.07)
+    assert d.probes == [WantedProbe("FullMesh", "cubic", 1.0)]
