@@ -515,6 +515,21 @@ def top_pair_means(
     return {leader: {top: fmean(samples[leader][top]), below: fmean(samples[leader][below])}}
 
 
+def within_links(samples: Samples, links_mbps: float | None, delta: float,
+                 noise_samples: Samples | None = None,
+                 confidence: float = DEFAULT_CONFIDENCE) -> bool:
+    """Some measured point's lower bound (its mean less its half-width, as `decide` reads it)
+    reaches (1 - delta) x `links_mbps`, what every subflow's links carry together: that point
+    is within delta of any T* a larger buffer could show, for no mean exceeds the links' rate
+    (`capacity.capped_mean`)."""
+    if not links_mbps or links_mbps <= 0:
+        return False
+    points = PointNoise.of(samples, noise_samples, confidence)
+    bar = (1 - delta) * links_mbps
+    return any(fmean(v) - points.half_width(Arm(*arm), bs, len(v)) >= bar
+               for arm, per_bs in samples.items() for bs, v in per_bs.items() if v)
+
+
 def _may_fall(leader, below: float, top: float, values, hw, delta: float) -> bool:
     """Whether the leader's runs below the top may still show it fell by more than delta from
     there to the top (the band then moves down): its interval below reaches (1 + delta) x its

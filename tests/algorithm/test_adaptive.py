@@ -20,6 +20,7 @@ from service.algorithm.adaptive import (
     decide,
     lower_bounds,
     top_pair_means,
+    within_links,
 )
 from service.algorithm.arm import Arm
 from service.algorithm.confidence_summary import format_rate, format_relative
@@ -450,3 +451,13 @@ def test_the_leader_runs_twice_below_the_top_only_where_it_may_have_fallen():
     fall = {("FullMesh", "cubic"): {2.0: [15.4, 15.2], 1.0: [19.0]}}
     d = decide([Arm("FullMesh", "cubic")], grid, fall, 0.07)
     assert d.probes == [WantedProbe("FullMesh", "cubic", 1.0)]
+
+
+def test_a_point_within_delta_of_every_links_rate_is_within_delta_of_any_t_star():
+    samples = {("PCDC", "cubic"): {0.1: [18.80, 18.82], 0.04: [15.9, 16.1]},
+               ("FullMesh", "cubic"): {1.72: [19.1, 19.3], 0.67: [14.9, 14.4]}}
+    assert within_links(samples, 19.74, 0.07)  # 18.8 of the links' 19.74: 0.95
+    assert not within_links(samples, 21.0, 0.07)  # 0.90 of a larger links' rate
+    assert not within_links(samples, None, 0.07)
+    one_run = {("PCDC", "cubic"): {0.1: [18.9]}}
+    assert not within_links(one_run, 19.74, 0.07)  # one run: no interval yet

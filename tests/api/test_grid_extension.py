@@ -123,3 +123,42 @@ def test_an_adaptive_sweep_stops_growing_where_the_leader_reads_its_links_rate(d
     assert max(swept) == 0.8
     assert c.buffer_grid_mib == [0.1, 0.2, 0.4, 0.8]
     assert "grid_extended:0.8" in campaigns.flags(c)
+
+
+def test_an_adaptive_grid_does_not_grow_once_its_answer_carries_the_links_rate(db_session):
+    """harmful.yaml's shape: a 20 Mbit/s uplink beside a 1 Mbit/s one. PCDC on the fast one
+    reads 0.95 of what both links carry from 0.1 MiB; FullMesh still climbs at the top, so the
+    grid would grow for it, but no T* a larger buffer shows can be more than the links' rate,
+    and the answer is within delta of that: the grid stays as planned."""
+    settings = Settings(run_campaigns=False, impact_max_runs=1, _env_file=None)
+    spec = TopologySpec.model_validate({
+        "local": {"name": "HarmA", "isps": [
+            {"name": "Fibre", "label": "F", "down_kbps": 20000, "up_kbps": 20000},
+            {"name": "Sat", "label": "S", "down_kbps": 4000, "up_kbps": 1000}]},
+        "remote": {"name": "HarmB", "isps": [
+            {"name": "Uni", "label": "U", "down_kbps": 30000, "up_kbps": 30000}]}})
+    topology_id = inventory.ensure_topology(db_session, spec=spec).id
+    grid = [0.05, 0.1, 0.4, 1.6]
+    c = new_campaign(db_session, topology_id, ccs=["reno"], runs=2, duration_s=2,
+                     buffer_grid_mib=grid, mode="adaptive")
+    links = 21.0 * PAYLOAD_SHARE
+
+    def goodput(step) -> float:
+        fast_alone = step.allowed_subflows == ("F-U",) or step.excluded_subflow == "S-U"
+        if step.allowed_subflows == ("S-U",) or step.excluded_subflow == "F-U":
+            return 0.9
+        if step.phase != "buffer":
+            return 0.951 * links if fast_alone else 0.7 * links
+        if step.pm == "PCDC":
+            return 0.951 * links * min(1.0, step.bs_mib / 0.1)
+        return 0.96 * links * min(1.0, step.bs_mib / 1.5)  # FullMesh: still climbing at 1.6
+
+    while (advance := next_step(db_session, campaign_id=c.id, prober=KernelOffers({"reno"}),
+                                settings=settings)).step is not None:
+        record_step(db_session, c.id, advance.step, goodput(advance.step),
+                    subflows=("F-U", "S-U"))
+    assert advance.finish, c.error
+    assert c.buffer_grid_mib == grid
+    assert not any(f.startswith("grid_extended") for f in campaigns.flags(c))
+    note = c.notes["adaptive"]
+    assert (note["opm"], note["obs_mib"]) == ("PCDC", 0.1)
