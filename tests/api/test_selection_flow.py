@@ -137,9 +137,9 @@ def test_every_path_useful_selects_them_all(db_session, client):
 
 def test_an_addition_that_pays_only_with_autotuned_buffers_falls_back(db_session):
     """SRL-HU's K-C + K-CU: 22.6 Mbit/s with autotuned buffers, 9 at a fixed one, where K-C
-    alone keeps 18.8: SP* falls back to K-C after two probes of each at the grid's second-largest
-    buffer, and the sweep's PCDC arms run K-C alone. The CC that shares the reference's SP*
-    shares its check."""
+    alone keeps 18.8: SP* falls back to K-C after one probe of each at the grid's second-largest
+    buffer (a loss that clear needs no second draw), and the sweep's PCDC arms run K-C alone.
+    The CC that shares the reference's SP* shares its check."""
     settings = Settings(run_campaigns=False, _env_file=None)
     topology = inventory.ensure_topology(
         db_session, spec=TopologySpec.model_validate({"local": SRL, "remote": HU}))
@@ -165,8 +165,8 @@ def test_an_addition_that_pays_only_with_autotuned_buffers_falls_back(db_session
         assert check["subset_mbps"] < check["start_mbps"]
         assert "K-CU" in entry["standby_subflows"] and not entry["settled"]
     checks = [s for s in steps if s.phase == "selection" and s.bs_mib == 0.8]
-    assert len(checks) == 4  # SP* and its start, twice each, under the reference only
-    assert len(check["subset_runs"]) == len(check["start_runs"]) == 2
+    assert len(checks) == 2  # SP* and its start, once each, under the reference only
+    assert len(check["subset_runs"]) == len(check["start_runs"]) == 1
     for s in steps:
         if s.phase == "buffer" and s.pm == "PCDC":
             assert list(s.allowed_subflows) == ["K-C"]
@@ -204,3 +204,5 @@ def test_one_low_draw_of_an_addition_at_the_fixed_buffer_does_not_drop_it():
     assert next_run([9.0, 9.1], [18.8, 18.9], gain) is None
     assert not verdict(mean([9.0, 9.1]), mean([18.8, 18.9]), gain)  # SRL-HU's still falls back
     assert next_run([None], [18.8], gain) is None  # a failed check: SP* stands, no retry loop
+    assert next_run([9.1], [18.8], gain) is None  # SRL-HU's K-C + K-CU: a clear loss at once
+    assert next_run([17.0], [18.8], gain) == "subset"  # -10 %: a low draw as likely as a loss

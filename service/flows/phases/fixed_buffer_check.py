@@ -12,7 +12,8 @@ unless the additions bring more than `min_gain` there as well. A fall-back needs
 `FALL_BACK_RUNS` runs of each side: one low draw of a lossy path must not undo an addition the
 selection settled (thin-sender: F-B + L-B, 20.7 against F-B's 18.8 Mbit/s on the oracle's
 runs, fell back in some campaigns and kept its place in others, and F-B alone is not within
-delta of the best). A CC that shares the reference's SP* shares its check.
+delta of the best); one run each stands where it shows a clear loss (`CLEAR_LOSS`). A CC that
+shares the reference's SP* shares its check.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ from .base import Context
 
 Key = tuple[str, tuple[str, ...]]  # (the CC the check ran under, the subset, sorted)
 FALL_BACK_RUNS = 2  # runs of SP* and of its start before SP* falls back
+# ... unless one run each shows the additions cost more than this share of the start's goodput:
+# SRL-HU's K-C + K-CU read 9.1 against 18.8 for K-C alone at 5.97 MiB, a loss no second draw
+# turns into a gain, while thin-sender's F-B + L-B read 19.0 against 18.8 once (20.3-20.7 in
+# other runs): short of the gain it needs, not a loss.
+CLEAR_LOSS = 0.25
 
 
 def check_buffer(grid: list[float]) -> float:
@@ -83,8 +89,10 @@ def next_run(chosen: list[float | None], start: list[float | None],
     `FALL_BACK_RUNS`, the side with fewer runs first."""
     if min(len(chosen), len(start)) >= FALL_BACK_RUNS:
         return None
-    if verdict(mean(chosen), mean(start), min_gain) and len(chosen) == len(start):
-        return None
+    if len(chosen) == len(start):
+        a, b = mean(chosen), mean(start)
+        if verdict(a, b, min_gain) or a < (1 - CLEAR_LOSS) * b:
+            return None
     return "subset" if len(chosen) <= len(start) else "start"
 
 
