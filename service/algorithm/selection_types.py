@@ -120,6 +120,9 @@ class SelectionState:
     capacity: LinkCapacity | None = None  # the topology's stated rates (None: not used)
     # additions whose bounded gains together stay under this share of S's goodput are not tried
     negligible: float = 0.0
+    # per subflow its round-trip time (ms), where known: among subflows alone that tie, the
+    # path starts on the quickest (the same rate from a smaller buffer)
+    rtts_ms: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         names = tuple(self.subflows)

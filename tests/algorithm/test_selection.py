@@ -250,3 +250,23 @@ def test_a_measured_subset_passed_in_that_beats_the_path_wins():
     assert res.subset == ("B-X", "C-X")
     assert [s.decision for s in res.path] == ["start", "stop", "measured"]
     assert compare_with_omega(res, omega_sp, state).agree
+
+
+def test_of_two_subflows_alone_that_tie_the_path_starts_on_the_quicker():
+    """shared.yaml: two paths through one 8 Mbit/s uplink read its rate alike alone (D-T 7.471,
+    D-U 7.469 Mbit/s), and both together no more. The one with the shorter RTT carries that rate
+    from a smaller buffer (PCDC on D-T needed 0.10 MiB where D-U needs 0.04)."""
+    rates = {frozenset({"D-U"}): 7.469, frozenset({"D-T"}): 7.471,
+             frozenset({"D-U", "D-T"}): 7.47}
+    settings = {"negligible": 0.035, "min_gain": 0.035}
+    res, _, _ = drive(("D-U", "D-T"), rates.get, spread=0.002, **settings)
+    assert res.subset == ("D-T",)  # no RTTs known: the higher mean
+    res, _, _ = drive(("D-U", "D-T"), rates.get, spread=0.002,
+                      rtts_ms={"D-U": 30.0, "D-T": 80.0}, **settings)
+    assert res.subset == ("D-U",)
+    assert res.path[0].rival == ("D-T",)
+    # a clearly better subflow alone still starts the path, however long its RTT
+    rates[frozenset({"D-T"})] = 9.0
+    res, _, _ = drive(("D-U", "D-T"), rates.get, spread=0.002,
+                      rtts_ms={"D-U": 30.0, "D-T": 80.0}, **settings)
+    assert res.subset == ("D-T",)

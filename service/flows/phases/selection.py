@@ -57,12 +57,13 @@ def advance(ctx: Context) -> Outcome:
     # costs buffer (its data waits for the others') for no answer-worthy gain (shared.yaml:
     # both subflows 1-5 % above one alone at autotuned buffers, and needing 6 x its buffer)
     rates = LinkCapacity.of(inventory.topology_spec(campaign.topology))
+    rtts = {sf.name: sf.rtt_ms for sf in campaign.topology.subflows if sf.rtt_ms is not None}
     for cc in order:
         samples, failures = runs.get(cc, ({}, {}))
         state = SelectionState(
             ctx.subflows, samples, failures, cc=cc, reference=reference,
             budget=_budget(campaign), capacity=rates, negligible=campaign.delta / 2,
-            min_gain=campaign.delta / 2,
+            min_gain=campaign.delta / 2, rtts_ms=rtts,
         )
         wanted = next_probes(state)
         if wanted:
