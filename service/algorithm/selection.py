@@ -205,16 +205,17 @@ class _Selection:
         return [x for x in pair if self.runs(x)] or everything
 
     def _quickest_of_tied(self, alone: list[Subset]) -> Subset:
-        """The start: the best subflow alone, or, among those whose interval overlaps the
-        best's and whose mean is within `negligible` of it, the one with the shortest known
-        RTT. Two paths through one uplink read its rate alike, and the one with the longer
-        RTT needs a larger buffer for it (shared.yaml: D-T alone read 7.471 against D-U's
-        7.469 Mbit/s, 80 against 30 ms; PCDC on D-T needed 0.10 MiB where D-U needs 0.04)."""
+        """The start: the best subflow alone, or, among those whose mean is within
+        `negligible` of the best's, the one with the shortest known RTT. Two paths through one
+        uplink read its rate alike, and the one with the longer RTT needs a larger buffer for
+        it (shared.yaml: D-T alone read 7.471 against D-U's 7.469 Mbit/s, 80 against 30 ms;
+        PCDC on D-T needed 0.10 MiB where D-U needs 0.04). Means only, not intervals: the
+        pooled spread widens as subsets are measured, and a start that became a tie halfway
+        sent SRL-HU's selection down a second path (K-C, then U-C: 31 probes of 9 s)."""
         best = alone[0]
         rtts = self.s.rtts_ms or {}
         floor = (1 - self.s.negligible) * self.est(best).mean_mbps
-        tied = [x for x in alone if x == best or (
-            self.est(x).overlaps(self.est(best)) and self.est(x).mean_mbps >= floor)]
+        tied = [x for x in alone if self.est(x).mean_mbps >= floor]
         known = [x for x in tied if rtts.get(next(iter(x))) is not None]
         if len(known) < 2 or best not in known:
             return best
