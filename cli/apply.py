@@ -46,8 +46,9 @@ def apply(
     topology_id: Annotated[int, typer.Argument(min=1, help="stored topology id")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="show the plan, change nothing")]
     = False,
-    rollback: Annotated[bool, typer.Option("--rollback", help="restore what the last apply "
-                                           "replaced")] = False,
+    rollback: Annotated[bool, typer.Option("--rollback", help="restore the sites as before "
+                                           "the first apply; a repeated one says 'already "
+                                           "rolled back' and exits 0")] = False,
     site: Annotated[str | None, typer.Option("--site", help="only this site's side, on this "
                                              "host (a real site's operator)")] = None,
     confirm: Annotated[bool, typer.Option(help="run the confirmation transfer")] = True,
@@ -92,9 +93,12 @@ def apply(
                 from service.store import applied
 
                 row = applied.latest_apply(s, topology_id=topology_id)
-            apply_id, plan = row.id, row.plan
+            apply_id, plan, started = row.id, row.plan, row.state
     except ServiceError as exc:
         fail(exc.message)
+    if rollback and started != "rolling_back":  # rolled back meanwhile (or never in force)
+        typer.echo(f"apply {apply_id}: already rolled back" + _why_nothing(started))
+        raise typer.Exit(0)
     holding = bool(watch) and not rollback and (site is not None or not settings.broker_url)
     stopping = _stop_on_signals() if holding else None
     if site is not None:  # this host is the site: no namespace
@@ -107,7 +111,8 @@ def apply(
         if holding and report["state"] == "applied":
             _watch_in_foreground(lambda: failover_watch.start(
                 apply_id, site, namespace=None, this_site_only=True), stopping)
-        raise typer.Exit(0 if report["state"] != "failed" else EXIT_FAILED)
+        raise typer.Exit(0 if report["state"] == ("rolled_back" if rollback else "applied")
+                         else EXIT_FAILED)
     if settings.broker_url:
         flow.dispatch(apply_id, plan, "rollback" if rollback else "apply", settings)
         # a rollback starts from an applied row: waiting only while it is `applying` would
@@ -123,7 +128,7 @@ def apply(
     _print_outcome(apply_id, as_json)
     if holding and state == "applied":
         _watch_in_foreground(lambda: None, stopping)  # run_apply started them here
-    if rollback and settings.broker_url and state != "rolled_back":
+    if rollback and settings.broker_url and state == "rolling_back":
         typer.echo(f"mpcoa: error: {_not_rolled_back(apply_id, timeout_s)}", err=True)
         raise typer.Exit(EXIT_FAILED)
     raise typer.Exit(0 if state in ("applied", "rolled_back") else EXIT_FAILED)
@@ -167,7 +172,12 @@ def _not_applying(state: str) -> bool:
 
 
 def _rolled_back(state: str) -> bool:
-    return state == "rolled_back"
+    return state != "rolling_back"  # rolled_back, or failed: a site refused (the row says why)
+
+
+def _why_nothing(state: str) -> str:
+    return {"unconfirmed": " (its confirmation missed: the sites were rolled back then)",
+            "failed": " (it failed and left nothing of it in force)"}.get(state, "")
 
 
 def _wait(apply_id: int, *, done, timeout_s: float) -> str:

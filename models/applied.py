@@ -12,9 +12,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 from .base import Base, JSONType, UTCDateTime, utcnow
 
 # applying: the sites' workers are at it; applied: confirmed (or confirmation not asked);
-# unconfirmed: the confirmation missed and the sites were rolled back; rolled_back: on request;
-# failed: a site refused (its journal says how it was left)
-APPLY_STATES = ("applying", "applied", "unconfirmed", "rolled_back", "failed")
+# unconfirmed: the confirmation missed and the sites were rolled back; rolling_back: a rollback
+# was asked and the sites' workers are at it; rolled_back: on request; failed: a site refused
+# (its journal says how it was left: the previous apply in force, or as before any apply)
+APPLY_STATES = ("applying", "applied", "unconfirmed", "rolling_back", "rolled_back", "failed")
 
 
 class AppliedAnswer(Base):

@@ -15,7 +15,7 @@ from typing import Any
 
 from probes.base import ProbeError
 from probes.localsite import IFNAME, host_addresses
-from probes.netns import ip, run_ns, sysctl_get
+from probes.netns import ip, run_ns, sysctl_get_many
 from probes.vocabulary import CC_PATTERN
 
 FLAGS = ("signal", "subflow", "backup", "fullmesh")
@@ -35,6 +35,7 @@ HOST_SYSCTLS = ("net.core.rmem_max", "net.core.wmem_max")
 # answers EPERM otherwise, even to root: "only init netns can set default to a restricted
 # algorithm").
 ALLOWED_CCS = "net.ipv4.tcp_allowed_congestion_control"
+AVAILABLE_CCS = "net.ipv4.tcp_available_congestion_control"
 READ_SYSCTLS = (*NETNS_SYSCTLS, *HOST_SYSCTLS, ALLOWED_CCS)
 
 
@@ -68,19 +69,15 @@ def read_limits(ns: str | None) -> dict[str, int]:
 
 def read_state(ns: str | None) -> dict[str, Any]:
     """Everything an apply may change on this site, as it is now."""
-    sysctls = {}
-    for key in READ_SYSCTLS:
-        v = sysctl_get(ns, key)
-        if v is not None:
-            sysctls[key] = " ".join(v.split())
+    got = sysctl_get_many(ns, [*READ_SYSCTLS, AVAILABLE_CCS])  # one process, not one a key
+    sysctls = {key: " ".join(got[key].split()) for key in READ_SYSCTLS if got[key] is not None}
     return {
         "namespace": ns,
         "kernel": platform.release(),
         "endpoints": read_endpoints(ns),
         "limits": read_limits(ns),
         "sysctls": sysctls,
-        "available_ccs": (sysctl_get(ns, "net.ipv4.tcp_available_congestion_control")
-                          or "").split(),
+        "available_ccs": (got[AVAILABLE_CCS] or "").split(),
     }
 
 

@@ -188,7 +188,7 @@ def recalibrate_due() -> list[int]:
     acks_late=True,
 )
 def apply_site(apply_id: int, site: str, action: str) -> str:
-    """A site's side of an apply, a rollback or a watch (`flows.apply`, `flows.failover_watch`),
+    """A site's side of an apply, a rollback, a revert or a watch (`flows.apply`, `flows.failover_watch`),
     on the site's own queue: a real site's worker changes its own host, the testbed's worker
     the site's namespace. A worker killed mid-apply gets the task again: the journal rolls the
     site back first. `watch` starts the site's failover watcher as this worker's child."""
@@ -198,6 +198,8 @@ def apply_site(apply_id: int, site: str, action: str) -> str:
     where = None if local_site() is not None else "plan"
     if action == "rollback":
         return apply_flow.rollback_site(apply_id, site, namespace=where)["state"]
+    if action == "revert":  # another site refused this apply: back to the previous one
+        return apply_flow.revert_site(apply_id, site, namespace=where)["state"]
     if action == "watch":  # the watcher is this worker's child: it dies with the worker
         watcher = failover_watch.start(apply_id, site, namespace=where)
         return "watching" if watcher is not None else "not watching"

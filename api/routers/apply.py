@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request, status
+from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import SessionDep, commit, require_read, require_write
@@ -93,11 +93,16 @@ def post_apply(topology_id: Id, request: Request, session: SessionDep,
 
 @router.post("/topologies/{topology_id}/rollback", response_model=AppliedOut,
              status_code=status.HTTP_202_ACCEPTED, dependencies=[Depends(require_write)],
-             responses=ERRORS, summary="Restore what the last apply replaced, on both sites")
-def post_rollback(topology_id: Id, request: Request, session: SessionDep):
+             responses={**ERRORS, 200: {"description": "already rolled back: nothing to do"}},
+             summary="Restore the sites as before the first apply (the apply in force)")
+def post_rollback(topology_id: Id, request: Request, response: Response,
+                  session: SessionDep):
     row = apply_flow.start_rollback(session, topology_id=topology_id,
                                     site_hosts=bool(request.app.state.settings.broker_url))
     commit(session)
+    if row.state != "rolling_back":  # a repeated rollback: the first one ran meanwhile
+        response.status_code = status.HTTP_200_OK
+        return AppliedOut.of(row)
     apply_flow.dispatch(row.id, row.plan, "rollback", request.app.state.settings)
     return AppliedOut.of(row)
 

@@ -9,6 +9,11 @@ this process reaches both (the emulated testbed), the confirmation runs a plain 
 application connection (`probes.mptcpapp`) on the sites' own endpoints and sysctls; below
 (1 - delta) x the answer's OTP the sites are rolled back, the row is ``unconfirmed`` and the
 answer is flagged ``apply_unconfirmed`` with the figures.
+
+A site that refuses its side keeps the previous apply in force; a site that had applied it is
+reverted to the previous one (`revert_site`): the failed row says "previous apply N still in
+force", and N can still be rolled back. Applies and rollbacks of a topology are serialised
+(under its lock; ``rolling_back`` while the sites undo); a site's rollback names its apply.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from .dispatch import _celery_client, site_queue
 log = logging.getLogger(__name__)
 
 APPLY_TASK = "mpcoa.apply_site"
+#: a row in one of these states blocks a new apply or rollback of its topology
+BUSY = {"applying": "still applying", "rolling_back": "rolling back"}
 CONFIRM_SECONDS = 10.0
 CONFIRM_WARMUP_S = 3.0
 
@@ -47,9 +54,10 @@ def start_apply(session: Session, *, topology_id: int, confirm: bool = True,
     `site_hosts`: real sites may be in the plan, because their own workers (Celery queues) or
     their operators (`mpcoa apply ID --site NAME` on each host) apply them; without it only
     the testbed's namespaces may be (this process must never change its own host for a site)."""
+    applied.lock_topology(session, topology_id=topology_id)
     last = applied.latest_apply(session, topology_id=topology_id)
-    if last is not None and last.state == "applying":
-        raise Conflict(f"topology {topology_id}: apply {last.id} is still applying")
+    if last is not None and last.state in BUSY:
+        raise Conflict(f"topology {topology_id}: apply {last.id} is {BUSY[last.state]}")
     plan = build_plan(session, topology_id)
     if not site_hosts and not _can_confirm(plan):
         raise Conflict("the sites are real hosts: they apply through their workers' queues "
@@ -100,17 +108,66 @@ def apply_site(apply_id: int, site: str, *, namespace: str | None = "plan") -> d
     except (ProbeError, OSError) as exc:
         state = siteapply.read_journal(siteapply.state_dir(ns)) or {}
         report = {"state": "failed", "error": str(exc), "namespace": ns,
-                  "left": state.get("phase"), "recovered": state.get("recovered")}
+                  "left": state.get("phase"), "recovered": state.get("recovered"),
+                  "in_force": _in_force(state)}
+    to_revert: list[str] = []
     with session_scope() as s:
         # the other site's worker may report at this very moment: under the row's lock
         row = applied.report_site(s, apply_id=apply_id, site=site, report=report)
         if report["state"] == "failed":
-            applied.finish(s, row, "failed", error=f"{site}: {report['error']}")
+            applied.finish(s, row, "failed", error=_failure(site, report))
+            to_revert = [e["site"] for e in plan["sites"] if e["site"] != site
+                         and (row.sites.get(e["site"]) or {}).get("state") == "applied"]
+        elif row.state == "failed":  # another site failed first: back to the previous apply
+            to_revert = [site]
         elif all((row.sites.get(e["site"]) or {}).get("state") == "applied"
                  for e in plan["sites"]) and not _can_confirm(plan):
             applied.finish(s, row, "applied", confirmation={
                 "skipped": "the sites are real hosts: run the confirmation from the sender "
                            "(docs/workers.md)"})
+    if to_revert == [site]:
+        return revert_site(apply_id, site, namespace=namespace)
+    if to_revert:
+        _revert_elsewhere(apply_id, plan, to_revert)
+    return report
+
+
+def _in_force(journal: dict[str, Any]) -> str | None:
+    """The apply the site's journal keeps in force ("apply N"), if any."""
+    return journal.get("label") if journal.get("phase") == "applied" else None
+
+
+def _failure(site: str, report: dict[str, Any]) -> str:
+    held = report.get("in_force")
+    return (f"{site}: {report['error']}; " + (f"previous {held} still in force" if held else
+                                              "the site is as before any apply"))
+
+
+def _revert_elsewhere(apply_id: int, plan: dict[str, Any], sites: list[str]) -> None:
+    """The sites that had applied this apply go back to the previous one: on their own queues
+    (Celery), else here (embedded: this process reaches the testbed's namespaces)."""
+    from ..settings import get_settings
+
+    settings = get_settings()
+    if settings.broker_url:
+        dispatch(apply_id, {"sites": [{"site": n} for n in sites]}, "revert", settings)
+        return
+    for name in sites:
+        revert_site(apply_id, name)
+
+
+def revert_site(apply_id: int, site: str, *, namespace: str | None = "plan") -> dict[str, Any]:
+    """Undo this apply on a site that had applied it, putting the previous apply back in force
+    (another site refused it). A site whose journal is not this apply's is left alone."""
+    with session_scope() as s:
+        plan = applied.get_apply(s, apply_id=apply_id).plan
+    entry = _site_entry(plan, site)
+    ns = entry["namespace"] if namespace == "plan" else namespace
+    out = siteapply.revert(ns=ns, label=f"apply {apply_id}")
+    report = {"state": "reverted", "namespace": ns,  # this apply is not in force there "outcome": out["outcome"], "in_force": _in_force(out),
+              "at": out.get("finished_at")}
+    with session_scope() as s:
+        applied.report_site(s, apply_id=apply_id, site=site, report=report)
     return report
 
 
@@ -218,7 +275,7 @@ def confirm(apply_id: int) -> dict[str, Any]:
             applied.finish(s, row, "applied", confirmation=figures)
             return figures
     for entry in plan["sites"]:
-        siteapply.rollback(ns=entry["namespace"])
+        siteapply.rollback(ns=entry["namespace"], label=f"apply {apply_id}")
     with session_scope() as s:
         row = applied.get_apply(s, apply_id=apply_id)
         applied.finish(s, row, "unconfirmed", confirmation=figures)
@@ -257,33 +314,75 @@ def judge(measured: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
 
 def start_rollback(session: Session, *, topology_id: int,
                    site_hosts: bool = False) -> AppliedAnswer:
-    """The apply to roll back: the topology's last, applied or failed (`site_hosts` as for
-    `start_apply`)."""
-    row = applied.latest_apply(session, topology_id=topology_id)
-    if row is None or row.state not in ("applied", "failed"):
-        state = "nothing applied" if row is None else row.state
-        raise Conflict(f"topology {topology_id}: nothing to roll back ({state})")
+    """The apply in force, in state ``rolling_back`` (dispatch it after the commit): the newest,
+    passing over a failed one that left the previous in force everywhere. Any other state
+    returned means nothing to do (already rolled back); a rollback under way is returned as it
+    is (each site's rollback is idempotent). 409 while applying."""
+    applied.lock_topology(session, topology_id=topology_id)
+    rows = applied.list_applies(session, topology_id=topology_id, limit=100)
+    if not rows:
+        raise Conflict(f"topology {topology_id}: nothing to roll back (nothing applied)")
+    row = next((r for r in rows if not _superseded_failure(r)), rows[0])
+    if row.state == "applying":
+        raise Conflict(f"topology {topology_id}: apply {row.id} is still applying")
+    if row.state not in ("applied", "failed", "rolling_back") or _superseded_failure(row):
+        return row  # already rolled back: nothing to do
     if not site_hosts and not _can_confirm(row.plan):
         raise Conflict("the sites are real hosts: they roll back through their workers' "
                        "queues or by `mpcoa apply ID --rollback --site NAME` on each host")
+    applied.finish(session, row, "rolling_back")
     return row
 
 
+def _superseded_failure(row: AppliedAnswer) -> bool:
+    """A failed apply no site holds: each refused or reverted it, the previous in force."""
+    return row.state == "failed" and all(
+        (row.sites.get(e["site"]) or {}).get("state") in ("failed", "reverted")
+        for e in row.plan["sites"])
+
+
+def _rollback_labels(row: AppliedAnswer) -> list[str]:
+    """The journals a site may undo for this row: its own and, for a failed apply, the previous
+    apply a site kept in force when it refused this one (the rollback restores both)."""
+    held = [(r or {}).get("in_force") for r in (row.sites or {}).values()]
+    extra = [h for h in held if h] if row.state == "rolling_back" and any(
+        (r or {}).get("state") in ("failed", "reverted") for r in row.sites.values()) else []
+    return [f"apply {row.id}", *dict.fromkeys(extra)]
+
+
 def rollback_site(apply_id: int, site: str, *, namespace: str | None = "plan") -> dict:
+    """One site's side of a rollback (the row in ``rolling_back``); a delivery for a row that
+    is no longer rolling back (a redelivered task, the other site's report finished it) changes
+    nothing and says so."""
     with session_scope() as s:
-        plan = applied.get_apply(s, apply_id=apply_id).plan
+        row = applied.get_apply(s, apply_id=apply_id)
+        plan, state, labels = row.plan, row.state, _rollback_labels(row)
     entry = _site_entry(plan, site)
     ns = entry["namespace"] if namespace == "plan" else namespace
     if ns is None and namespace == "plan":
         raise ProbeError(f"site {site!r} is a real host: only its own worker rolls it back")
+    if state != "rolling_back":
+        return {"state": state, "namespace": ns, "outcome": f"apply {apply_id} is {state}: "
+                "no rollback of it is under way, nothing done"}
     failover_watch.stop(ns, reason="rollback")  # before the endpoints it promotes go away
-    journal = siteapply.rollback(ns=ns)
-    report = {**_report(journal, ns, "rolled_back"), "changed": []}
+    journal = siteapply.rollback(ns=ns, label=labels)
+    outcome = journal["outcome"]
+    if outcome == "not_this_apply":
+        report = {"state": "refused", "namespace": ns, "outcome": outcome,
+                  "error": f"the site holds {journal.get('label') or 'another apply'}'s journal "
+                           f"({journal.get('phase')}), not apply {apply_id}'s: left alone"}
+    else:
+        report = {**_report(journal, ns, "rolled_back"), "changed": [], "outcome": outcome}
     with session_scope() as s:
         row = applied.report_site(s, apply_id=apply_id, site=site, report=report)
-        if all((row.sites.get(e["site"]) or {}).get("state") == "rolled_back"
-               for e in plan["sites"]):
+        states = [(row.sites.get(e["site"]) or {}).get("state") for e in plan["sites"]]
+        if row.state == "rolling_back" and all(st == "rolled_back" for st in states):
             applied.finish(s, row, "rolled_back")
+        elif row.state == "rolling_back" and all(st in ("rolled_back", "refused")
+                                                 for st in states):
+            applied.finish(s, row, "failed", error="; ".join(
+                f"{n}: {r['error']}" for n, r in row.sites.items()
+                if r.get("state") == "refused"))
     return report
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from models import AppliedAnswer, Recommendation, utcnow
+from models import AppliedAnswer, Recommendation, Topology, utcnow
 
 from ..errors import NotFound
 
@@ -66,6 +66,16 @@ def lock_apply(session: Session, *, apply_id: int) -> AppliedAnswer:
     if row is None:
         raise NotFound(f"apply {apply_id} not found")
     return row
+
+
+def lock_topology(session: Session, *, topology_id: int) -> None:
+    """Serialise the start of applies and rollbacks of one topology until the transaction
+    ends: two requests must not both find no apply or rollback under way and both start one
+    (PostgreSQL: the topology's row FOR UPDATE; SQLite: a no-op UPDATE takes its write lock)."""
+    if session.get_bind().dialect.name == "sqlite":
+        session.execute(update(Topology).where(Topology.id == topology_id)
+                        .values(id=Topology.id))
+    session.scalar(select(Topology.id).where(Topology.id == topology_id).with_for_update())
 
 
 def set_site(session: Session, row: AppliedAnswer, site: str, report: dict[str, Any]) -> None:

@@ -1,0 +1,145 @@
+"""The journal is exact: every sequence of applies, re-applies, failed applies and rollbacks on a
+real site namespace, each followed by a rollback, ends with the site as it was before the first
+apply, value by value; a failed apply leaves the previous apply in force, journaled; a rollback
+that names another apply changes nothing.
+
+A and B set different keys (A: limits, tcp_wmem, two endpoints; B: neither, tcp_rmem and one
+endpoint), so a rollback after A then B must restore values only A's journal held. F passes
+validation and fails at its endpoints step (a device the namespace lacks) after it changed a
+sysctl and the limits, so its undo is real.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+
+import pytest
+
+from probes import siteapply
+from probes.base import ProbeError
+from probes import siteconfig as sc
+from probes import testbed as tbmod
+from probes.netns import list_netns
+from probes.spec import parse_spec
+
+pytestmark = pytest.mark.netns
+
+OPS = ("A", "B", "F", "R")
+#: every sequence of this length (each ends with a rollback too): 4^3 = 64 sequences
+LENGTH = 3
+
+
+@pytest.fixture(scope="module")
+def site():
+    name = f"jr{secrets.token_hex(3)}"
+    spec = parse_spec({"name": name, "defaults": {"delay_ms": 1}, "sites": [
+        {"name": "A", "isps": [{"name": "ispU", "label": "U", "down_kbps": 8000,
+                                "up_kbps": 8000},
+                               {"name": "ispK", "label": "K", "down_kbps": 4000,
+                                "up_kbps": 4000}]},
+        {"name": "B", "isps": [{"name": "ispC", "label": "C", "down_kbps": 8000,
+                                "up_kbps": 8000}]}]})
+    try:
+        bed = tbmod.up(spec)
+        yield bed.ns("A"), {lk.label: lk.address for lk in bed.site_links("A")}
+    finally:
+        tbmod.down(name)
+        assert not [n for n in list_netns() if n.startswith(f"mpcoa-{name}-")]
+
+
+def _targets(addrs: dict[str, str]) -> dict[str, dict]:
+    return {
+        "A": {"endpoints": [{"id": 1, "address": addrs["U"], "subflow": True, "fullmesh": True},
+                            {"id": 2, "address": addrs["K"], "subflow": True, "backup": True}],
+              "limits": {"subflows": 4, "add_addr_accepted": 4},
+              "sysctls": {"net.ipv4.tcp_congestion_control": "reno",
+                          "net.ipv4.tcp_wmem": "4096 32768 3145728"}},
+        "B": {"endpoints": [{"id": 7, "address": addrs["K"], "signal": True}],
+              "sysctls": {"net.ipv4.tcp_congestion_control": "bbr",
+                          "net.ipv4.tcp_rmem": "4096 65536 2621440"}},
+        "F": {"endpoints": [{"id": 9, "address": addrs["U"], "dev": "mpcoanodev0",
+                             "subflow": True}],
+              "limits": {"subflows": 6},
+              "sysctls": {"net.ipv4.tcp_wmem": "4096 8192 1048576"}},
+    }
+
+
+def _holds(state: dict, target: dict) -> bool:
+    eps = [{k: v for k, v in e.items() if k != "dev"} for e in state["endpoints"]]
+    return (eps == target["endpoints"]
+            and all(state["limits"][k] == v for k, v in target.get("limits", {}).items())
+            and all(state["sysctls"][k] == v for k, v in target["sysctls"].items()))
+
+
+def _run(ns: str, root, targets: dict, seq: tuple[str, ...]) -> None:
+    """Run `seq`, checking the site and its journal after each step against what it must be;
+    then roll back and compare with the site before, value by value."""
+    before = sc.read_state(ns)
+    in_force: str | None = None  # the label of the apply in force, per the model
+    n = 0
+    for op in seq:
+        was = sc.read_state(ns)
+        if op in ("A", "B"):
+            n += 1
+            journal = siteapply.apply(targets[op], ns=ns, root=root, label=f"apply {n}")
+            assert journal["phase"] == "applied", (seq, journal)
+            assert _holds(sc.read_state(ns), targets[op]), (seq, op)
+            in_force = f"apply {n}"
+        elif op == "F":
+            n += 1
+            with pytest.raises(ProbeError, match="mpcoanodev0"):
+                siteapply.apply(targets["F"], ns=ns, root=root, label=f"apply {n}")
+            # the previous apply still in force, exactly, with its own journal
+            assert sc.read_state(ns) == was, (seq, "a failed apply changed the site")
+            journal = siteapply.read_journal(siteapply.state_dir(ns, root))
+            if in_force is not None:
+                assert (journal["label"], journal["phase"]) == (in_force, "applied"), seq
+            else:
+                assert journal["phase"] == "rolled_back", seq
+            assert journal["failed"]["label"] == f"apply {n}", seq
+        else:
+            # a rollback naming another apply is refused and changes nothing
+            stale = siteapply.rollback(ns=ns, root=root, label="apply 0")
+            assert stale["outcome"] in ("not_this_apply", "nothing_in_force",
+                                        "nothing_applied"), (seq, stale["outcome"])
+            assert sc.read_state(ns) == was, (seq, "a stale rollback changed the site")
+            out = siteapply.rollback(ns=ns, root=root, label=in_force or f"apply {n}")
+            assert out["outcome"] == ("rolled_back" if in_force else "already_rolled_back"
+                                      if n else "nothing_applied"), (seq, out["outcome"])
+            assert sc.read_state(ns) == before, (seq, "rolled back")
+            in_force = None
+    siteapply.rollback(ns=ns, root=root)
+    assert sc.read_state(ns) == before, (seq, "the final rollback")
+    again = siteapply.rollback(ns=ns, root=root)  # repeated: nothing left to do
+    assert again["outcome"] in ("already_rolled_back", "nothing_applied"), seq
+    assert sc.read_state(ns) == before, seq
+
+
+def test_every_sequence_rolls_back_to_the_site_before_the_first_apply(site, tmp_path):
+    ns, addrs = site
+    targets = _targets(addrs)
+    before = sc.read_state(ns)
+    assert not _holds(before, targets["A"]) and not _holds(before, targets["B"])
+    sequences = list(itertools.product(OPS, repeat=LENGTH))
+    for i, seq in enumerate(sequences):
+        _run(ns, tmp_path / f"state{i}", targets, seq)
+    assert len(sequences) == 4 ** LENGTH
+    assert sc.read_state(ns) == before
+
+
+def test_the_issues_case_apply_twice_then_roll_back(site, tmp_path):
+    """Apply A, apply A again (nothing left to change), roll back: the values from before
+    the first apply, including those the second apply no longer journaled as changes."""
+    ns, addrs = site
+    target = _targets(addrs)["A"]
+    before = sc.read_state(ns)
+    root = tmp_path / "state"
+    siteapply.apply(target, ns=ns, root=root, label="apply 1")
+    again = siteapply.apply(target, ns=ns, root=root, label="apply 2")
+    assert all(st["before"] == st["after"] for st in again["steps"]
+               if st["kind"] != "endpoints")  # nothing left to change...
+    assert siteapply.rollback(ns=ns, root=root, label="apply 2")["outcome"] == "rolled_back"
+    assert sc.read_state(ns) == before  # ...and yet the first apply's values are restored
+    assert siteapply.rollback(ns=ns, root=root, label="apply 2")["outcome"] == \
+        "already_rolled_back"
