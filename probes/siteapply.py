@@ -45,6 +45,7 @@ from typing import Any
 
 from probes import journal_file
 from probes import siteconfig as sc
+from probes.base import ProbeError
 
 STATE_ROOT = Path(os.environ.get("MPCOA_APPLY_STATE", "/run/mpcoa/apply"))
 # reverting: an apply that failed or was interrupted is being undone back to the previous one
@@ -167,6 +168,8 @@ def _register_cc(name: str, directory: Path, journal: dict[str, Any]) -> None:
                                            "map_ids": None}
     _write_journal(directory, journal)
     ids = bpf_cc.load([name])
+    if journal.get("hold_after_register"):
+        _hold(directory)  # the crash test kills this process before the ids are recorded
     journal["bpf"][name]["map_ids"] = list(ids.values())
 
 
@@ -210,9 +213,14 @@ def _forward(ns: str | None, directory: Path, journal: dict[str, Any],
         step["done"] = True
         _write_journal(directory, journal)
         if hold_after is not None and n >= hold_after:
-            (directory / "held").write_text(str(os.getpid()))
-            while True:  # the interrupted-apply test kills this process here
-                time.sleep(1)
+            _hold(directory)
+
+
+def _hold(directory: Path) -> None:
+    """Wait here for ever: the interrupted-apply tests kill this process at this point."""
+    (directory / "held").write_text(str(os.getpid()))
+    while True:
+        time.sleep(1)
 
 
 def _revert(ns: str | None, directory: Path, journal: dict[str, Any],
@@ -274,8 +282,8 @@ def _reserve(directory: Path, journal: dict[str, Any]) -> None:
 
 
 def apply(target: dict[str, Any], *, ns: str | None, root: Path | None = None,
-          allow_host: bool = False, label: str = "", hold_after: int | None = None
-          ) -> dict[str, Any]:
+          allow_host: bool = False, label: str = "", hold_after: int | None = None,
+          hold_after_register: bool = False) -> dict[str, Any]:
     """Bring the site to `target`; returns the journal (phase ``applied``) with what it did.
     On a refused step the site is left as before this apply (the previous one in force, its
     journal back with a ``failed`` note) and the error is raised."""
@@ -294,6 +302,8 @@ def apply(target: dict[str, Any], *, ns: str | None, root: Path | None = None,
                    "previous": None if in_force is None else
                    {k: v for k, v in in_force.items() if k not in ("previous", "failed")},
                    "started_at": time.time(), "recovered": recovered}
+        if hold_after_register:
+            journal["hold_after_register"] = True
         _reserve(directory, journal)
         _write_journal(directory, journal)
         try:
@@ -393,7 +403,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--forward", action="store_true", help="recover: finish the apply")
     p.add_argument("--label", default=None,
                    help="apply: the journal's label; rollback: only this apply's journal")
+    p.add_argument("--allow-host", action="store_true",
+                   help="apply: change host-wide settings too (no --ns: this host)")
     p.add_argument("--hold-after", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--hold-after-register", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     root = Path(a.root) if a.root else None
     try:
@@ -401,14 +414,15 @@ def main(argv: list[str] | None = None) -> int:
             if not a.target:
                 p.error("apply needs --target")
             out = apply(json.loads(Path(a.target).read_text()), ns=a.ns, root=root,
-                        label=a.label or "", hold_after=a.hold_after)
+                        label=a.label or "", allow_host=a.allow_host and a.ns is None,
+                        hold_after=a.hold_after, hold_after_register=a.hold_after_register)
         elif a.command == "rollback":
             out = rollback(ns=a.ns, root=root, label=a.label)
         elif a.command == "recover":
             out = recover(ns=a.ns, root=root, forward=a.forward)
         else:
             out = status(ns=a.ns, root=root)
-    except sc.SiteConfigError as exc:
+    except (ProbeError, OSError) as exc:  # a refused step: the journal says how it was left
         print(json.dumps({"error": str(exc)}))
         return 2
     print(json.dumps(out))

@@ -201,5 +201,9 @@ def set_sysctl(ns: str | None, key: str, value: str) -> None:
     if key not in NETNS_SYSCTLS and key not in HOST_SYSCTLS and key != ALLOWED_CCS:
         raise SiteConfigError(f"sysctl {key!r}: not one an apply writes")
     cp = run_ns(ns, ["sysctl", "-q", "-w", f"{key}={value}"], check=False)
-    if cp.returncode != 0:
-        raise SiteConfigError(f"sysctl {key}={value}: {cp.stderr.strip() or 'refused'}")
+    # procps' sysctl exits 0 when the kernel refuses a write (EINVAL, a read-only key in a
+    # namespace): only reading the value back tells
+    now = sysctl_get_many(ns, [key])[key]
+    if cp.returncode != 0 or now is None or now.split() != value.split():
+        raise SiteConfigError(f"sysctl {key}={value}: {cp.stderr.strip() or 'refused'}"
+                              + (f" (it reads {' '.join(now.split())})" if now else ""))

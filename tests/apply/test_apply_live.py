@@ -22,9 +22,17 @@ from probes.ports import choose_port_triple
 from probes.spec import parse_spec
 from service.algorithm import apply_plan as ap
 from service.algorithm.topology import TopologySpec
-from tests.support import wait_for
+from tests.support import host_lock, wait_for
 
 pytestmark = pytest.mark.netns
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _congestion_controls_hold_still():
+    """"The sites as found" compares each site's available congestion controls, a host-wide
+    list another test process's BPF registrations change (tests.support.host_lock)."""
+    with host_lock("congestion-controls", exclusive=False):
+        yield
 
 ROOT_DIR = Path(__file__).resolve().parents[2]
 SITES = {
@@ -91,8 +99,8 @@ def test_apply_confirm_rollback_and_the_host_untouched(bed, root):
     # idempotent: applying again changes nothing and keeps the values from before the first
     again = siteapply.apply(targets["A"], ns=bed.ns("A"), root=root)
     assert _matches(sc.read_state(bed.ns("A")), targets["A"])
-    by_key = {f"{st['kind']}:{st['key']}": st for st in again["steps"]}
-    assert by_key["sysctl:net.ipv4.tcp_congestion_control"]["before"] == \
+    by_key = {f"{o['kind']}:{o['key']}": o["value"] for o in again["originals"]}
+    assert by_key["sysctl:net.ipv4.tcp_congestion_control"] == \
         before["A"]["sysctls"]["net.ipv4.tcp_congestion_control"]
 
     # the answer on the kernel's own path manager: a plain MPTCP connection, no control of ours

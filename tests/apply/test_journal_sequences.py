@@ -17,13 +17,22 @@ import secrets
 import pytest
 
 from probes import siteapply
-from probes.base import ProbeError
 from probes import siteconfig as sc
 from probes import testbed as tbmod
+from probes.base import ProbeError
 from probes.netns import list_netns
 from probes.spec import parse_spec
+from tests.support import host_lock
 
 pytestmark = pytest.mark.netns
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _congestion_controls_hold_still():
+    """The site is compared whole, its available congestion controls too: a host-wide list
+    another test process's BPF registrations change (tests.support.host_lock)."""
+    with host_lock("congestion-controls", exclusive=False):
+        yield
 
 OPS = ("A", "B", "F", "R")
 #: every sequence of this length (each ends with a rollback too): 4^3 = 64 sequences
