@@ -152,3 +152,35 @@ def test_the_issues_case_apply_twice_then_roll_back(site, tmp_path):
     assert sc.read_state(ns) == before  # ...and yet the first apply's values are restored
     assert siteapply.rollback(ns=ns, root=root, label="apply 2")["outcome"] == \
         "already_rolled_back"
+
+
+def test_the_undo_works_on_a_full_state_filesystem(site, tmp_path):
+    """The state directory on a tmpfs of 512 KiB in a private mount namespace (nobody else
+    sees it; it goes with the process): apply, fill the tmpfs to the last byte, apply again
+    and roll back. Both are journaled in the slots the first apply allocated."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ns, addrs = site
+    before = sc.read_state(ns)
+    targets = tmp_path / "targets.json"
+    targets.write_text(json.dumps(_targets(addrs)))
+    mountpoint = tmp_path / "state"
+    mountpoint.mkdir()
+    root_dir = Path(__file__).resolve().parents[2]
+    child = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", sys.executable,
+         str(Path(__file__).with_name("full_state_dir.py")), str(mountpoint), ns, str(targets)],
+        env={**os.environ, "PYTHONPATH": str(root_dir)}, capture_output=True, text=True,
+        timeout=120, check=False)
+    assert child.returncode == 0, child.stdout + child.stderr
+    out = json.loads(child.stdout.splitlines()[-1])
+    assert out["full"] and out["filled"] > 0, out
+    assert out["second"] == "applied" and out["holds_b"], out
+    assert out["outcome"] == "rolled_back" and out["journal"] == "rolled_back", out
+    assert out["restored"], out
+    assert sc.read_state(ns) == before
+    assert not os.listdir(mountpoint)  # the tmpfs was the child's alone
