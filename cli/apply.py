@@ -97,7 +97,7 @@ def apply(
     except ServiceError as exc:
         fail(exc.message)
     if rollback and started != "rolling_back":  # rolled back meanwhile (or never in force)
-        typer.echo(f"apply {apply_id}: already rolled back" + _why_nothing(started))
+        typer.echo(f"apply {apply_id}: {started}; already rolled back" + _why_nothing(started))
         raise typer.Exit(0)
     holding = bool(watch) and not rollback and (site is not None or not settings.broker_url)
     stopping = _stop_on_signals() if holding else None

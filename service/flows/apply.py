@@ -55,9 +55,9 @@ def start_apply(session: Session, *, topology_id: int, confirm: bool = True,
     their operators (`mpcoa apply ID --site NAME` on each host) apply them; without it only
     the testbed's namespaces may be (this process must never change its own host for a site)."""
     applied.lock_topology(session, topology_id=topology_id)
-    last = applied.latest_apply(session, topology_id=topology_id)
-    if last is not None and last.state in BUSY:
-        raise Conflict(f"topology {topology_id}: apply {last.id} is {BUSY[last.state]}")
+    busy = applied.busy_apply(session, topology_id=topology_id, states=tuple(BUSY))
+    if busy is not None:
+        raise Conflict(f"topology {topology_id}: apply {busy.id} is {BUSY[busy.state]}")
     plan = build_plan(session, topology_id)
     if not site_hosts and not _can_confirm(plan):
         raise Conflict("the sites are real hosts: they apply through their workers' queues "
@@ -164,8 +164,9 @@ def revert_site(apply_id: int, site: str, *, namespace: str | None = "plan") -> 
     entry = _site_entry(plan, site)
     ns = entry["namespace"] if namespace == "plan" else namespace
     out = siteapply.revert(ns=ns, label=f"apply {apply_id}")
-    report = {"state": "reverted", "namespace": ns,  # this apply is not in force there "outcome": out["outcome"], "in_force": _in_force(out),
-              "at": out.get("finished_at")}
+    # whatever the outcome, this apply is not in force there now
+    report = {"state": "reverted", "namespace": ns, "outcome": out["outcome"],
+              "in_force": _in_force(out), "at": out.get("finished_at")}
     with session_scope() as s:
         applied.report_site(s, apply_id=apply_id, site=site, report=report)
     return report
@@ -319,12 +320,13 @@ def start_rollback(session: Session, *, topology_id: int,
     returned means nothing to do (already rolled back); a rollback under way is returned as it
     is (each site's rollback is idempotent). 409 while applying."""
     applied.lock_topology(session, topology_id=topology_id)
+    busy = applied.busy_apply(session, topology_id=topology_id, states=("applying",))
+    if busy is not None:
+        raise Conflict(f"topology {topology_id}: apply {busy.id} is still applying")
     rows = applied.list_applies(session, topology_id=topology_id, limit=100)
     if not rows:
         raise Conflict(f"topology {topology_id}: nothing to roll back (nothing applied)")
     row = next((r for r in rows if not _superseded_failure(r)), rows[0])
-    if row.state == "applying":
-        raise Conflict(f"topology {topology_id}: apply {row.id} is still applying")
     if row.state not in ("applied", "failed", "rolling_back") or _superseded_failure(row):
         return row  # already rolled back: nothing to do
     if not site_hosts and not _can_confirm(row.plan):

@@ -45,6 +45,15 @@ def latest_apply(session: Session, *, topology_id: int) -> AppliedAnswer | None:
                           .order_by(AppliedAnswer.id.desc()).limit(1))
 
 
+def busy_apply(session: Session, *, topology_id: int,
+               states: tuple[str, ...] = ("applying", "rolling_back")) -> AppliedAnswer | None:
+    """The topology's newest apply in one of `states` (not necessarily its newest apply: a
+    rollback goes to the apply in force, which a failed apply may have come after)."""
+    return session.scalar(select(AppliedAnswer).where(
+        AppliedAnswer.topology_id == topology_id, AppliedAnswer.state.in_(states))
+        .order_by(AppliedAnswer.id.desc()).limit(1))
+
+
 def list_applies(session: Session, *, topology_id: int, limit: int = 20) -> list[AppliedAnswer]:
     return list(session.scalars(
         select(AppliedAnswer).where(AppliedAnswer.topology_id == topology_id)

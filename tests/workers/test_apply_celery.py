@@ -72,16 +72,26 @@ def test_rollback_waits_for_the_site_workers(committed_db, broker_url, worker_la
     assert nobody.returncode == 1, nobody.stdout + nobody.stderr
     assert "not rolled back after 2 s" in nobody.stderr
     assert f"mpcoa worker --site {local} --site {remote}" in nobody.stderr
-    assert _state(committed_db, apply_id) == "applied"
+    # asked, not done: no apply is accepted until it is
+    assert _state(committed_db, apply_id) == "rolling_back"
+    busy = subprocess.run([str(BIN / "mpcoa"), "apply", str(tid)], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert busy.returncode == 2 and f"apply {apply_id} is rolling back" in busy.stderr, \
+        busy.stdout + busy.stderr
 
-    # one worker per site: the rollback queued above and this one are theirs
+    # one worker per site: the rollback queued above and this one are theirs; the queued one
+    # may have finished before this command starts ("already rolled back", exit 0 as well)
     for name in (local, remote):
         worker_launcher.start(name, env)
     done = _rollback(env, tid, "--timeout", "120")
     assert done.returncode == 0, done.stdout + done.stderr + worker_launcher.logs()
     # when the command returns, both sites have rolled back, not merely been asked to
     assert _state(committed_db, apply_id) == "rolled_back"
-    assert "apply" in done.stdout and "rolled_back" in done.stdout
+    assert f"apply {apply_id}" in done.stdout and "rolled_back" in done.stdout
+    # and once more, after it: nothing to do, which is what was asked
+    again = _rollback(env, tid, "--timeout", "120")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"apply {apply_id}: rolled_back; already rolled back" in again.stdout
 
 
 # ---- the watchers: each site's worker starts its own, as its child ------------------------------
