@@ -416,6 +416,8 @@ def test_an_apply_over_http_watches_fails_over_and_its_watchers_stop(bed, tmp_pa
         stopped = [e for e in back["events"] if e["kind"] == "watch_stopped"]
         assert [e["detail"]["reason"] for e in stopped] == ["rollback"]
         assert _watcher_pids(bed.ns("A")) == []
+        again = c.post(f"/topologies/{tid}/rollback")  # repeated: done already, nothing to do
+        assert again.status_code == 200 and again.json()["state"] == "rolled_back", again.text
         assert all(sc.read_state(bed.ns(n)) == before[n] for n in ("A", "B"))
 
         # applied again; then the server is sent SIGTERM: its watcher stops with it
