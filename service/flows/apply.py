@@ -7,8 +7,8 @@ both sites. Each site applies its side with `probes.siteapply` (journaled: as it
 planned, never half) and reports into the row (`apply_site`). When both sites are applied and
 this process reaches both (the emulated testbed), the confirmation runs a plain MPTCP
 application connection (`probes.mptcpapp`) on the sites' own endpoints and sysctls; below
-(1 - delta) x the answer's OTP the sites are rolled back, the row is ``unconfirmed`` and the
-answer is flagged ``apply_unconfirmed`` with the figures.
+(1 - delta) x the answer's OTP the sites go back to the previous apply, the row is
+``unconfirmed`` and the answer is flagged ``apply_unconfirmed`` with the figures.
 
 A site that refuses its side keeps the previous apply in force; a site that had applied it is
 reverted to the previous one (`revert_site`): the failed row says "previous apply N still in
@@ -250,7 +250,8 @@ def watch_when_applied(apply_id: int, settings: Settings) -> bool:
 
 
 def confirm(apply_id: int) -> dict[str, Any]:
-    """The plain MPTCP application's goodput against (1 - delta) x OTP; a miss rolls back."""
+    """The plain MPTCP application's goodput against (1 - delta) x OTP; a miss reverts the
+    sites to the previous apply (as before any, if none was in force)."""
     with session_scope() as s:
         row = applied.get_apply(s, apply_id=apply_id)
         plan = row.plan
@@ -275,8 +276,8 @@ def confirm(apply_id: int) -> dict[str, Any]:
         if figures["passed"]:
             applied.finish(s, row, "applied", confirmation=figures)
             return figures
-    for entry in plan["sites"]:
-        siteapply.rollback(ns=entry["namespace"], label=f"apply {apply_id}")
+    for entry in plan["sites"]:  # back to the previous apply, if one was in force
+        siteapply.revert(ns=entry["namespace"], label=f"apply {apply_id}")
     with session_scope() as s:
         row = applied.get_apply(s, apply_id=apply_id)
         applied.finish(s, row, "unconfirmed", confirmation=figures)
@@ -337,10 +338,11 @@ def start_rollback(session: Session, *, topology_id: int,
 
 
 def _superseded_failure(row: AppliedAnswer) -> bool:
-    """A failed apply no site holds: each refused or reverted it, the previous in force."""
-    return row.state == "failed" and all(
+    """An apply no site holds: unconfirmed, or failed and each site refused or reverted it
+    (the previous apply, if any, in force)."""
+    return row.state == "unconfirmed" or (row.state == "failed" and all(
         (row.sites.get(e["site"]) or {}).get("state") in ("failed", "reverted")
-        for e in row.plan["sites"])
+        for e in row.plan["sites"]))
 
 
 def _rollback_labels(row: AppliedAnswer) -> list[str]:
