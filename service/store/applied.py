@@ -82,8 +82,8 @@ def lock_topology(session: Session, *, topology_id: int) -> None:
     ends: two requests must not both find no apply or rollback under way and both start one
     (PostgreSQL: the topology's row FOR UPDATE; SQLite: a no-op UPDATE takes its write lock)."""
     if session.get_bind().dialect.name == "sqlite":
-        session.execute(update(Topology).where(Topology.id == topology_id)
-                        .values(id=Topology.id))
+        session.execute(update(Topology).where(Topology.id == topology_id)  # keeps updated_at
+                        .values(id=Topology.id, updated_at=Topology.updated_at))
     session.scalar(select(Topology.id).where(Topology.id == topology_id).with_for_update())
 
 
