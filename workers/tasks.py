@@ -190,8 +190,9 @@ def recalibrate_due() -> list[int]:
 def apply_site(apply_id: int, site: str, action: str) -> str:
     """A site's side of an apply, a rollback, a revert (another site refused the apply) or a
     watch (`flows.apply`, `flows.failover_watch`), on the site's own queue: a real site's worker
-    changes its own host, the testbed's worker the site's namespace. A worker killed mid-apply gets the task again: the journal rolls the
-    site back first. `watch` starts the site's failover watcher as this worker's child."""
+    changes its own host, the testbed's worker the site's namespace. A worker killed mid-apply
+    gets the task again: the journal rolls the site back first. `watch` starts the site's
+    failover watcher as this worker's child."""
     from service.flows import apply as apply_flow
     from service.flows import failover_watch
 
