@@ -184,3 +184,26 @@ def test_the_undo_works_on_a_full_state_filesystem(site, tmp_path):
     assert out["restored"], out
     assert sc.read_state(ns) == before
     assert not os.listdir(mountpoint)  # the tmpfs was the child's alone
+
+
+def test_a_journal_left_by_the_previous_version_is_still_rolled_back(site, tmp_path):
+    """An upgrade with an apply in force: its journal.json (one file, the steps' `before` the
+    values to restore) is read, rolled back, and replaced by the slots."""
+    import json
+
+    ns, _ = site
+    before = sc.read_state(ns)
+    key = "net.ipv4.tcp_wmem"
+    was, now = before["sysctls"][key], "4096 20480 2097152"
+    sc.set_sysctl(ns, key, now)
+    directory = siteapply.state_dir(ns, tmp_path / "state")
+    directory.mkdir(parents=True)
+    (directory / "journal.json").write_text(json.dumps({
+        "version": 1, "namespace": ns, "label": "apply 7", "phase": "applied",
+        "steps": [{"kind": "sysctl", "key": key, "before": was, "after": now, "done": True}],
+        "skipped": [], "bpf_map_ids": {}}))
+    out = siteapply.rollback(ns=ns, root=tmp_path / "state", label="apply 7")
+    assert out["outcome"] == "rolled_back"
+    assert sc.read_state(ns) == before
+    assert not (directory / "journal.json").exists()
+    assert siteapply.read_journal(directory)["phase"] == "rolled_back"
