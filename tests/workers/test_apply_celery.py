@@ -214,3 +214,92 @@ def test_each_site_worker_watches_its_own_site(committed_db, broker_url, worker_
                        for n, was in before.items())
         finally:
             tbmod.down(name)
+
+
+# ---- a failed apply on site workers: the site that took it goes back to the previous one -------
+@pytest.mark.netns
+def test_a_site_that_refuses_an_apply_leaves_the_previous_in_force_on_both(
+        committed_db, broker_url, worker_launcher, tmp_path):
+    import secrets
+
+    from probes import siteapply
+    from probes import siteconfig as sc
+    from probes import testbed as tbmod
+    from service.flows.apply import APPLY_TASK
+    from service.flows.dispatch import _celery_client, site_queue
+    from tests.support import wait_for
+
+    from .conftest import testbed_spec
+
+    local, remote = site_names()
+    name = f"wr{secrets.token_hex(3)}"
+    state = tmp_path / "apply"
+    before: dict = {}
+    try:
+        bed = tbmod.up(testbed_spec(name, local, remote))
+        before = {n: sc.read_state(bed.ns(n)) for n in (local, remote)}
+        addr = {n: bed.site_links(n)[0].address for n in (local, remote)}
+
+        def target(n, cc, endpoint):
+            return {"endpoints": [{"id": 3, "address": addr[n], **endpoint}],
+                    "sysctls": {"net.ipv4.tcp_congestion_control": cc}}
+
+        def plan(targets):
+            return {"sites": [{"site": n, "namespace": bed.ns(n), "target": targets[n]}
+                              for n in (local, remote)],
+                    "confirm": {"wanted": False}, "watch": {"wanted": False}, "answer": {}}
+
+        good = {n: target(n, "reno", {"signal": True}) for n in (local, remote)}
+        bad = {local: target(local, "bbr", {"subflow": True}),
+               remote: target(remote, "bbr", {"subflow": True, "dev": "mpcoanodev0"})}
+        engine = make_engine(committed_db)
+        with session_scope(engine) as s:
+            tid = ensure_topology(s, spec=TopologySpec.model_validate(
+                topology_body(local, remote))).id
+            p_row = applied.add_apply(s, topology_id=tid, recommendation_id=None,
+                                      plan=plan(good))
+            applied.finish(s, p_row, "applied")
+            n_id = applied.add_apply(s, topology_id=tid, recommendation_id=None,
+                                     plan=plan(bad)).id
+            p_id = p_row.id
+        engine.dispose()
+        for n in (local, remote):
+            siteapply.apply(good[n], ns=bed.ns(n), root=state, label=f"apply {p_id}")
+        after_p = {n: sc.read_state(bed.ns(n)) for n in (local, remote)}
+
+        env = worker_env(committed_db, broker_url, tmp_path, MPCOA_APPLY_STATE=str(state),
+                         MPCOA_TESTBED=name)
+        for n in (local, remote):
+            worker_launcher.start(n, env)
+        client = _celery_client(broker_url)
+        for n in (local, remote):
+            client.send_task(APPLY_TASK, args=[n_id, n, "apply"], queue=site_queue(n))
+
+        def settled():
+            engine = make_engine(committed_db)
+            try:
+                with session_scope(engine) as s:
+                    row = applied.get_apply(s, apply_id=n_id)
+                    sites = {k: v.get("state") for k, v in (row.sites or {}).items()}
+                    return sites == {local: "reverted", remote: "failed"} and (
+                        row.state, row.error)
+            finally:
+                engine.dispose()
+
+        got = wait_for(settled, 120, "the refused apply settled on both sites")
+        assert got[0] == "failed" and f"previous apply {p_id} still in force" in got[1], got
+        assert {n: sc.read_state(bed.ns(n)) for n in (local, remote)} == after_p
+        assert _state(committed_db, p_id) == "applied"
+        back = _rollback(env, tid, "--timeout", "120")
+        assert back.returncode == 0, back.stdout + back.stderr + worker_launcher.logs()
+        assert _state(committed_db, p_id) == "rolled_back"
+        assert {n: sc.read_state(bed.ns(n)) for n in (local, remote)} == before
+    finally:
+        worker_launcher.stop_all()
+        for n in (local, remote):
+            siteapply.rollback(ns=tbmod.ns_name(name, n), root=state)
+        try:
+            assert all(sc.read_state(tbmod.ns_name(name, n)) == was
+                       for n, was in before.items())
+        finally:
+            tbmod.down(name)
