@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from benchmarks.accuracy import probe
+from benchmarks.oracle import probe
 
 MIB = 2**20
 

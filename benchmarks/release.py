@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> int:
-    from benchmarks.accuracy import probe_result, topology_of
+    from benchmarks.oracle import probe_result, topology_of
     from probes import testbed
     from probes.spec import load_spec
     from service.algorithm.capacity import LinkCapacity, capped_mean

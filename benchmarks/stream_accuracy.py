@@ -48,7 +48,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.accuracy import (
+from benchmarks.oracle import (
     best_subset_of,
     dense_grid,
     probe_result,

@@ -18,8 +18,8 @@ from benchmarks.accuracy import (
     ratio_interval,
     record_oracle,
     recorded_oracle,
-    timed,
 )
+from benchmarks.oracle import timed
 from probes.spec import load_spec
 from service.algorithm.capacity import PAYLOAD_SHARE
 
