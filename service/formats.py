@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
@@ -18,9 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from probes.vocabulary import PathManager
 
 from .algorithm.curve import Curve, normalize_cc, normalize_pm
-from .algorithm.curve_store import AnyCurve, curve_from_dict, curve_to_dict
 from .algorithm.impact import ImpactResult, impact_from_omegas, impact_from_series
 from .algorithm.regression import Fit, Sample
+from .algorithm.saturating_curve import AnyCurve, SaturatingCurve
 from .algorithm.solver import Solution
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
@@ -30,6 +31,60 @@ DIGITS = 6  # output precision: well below the paper's two decimals, stable acro
 
 class FormatError(ValueError):
     """Bad input; the message names the field."""
+
+
+# Curves as JSON-ready dicts and back: {"kind": "quadratic" | "saturating", "pm", "cc", ...}, the
+# one serialised form of a curve, for the stored fits and the CLI's files alike. A dict without
+# "kind" is the paper's quadratic (the format of stored fits before kinds existed, and of the
+# paper's curves files). Reading checks every field and names the bad one first ("a: ...").
+CURVE_KINDS = {Curve.kind: Curve, SaturatingCurve.kind: SaturatingCurve}
+_PARAMS = {
+    Curve.kind: ("a", "b", "c"),
+    SaturatingCurve.kind: ("plateau_mbps", "knee_mib", "sharpness"),
+}
+
+
+def curve_to_dict(curve: AnyCurve) -> dict[str, Any]:
+    """{"kind", "pm", "cc", <the kind's parameters>, "same_as_fullmesh"}."""
+    return {
+        "kind": curve.kind,
+        "pm": curve.pm,
+        "cc": curve.cc,
+        **{name: getattr(curve, name) for name in _PARAMS[curve.kind]},
+        "same_as_fullmesh": curve.same_as_fullmesh,
+    }
+
+
+def curve_from_dict(data: Mapping) -> AnyCurve:
+    """A curve from its dict; ValueError("<field>: <what is wrong>") otherwise."""
+    kind = data.get("kind", Curve.kind)
+    if kind not in CURVE_KINDS:
+        raise ValueError(f"kind: must be one of {', '.join(CURVE_KINDS)}, got {kind!r}")
+    expected = {"kind", "pm", "cc", "same_as_fullmesh", *_PARAMS[kind]}
+    extra = sorted(set(data) - expected)
+    if extra:
+        raise ValueError(f"{extra[0]}: not a field of a {kind} curve")
+    missing = [name for name in ("pm", "cc", *_PARAMS[kind]) if name not in data]
+    if missing:
+        raise ValueError(f"{missing[0]}: missing in a {kind} curve")
+    for name, check in (("pm", normalize_pm), ("cc", normalize_cc)):
+        if not isinstance(data[name], str):
+            raise ValueError(f"{name}: must be a string, got {data[name]!r}")
+        try:
+            check(data[name])
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    params = {name: data[name] for name in _PARAMS[kind]}
+    for name, value in params.items():
+        # bool is an int to Python, never a number to a JSON reader
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"{name}: must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"{name}: must be finite, got {value!r}")
+    same = data.get("same_as_fullmesh", False)
+    if not isinstance(same, bool):
+        raise ValueError(f"same_as_fullmesh: must be true or false, got {same!r}")
+    return CURVE_KINDS[kind](pm=data["pm"], cc=data["cc"], same_as_fullmesh=same, **params)
 
 
 def _strict() -> ConfigDict:
@@ -53,7 +108,7 @@ class _PmCc(BaseModel):
 
 
 class CurvesFile(BaseModel):
-    """The curves file's envelope; each curve is read by `curve_store.curve_from_dict`, the
+    """The curves file's envelope; each curve is read by `curve_from_dict`, the
     reader of stored fits, so every kind is accepted here as there."""
 
     model_config = _strict()
@@ -224,7 +279,7 @@ def _round(value: Any) -> Any:
 
 
 def curve_to_file(curve: AnyCurve) -> dict:
-    """A curve as `mpcoa fit` writes it: `curve_store`'s form, rounded, and without `kind` for
+    """A curve as `mpcoa fit` writes it: `curve_to_dict`'s form, rounded, and without `kind` for
     the paper's quadratic, so that readers of the paper's format still take those curves."""
     data = {k: _round(v) for k, v in curve_to_dict(curve).items()}
     if data["kind"] == Curve.kind:

@@ -2,7 +2,7 @@
 
 Every curve kind (this quadratic, `saturating_curve.SaturatingCurve`) offers the same interface to
 the solver: `tp(bs)`, `peak(lo, hi)`, `min_buffer(target, lo, hi)`, `arm`, `kind`,
-`same_as_fullmesh`; `curve_store` writes every kind as JSON and reads it back.
+`same_as_fullmesh`; `service.formats` writes every kind as JSON and reads it back.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from .saturating_fit import PARAM_NAMES, fit_saturating
 # Kinds whose curves are all quadratics (a, b, c): what the service stores today.
 MODEL_KINDS = ("paper", "per-arm")
 # Every kind fit() takes; "saturating" and "auto" may return SaturatingCurve objects, which are
-# stored with curve_store.curve_to_dict and read back with curve_store.curve_from_dict.
+# stored with formats.curve_to_dict and read back with formats.curve_from_dict.
 ALL_MODEL_KINDS = (*MODEL_KINDS, "saturating", "auto")
 __all__ = [
     "ALL_MODEL_KINDS",

@@ -19,7 +19,7 @@ import numpy as np
 
 from probes.vocabulary import PathManager
 
-from .curve import normalize_cc, normalize_pm, tighten
+from .curve import Curve, normalize_cc, normalize_pm, tighten
 
 
 def soft_min_tp(bs, plateau_mbps: float, knee_mib: float, sharpness: float):
@@ -76,3 +76,6 @@ class SaturatingCurve:
         if lo < guess < hi:
             below, above = (guess, hi) if self.tp(guess) < target else (lo, guess)
         return tighten(self.tp, target, below, above)
+
+
+AnyCurve = Curve | SaturatingCurve  # either kind a fit gives

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .confidence_summary import Alternative
+from .alternative import Alternative
 from .selection_types import (  # noqa: F401 - the selection's types, re-exported
     DEFAULT_CONFIDENCE,
     MAX_RUNS,

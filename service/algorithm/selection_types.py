@@ -8,8 +8,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .alternative import Alternative
 from .capacity import LinkCapacity
-from .confidence_summary import Alternative
 from .subset_stats import Gain, Subset, SubsetEstimate
 
 DEFAULT_CONFIDENCE = 0.9

@@ -24,9 +24,9 @@ from typing import Protocol
 from probes.vocabulary import PathManager
 
 from .curve import FULLMESH, PCDC, normalize_cc, normalize_pm
-from .curve_store import AnyCurve
 from .measured import MeasuredCeiling, measured_ceiling, smallest_measured_buffer
 from .measured_curve import MeasuredCurve, misses_best
+from .saturating_curve import AnyCurve
 
 DEFAULT_DELTA = 0.07
 DEFAULT_BS_MIN_MIB = 0.5

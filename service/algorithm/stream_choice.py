@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from statistics import fmean
 
 from .adaptive import DEFAULT_CONFIDENCE, MAX_RUNS, MIN_RUNS, WantedProbe, pooled_noise
+from .alternative import Alternative
 from .arm import Arm
-from .confidence_summary import Alternative
 
 RATE_TOLERANCE = 0.02
 DEFAULT_MAX_LOSS = 0.01

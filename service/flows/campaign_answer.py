@@ -18,9 +18,9 @@ from models import Campaign, FitRecord
 from probes.vocabulary import PCDC
 
 from ..algorithm import adaptive
-from ..algorithm.curve_store import AnyCurve
 from ..algorithm.measured_curve import MeasuredCurve
 from ..algorithm.regression import Sample
+from ..algorithm.saturating_curve import AnyCurve
 from ..algorithm.solver import Solution, solve
 from ..store import campaigns as campaign_store
 from ..store import measurements, results

@@ -18,11 +18,12 @@ from sqlalchemy.orm import Session
 from models import Campaign, FitRecord, ImpactFactor
 from probes.vocabulary import PCDC
 
-from ..algorithm.curve_store import AnyCurve, curve_from_dict, curve_to_dict
 from ..algorithm.impact import ImpactResult, impact_from_omegas
 from ..algorithm.impact_confidence import ConfidentImpact
 from ..algorithm.regression import Fit
+from ..algorithm.saturating_curve import AnyCurve
 from ..errors import NotFound
+from ..formats import curve_from_dict, curve_to_dict
 from .campaigns import get_campaign
 from .inventory import get_topology
 

@@ -23,10 +23,14 @@ from service.algorithm.adaptive import (
     within_links,
 )
 from service.algorithm.arm import Arm
-from service.algorithm.confidence_summary import format_rate, format_relative
 from service.algorithm.measured_curve import MeasuredCurve
 from service.algorithm.solver import solve
 from service.algorithm.sweep import plateau_extension
+from service.flows.confidence_summary import (
+    decision_statement,
+    format_rate,
+    format_relative,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "asymmetric_campaign_buffer_runs.json"
 
@@ -167,10 +171,11 @@ def test_an_arm_within_reach_is_named_and_unsettles_what_it_differs_in():
     assert not d.pm_settled and d.cc_settled
     low, high = d.otp_interval()
     assert low < d.otp_mbps < high
-    assert d.statement() == (f"Expect {format_rate(low, high)} Mbit/s (90 %); CC settled, PM open; "
-                             f"FullMesh/cubic ({format_relative(relative)}) is within reach.")
+    assert decision_statement(d) == (
+        f"Expect {format_rate(low, high)} Mbit/s (90 %); CC settled, PM open; "
+        f"FullMesh/cubic ({format_relative(relative)}) is within reach.")
     # the subflow selection's verdict joins the same sentence
-    assert "CC and subset settled, PM open" in d.statement(subset_settled=True)
+    assert "CC and subset settled, PM open" in decision_statement(d, subset_settled=True)
 
 
 def test_a_lone_winner_is_settled_and_fresh_runs_get_a_wider_interval():
@@ -179,7 +184,7 @@ def test_a_lone_winner_is_settled_and_fresh_runs_get_a_wider_interval():
               ("FullMesh", "cubic"): lambda b: 8 * min(1, b / 0.5)}
     d, _ = _replay(_synthetic(curves, grid, noise=0.2), sorted(curves), grid, 0.07)
     assert d.pm_settled and d.cc_settled and not d.alternatives
-    assert d.statement().endswith("PM and CC settled.")
+    assert decision_statement(d).endswith("PM and CC settled.")
     one, many = d.prediction_half_width(1), d.prediction_half_width(100)
     assert one > many > d.otp_half_width_mbps
 

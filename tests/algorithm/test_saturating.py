@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.algorithm.curve import Curve
-from service.algorithm.curve_store import curve_from_dict, curve_to_dict
 from service.algorithm.measured import measured_ceiling, smallest_measured_buffer
 from service.algorithm.regression import Sample, fit
 from service.algorithm.saturating_curve import SaturatingCurve
 from service.algorithm.solver import OTP_CAPPED, solve
+from service.formats import curve_from_dict, curve_to_dict
 
 GRID = np.arange(1, 61) * 0.5
 DEMO_GRID = [0.03125, 0.0625, 0.125, 0.25, 0.5, 1.0]

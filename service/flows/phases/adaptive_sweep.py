@@ -11,13 +11,14 @@ from models import NO_EXCLUSION
 from probes.vocabulary import FULLMESH, PCDC
 
 from ...algorithm import adaptive
+from ...algorithm.alternative import Alternative
 from ...algorithm.capacity import PAYLOAD_SHARE, LinkCapacity
-from ...algorithm.confidence_summary import Alternative, confidence_statement
 from ...algorithm.sweep import plateau_extension
 from ...algorithm.window_spread import combined_half_width, window_spread
 from ...store import campaigns as campaign_store
 from ...store import inventory
 from .. import budget
+from ..confidence_summary import confidence_statement
 from ..plan import ProbeStep
 from ..selected import merged_into_fullmesh, selection_note, sweep_arms
 from ..timing import step_timing

@@ -24,7 +24,7 @@ from typing import Any
 from models import NO_EXCLUSION
 from probes.vocabulary import FULLMESH, PCDC
 
-from ...algorithm.confidence_summary import Alternative
+from ...algorithm.alternative import Alternative
 from ...algorithm.selection import SelectionResult, subset_label
 from ...store import measurements
 from ..plan import ProbeStep

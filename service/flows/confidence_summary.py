@@ -12,20 +12,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from ..algorithm.adaptive import Decision
+from ..algorithm.alternative import Alternative
 
 MAX_LISTED = 2  # alternatives named in the sentence; the rest are counted
-
-
-@dataclass(frozen=True)
-class Alternative:
-    """A configuration the measurements cannot tell apart from the chosen one: `label` as a user
-    reads it (`FullMesh/bbr`, `subflows K-C`), `relative` its mean against the chosen mean
-    (-0.02 is 2 % less), and what it differs in (`pm`, `cc`, `subset`)."""
-
-    label: str
-    relative: float
-    differs_in: tuple[str, ...] = ()
 
 
 def format_rate(low: float, high: float) -> str:
@@ -85,6 +76,21 @@ def confidence_statement(
     if budget_spent:
         parts.append("the probe budget ran out first: the best measured so far")
     return "; ".join(parts) + "."
+
+
+def decision_statement(
+    decision: Decision, subset_settled: bool | None = None,
+    subset_alternatives: Sequence[Alternative] = (),
+) -> str | None:
+    """The sentence a settled adaptive decision leads with, on its mean's interval; pass the
+    subflow selection's `settled` and `within_reach` when OPM is PCDC. None until settled."""
+    interval = decision.otp_interval()
+    if not decision.settled or interval is None or not math.isfinite(interval[1]):
+        return None
+    return confidence_statement(
+        *interval, decision.confidence, pm_settled=decision.pm_settled,
+        cc_settled=decision.cc_settled, subset_settled=subset_settled,
+        alternatives=[*decision.alternatives, *subset_alternatives])
 
 
 def _reach(alternatives: Sequence[Alternative]) -> str:
