@@ -1,8 +1,13 @@
-"""Shared database fixtures: a real PostgreSQL database for the session, one transaction per test.
+"""Shared database fixtures: the database a test's markers ask for, and the `fast` marker.
 
-The test database is created under a unique name through the `postgres` maintenance database,
-migrated with Alembic, and dropped at the end even when tests fail. Each test runs inside an outer
-transaction that is rolled back; the code under test commits to savepoints inside it.
+A test marked `postgres` gets a real PostgreSQL database for the session, created under a unique
+name through the `postgres` maintenance database, migrated with Alembic, and dropped at the end
+even when tests fail; it runs inside an outer transaction that is rolled back, the code under
+test committing to savepoints inside it. Any other test that asks for a session (`db_session`,
+`session_factory`, `database_url`) gets a SQLite file of its own, migrated by Alembic as the
+service migrates its SQLite database (`service.db.upgrade`, once per test process, then copied):
+the flows that only read and write rows run there, in the fast tier. What needs PostgreSQL itself
+(row locks, concurrent sessions, its maintenance database) keeps the marker.
 """
 
 from __future__ import annotations
@@ -10,10 +15,12 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+import sqlite3
 import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -39,6 +46,17 @@ def pytest_configure(config) -> None:
     (testbed namespaces, servers, databases), where by default the process would just end and
     leave them behind."""
     signal.signal(signal.SIGTERM, _stop)
+
+
+SLOW_MARKERS = ("netns", "postgres", "broker")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """`fast`: every test that needs neither root nor a server (`pytest -m fast`, the tier run
+    on every change). Given here from the other markers, so it cannot be forgotten."""
+    for item in items:
+        if not any(item.get_closest_marker(m) for m in SLOW_MARKERS):
+            item.add_marker(pytest.mark.fast)
 
 PG_HOST = os.environ.get("MPCOA_TEST_PG_HOST", "localhost")
 PG_USER = os.environ.get("MPCOA_TEST_PG_USER", "postgres")
@@ -161,6 +179,49 @@ def pg_database_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory) -> Path:
+    """A SQLite database migrated to head by the service's own path (`service.db.upgrade`:
+    Alembic, the engine's pragmas), once per test process; tests get copies of it."""
+    from service import db
+
+    path = tmp_path_factory.mktemp("sqlite-template") / "mpcoa.db"
+    url = f"sqlite:///{path}"
+    db.upgrade(url)
+    for key in [k for k in db._engines if k == url]:
+        db._engines.pop(key).dispose()
+    return path
+
+
+def _on_postgres(request) -> bool:
+    return request.node.get_closest_marker("postgres") is not None
+
+
+@pytest.fixture
+def database_url(request, tmp_path) -> str:
+    """The test's database: the session's PostgreSQL one for a `postgres` test, else a copy of
+    the migrated SQLite template in the test's own folder (removed with it)."""
+    if _on_postgres(request):
+        return request.getfixturevalue("pg_database_url")
+    template = request.getfixturevalue("sqlite_template")
+    path = tmp_path / "mpcoa.db"
+    # the backup API copies a consistent database, whatever the template's WAL holds
+    with sqlite3.connect(template) as source, sqlite3.connect(path) as target:
+        source.backup(target)
+    source.close()
+    target.close()
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def sqlite_engine(database_url: str) -> Iterator[Engine]:
+    from service.db import make_engine
+
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
 def pg_engine(pg_database_url: str) -> Iterator[Engine]:
     from service.db import make_engine
 
@@ -183,11 +244,18 @@ def pg_connection(pg_engine: Engine):
 
 
 @pytest.fixture
-def session_factory(pg_connection) -> sessionmaker[Session]:
-    """Sessions bound to the test's connection; their commits become savepoints."""
-    return sessionmaker(
-        bind=pg_connection, join_transaction_mode="create_savepoint", expire_on_commit=False
-    )
+def session_factory(request, database_url) -> sessionmaker[Session]:
+    """On PostgreSQL, sessions bound to the test's connection, their commits savepoints of its
+    rolled-back transaction; on SQLite, sessions of the test's own database, as the service
+    makes them (`service.db.make_sessionmaker`)."""
+    if _on_postgres(request):
+        return sessionmaker(
+            bind=request.getfixturevalue("pg_connection"),
+            join_transaction_mode="create_savepoint", expire_on_commit=False,
+        )
+    from service.db import make_sessionmaker
+
+    return make_sessionmaker(request.getfixturevalue("sqlite_engine"))
 
 
 @pytest.fixture

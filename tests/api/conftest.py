@@ -42,10 +42,10 @@ HAW = {
 
 
 @pytest.fixture
-def settings(tmp_path, pg_database_url) -> Settings:
+def settings(tmp_path, database_url) -> Settings:
     # The API's own tests only queue campaigns; running them is tests/workers' business.
     return Settings(
-        database_url=pg_database_url, data_dir=tmp_path, run_campaigns=False, _env_file=None
+        database_url=database_url, data_dir=tmp_path, run_campaigns=False, _env_file=None
     )
 
 

@@ -18,7 +18,6 @@ from .conftest import HU, SRL
 from .stepping import KernelOffers, record_step
 from .test_recommendations import _topology
 
-pytestmark = pytest.mark.postgres
 OFFERED = KernelOffers({"reno", "cubic"})
 GRID = [0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
 

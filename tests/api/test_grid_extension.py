@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import random
 
-import pytest
-
 from service.algorithm.capacity import PAYLOAD_SHARE
 from service.algorithm.objective import Objective
 from service.algorithm.topology import TopologySpec
@@ -19,8 +17,6 @@ from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
 from .stepping import KernelOffers, record_step
-
-pytestmark = pytest.mark.postgres
 
 
 def _campaign(session, **params):

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from service.algorithm.topology import TopologySpec
 from service.flows import recording
 from service.flows.budget import impact_runs
@@ -19,7 +17,6 @@ from tests.conftest import new_campaign
 from .conftest import HU, SRL
 from .stepping import KernelOffers
 
-pytestmark = pytest.mark.postgres
 RENO = KernelOffers({"reno"})
 T0 = datetime(2026, 11, 3, tzinfo=UTC)
 

@@ -4,8 +4,6 @@ fleet rows and in GET /campaigns."""
 
 from __future__ import annotations
 
-import pytest
-
 from service.algorithm.topology import TopologySpec
 from service.flows import budget
 from service.flows.calibration import next_step
@@ -17,7 +15,6 @@ from tests.conftest import new_campaign
 from .conftest import HU, SRL
 from .stepping import KernelOffers, record_step
 
-pytestmark = pytest.mark.postgres
 DURATION_S = 2  # what record_step stores per probe
 
 

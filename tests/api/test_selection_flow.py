@@ -4,8 +4,6 @@ helps, and the sweep's PCDC arm running the selected subset."""
 
 from __future__ import annotations
 
-import pytest
-
 from models import NO_EXCLUSION
 from service.algorithm.topology import TopologySpec
 from service.flows.calibration import next_step
@@ -19,7 +17,6 @@ from tests.conftest import new_campaign
 from .conftest import HAW, HU, SRL, UIT
 from .stepping import KernelOffers, record_step
 
-pytestmark = pytest.mark.postgres
 OFFERED = KernelOffers({"reno", "cubic"})
 GRID = [0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
 THIN = ("P-", "T-")

@@ -53,7 +53,6 @@ def _answer_warm_probes(db_session, campaign, settings, goodput) -> list:
     return steps
 
 
-@pytest.mark.postgres
 def test_a_steady_network_confirms_the_last_answer_with_a_few_probes(client, auth, db_session):
     first, rec, warm, settings = _calibrated_then_due(client, auth, db_session)
     assert warm.notes["warm"]["from_campaign"] == first.id
@@ -79,7 +78,6 @@ def test_a_steady_network_confirms_the_last_answer_with_a_few_probes(client, aut
     assert kinds == ["warm_confirmed", "warm_confirmed"]
 
 
-@pytest.mark.postgres
 def test_drift_widens_to_the_full_campaign(client, auth, db_session):
     _first, rec, warm, settings = _calibrated_then_due(client, auth, db_session)
 
@@ -106,7 +104,6 @@ def test_drift_needs_more_than_delta_and_more_than_the_noise():
     assert off is False and tolerance > 2.0
 
 
-@pytest.mark.postgres
 def test_a_check_probes_pcdc_on_the_subset_the_campaign_measured(client, auth, db_session):
     """An adaptive campaign probed its PCDC arms on the measured selection's SP*, not Ω's: T*'s
     arm is checked on that subset, else a check of a configuration never measured would call
