@@ -1,11 +1,14 @@
-"""Driving `calibration.next_step` by hand: what the kernels offer, and a step's probe recorded
-as if it had run (the flow is under test, not the probe)."""
+"""Driving `calibration.next_step` by hand: what the kernels offer, a step's probe recorded as if
+it had run (the flow is under test, not the probe), and `drive`, the loop every flow test runs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from service.flows import recording
+from service.flows.calibration import next_step
+from service.flows.plan import ProbeStep
 from service.store.measurements import MeasurementRecord
 
 T0 = datetime(2026, 11, 3, tzinfo=UTC)
@@ -33,3 +36,37 @@ def record_step(session, campaign_id: int, step, tp: float, subflows=("U-C",)) -
         subflows=list(subflows), duration_s=2, goodput_mbps=[tp, tp], tool="test",
         started_at=T0, finished_at=T0 + timedelta(seconds=2)),
     )
+
+
+def drive(
+    session, campaign, goodput: Callable[[ProbeStep], float], settings,
+    ccs: Iterable[str] = ("reno", "cubic"),
+    subflows: Sequence[str] | Callable[[ProbeStep], Sequence[str]] = ("U-C",),
+    stop: Callable[[ProbeStep], bool] | None = None,
+    finishes: bool = True,
+) -> list[ProbeStep]:
+    """Answer every probe the campaign asks for with `goodput(step)`, carried by `subflows`
+    (or `subflows(step)`), until it is ready to finish (asserted unless `finishes` is False) or
+    a step meets `stop` (that step ends the list, unrecorded); the steps in order."""
+    prober = KernelOffers(ccs)
+    steps: list[ProbeStep] = []
+    while (advance := next_step(session, campaign_id=campaign.id, prober=prober,
+                                settings=settings)).step is not None:
+        step = advance.step
+        steps.append(step)
+        if stop is not None and stop(step):
+            return steps
+        carried = subflows(step) if callable(subflows) else subflows
+        record_step(session, campaign.id, step, goodput(step), carried)
+    if finishes:
+        assert advance.finish, campaign.error
+    return steps
+
+
+def buffers_swept(steps: Iterable[ProbeStep]) -> list[float]:
+    """The sweep's buffers, in the order first probed."""
+    swept: list[float] = []
+    for step in steps:
+        if step.phase == "buffer" and step.bs_mib not in swept:
+            swept.append(step.bs_mib)
+    return swept

@@ -7,7 +7,6 @@ import pytest
 
 from service.algorithm.capacity import PAYLOAD_SHARE, LinkCapacity
 from service.algorithm.topology import TopologySpec
-from service.flows.calibration import next_step
 from service.flows.finish import finish_campaign
 from service.flows.phases.adaptive_sweep import PROMISE_FLOOR
 from service.settings import Settings
@@ -15,23 +14,10 @@ from service.store import campaigns, inventory, recommendations
 from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
-from .stepping import KernelOffers, record_step
+from .stepping import drive
 from .test_recommendations import _topology
 
-OFFERED = KernelOffers({"reno", "cubic"})
 GRID = [0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
-
-
-def _drive(session, campaign, goodput, settings) -> int:
-    probes = 0
-    while (advance := next_step(session, campaign_id=campaign.id, prober=OFFERED,
-                                settings=settings)).step is not None:
-        step = advance.step
-        tp = goodput(step)
-        record_step(session, campaign.id, step, tp)  # counted by the budget's charge
-        probes += step.phase == "buffer"
-    assert advance.finish, campaign.error
-    return probes
 
 
 def test_adaptive_campaign_settles_with_a_fraction_of_the_grid(db_session):
@@ -54,7 +40,7 @@ def test_adaptive_campaign_settles_with_a_fraction_of_the_grid(db_session):
         jitter = 0.05 if step.run % 2 else -0.05
         return plateau[step.cc] * min(1.0, step.bs_mib / knee[(step.pm, step.cc)]) + jitter
 
-    buffer_probes = _drive(db_session, c, goodput, settings)
+    buffer_probes = sum(s.phase == "buffer" for s in drive(db_session, c, goodput, settings))
     # 26 of the grid's 48 here: the top band (4 arms x 2 buffers x 2 runs) is most of it on a
     # 6-point grid; the saving grows with the grid (12 points x 9 runs: about a tenth)
     assert buffer_probes <= 0.6 * 2 * 2 * len(GRID) * 2
@@ -111,7 +97,7 @@ def test_the_promise_never_reaches_above_what_the_links_carry(db_session):
         jitter = 0.01 if step.run % 2 else -0.01  # runs 2 % apart
         return (0.985 + jitter) * ceiling(step.allowed_subflows) * min(1.0, step.bs_mib / 0.4)
 
-    _drive(db_session, c, goodput, settings)
+    drive(db_session, c, goodput, settings)
     rec = recommendations.get_recommendation(
         db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
     top = ceiling(rec.outputs["subflows_used"])

@@ -9,14 +9,13 @@ import random
 from service.algorithm.capacity import PAYLOAD_SHARE
 from service.algorithm.objective import Objective
 from service.algorithm.topology import TopologySpec
-from service.flows.calibration import next_step
 from service.flows.phases.fitting import MAX_GRID_EXTENSIONS
 from service.settings import Settings
 from service.store import campaigns, inventory
 from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
-from .stepping import KernelOffers, record_step
+from .stepping import buffers_swept, drive
 
 
 def _campaign(session, **params):
@@ -28,17 +27,9 @@ def _campaign(session, **params):
 
 
 def _drive(session, campaign, goodput, settings) -> list[float]:
-    """Answer every probe the campaign asks for with `goodput(phase, bs)`; the buffers swept."""
-    swept = []
-    while (advance := next_step(session, campaign_id=campaign.id, prober=KernelOffers({"reno"}),
-                                settings=settings)).step is not None:
-        step = advance.step
-        tp = goodput(step.phase, step.bs_mib)
-        record_step(session, campaign.id, step, tp)
-        if step.phase == "buffer" and step.bs_mib not in swept:
-            swept.append(step.bs_mib)
-    assert advance.finish, campaign.error
-    return swept
+    """Answer every probe with `goodput(phase, bs)` (`stepping.drive`); the buffers swept."""
+    steps = drive(session, campaign, lambda s: goodput(s.phase, s.bs_mib), settings, ccs={"reno"})
+    return buffers_swept(steps)
 
 
 def test_the_grid_grows_until_the_plateau(db_session):
@@ -149,11 +140,7 @@ def test_an_adaptive_grid_does_not_grow_once_its_answer_carries_the_links_rate(d
             return 0.951 * links * min(1.0, step.bs_mib / 0.1)
         return 0.96 * links * min(1.0, step.bs_mib / 1.5)  # FullMesh: still climbing at 1.6
 
-    while (advance := next_step(db_session, campaign_id=c.id, prober=KernelOffers({"reno"}),
-                                settings=settings)).step is not None:
-        record_step(db_session, c.id, advance.step, goodput(advance.step),
-                    subflows=("F-U", "S-U"))
-    assert advance.finish, c.error
+    drive(db_session, c, goodput, settings, ccs={"reno"}, subflows=("F-U", "S-U"))
     assert c.buffer_grid_mib == grid
     assert not any(f.startswith("grid_extended") for f in campaigns.flags(c))
     note = c.notes["adaptive"]

@@ -13,7 +13,7 @@ from service.store import inventory
 from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
-from .stepping import KernelOffers, record_step
+from .stepping import KernelOffers, drive, record_step
 
 DURATION_S = 2  # what record_step stores per probe
 
@@ -49,11 +49,9 @@ def test_the_plan_and_the_spending_per_phase(client, auth, db_session):
         "impact": {"probes": 1, "probe_seconds": 2.0}}
 
     recorded = {"impact": 1, "sweep": 0}
-    while (advance := next_step(db_session, campaign_id=c.id, prober=KernelOffers({"reno"}),
-                                settings=settings)).step is not None:
-        record_step(db_session, c.id, advance.step, 9.0 * min(1.0, advance.step.bs_mib / 0.1))
-        recorded["sweep" if advance.step.phase == "buffer" else "impact"] += 1
-    assert advance.finish, c.error
+    for step in drive(db_session, c, lambda s: 9.0 * min(1.0, s.bs_mib / 0.1), settings,
+                      ccs={"reno"}):
+        recorded["sweep" if step.phase == "buffer" else "impact"] += 1
     finish_campaign(db_session, campaign_id=c.id)
     db_session.commit()
     # A flat sweep fails the quality gate: more rounds were planned, and all of them spent.
@@ -71,9 +69,7 @@ def test_a_budget_that_cannot_cover_the_impact_phase_fails_the_campaign(db_sessi
     c = _campaign(db_session)
     c.probe_seconds_budget = 2 * DURATION_S  # 2 probes of the impact phase's 3
     settings = Settings(run_campaigns=False, impact_max_runs=1, _env_file=None)
-    while (advance := next_step(db_session, campaign_id=c.id, prober=KernelOffers({"reno"}),
-                                settings=settings)).step is not None:
-        record_step(db_session, c.id, advance.step, 9.0)
+    drive(db_session, c, lambda _s: 9.0, settings, ccs={"reno"}, finishes=False)
     assert c.state == "failed" and "before the impact phase ended" in c.error
     assert budget.summary(c)["spent"]["impact"]["probes"] == 2
     assert budget.remaining_s(c) == 0

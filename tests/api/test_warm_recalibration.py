@@ -10,7 +10,6 @@ import pytest
 from sqlalchemy import select
 
 from models.history import RecalibrationEvent
-from service.flows.calibration import next_step
 from service.flows.finish import finish_campaign
 from service.flows.recalibration import queue_due_campaigns
 from service.flows.recommend import recommend
@@ -21,7 +20,7 @@ from tests.algorithm.paper_data import CCS
 
 from .calibration import seed_srl_hu
 from .conftest import HU, SRL
-from .stepping import KernelOffers, record_step
+from .stepping import drive
 from .test_recommendations import _topology
 
 
@@ -41,16 +40,9 @@ def _calibrated_then_due(client, auth, db_session):
 
 def _answer_warm_probes(db_session, campaign, settings, goodput) -> list:
     """Measure every warm probe the campaign asks for with `goodput(step)`; the steps."""
-    steps = []
-    while (advance := next_step(db_session, campaign_id=campaign.id, prober=KernelOffers(CCS),
-                                settings=settings)).step is not None:
-        step = advance.step
-        if step.phase != "warm":
-            return [*steps, step]
-        record_step(db_session, campaign.id, step, goodput(step), step.allowed_subflows or ["all"])
-        steps.append(step)
-    assert advance.finish
-    return steps
+    return drive(db_session, campaign, goodput, settings, ccs=CCS,
+                 subflows=lambda step: step.allowed_subflows or ["all"],
+                 stop=lambda step: step.phase != "warm")
 
 
 def test_a_steady_network_confirms_the_last_answer_with_a_few_probes(client, auth, db_session):
