@@ -14,7 +14,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from probes.vocabulary import ISP, Site
 from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope, upgrade
 from service.errors import Invalid, NotFound
@@ -24,21 +23,16 @@ from service.flows.bundle_import import import_bundle, rederive, same_answer
 from service.flows.campaign_answer import solve_campaign
 from service.flows.recommend import recommend
 from service.store import artifacts, campaigns, inventory, measurements, recommendations
-from tests.algorithm.paper_data import SITES
 from tests.api.calibration import seed_srl_hu
+from tests.builders import paper_site
 
 pytestmark = pytest.mark.postgres
-
-
-def _site(name: str) -> Site:
-    return Site(name=name, isps=[ISP(name=n, label=lb, down_kbps=d, up_kbps=u)
-                                 for n, lb, d, u in SITES[name]])
 
 
 def finished_campaign(session):
     """SRL -> HU calibrated with production's defaults, its answer given as a finished campaign
     gives it (`recommend(..., finished=)`), a raw output and a capability report stored."""
-    spec = TopologySpec(local=_site("SRL"), remote=_site("HU"))
+    spec = TopologySpec(local=paper_site("SRL"), remote=paper_site("HU"))
     topology = inventory.ensure_topology(session, spec=spec,
                                          rtts_ms={n: 310.0 for n in spec.subflow_names()})
     campaign = seed_srl_hu(session, topology.id, runs=2, model_kind=None,
@@ -79,7 +73,8 @@ def test_a_bundle_round_trips_into_another_database(db_session, other_db):
                                        phases=("impact", "buffer", "warm", "selection")).__len__()
 
     with session_scope(other_db) as s:
-        inventory.ensure_topology(s, spec=TopologySpec(local=_site("HU"), remote=_site("SRL")))
+        inventory.ensure_topology(
+            s, spec=TopologySpec(local=paper_site("HU"), remote=paper_site("SRL")))
         s.flush()  # the other database already has rows: the import's ids differ
         done = import_bundle(s, data)
     assert done.measurements == n and done.artifacts == 1

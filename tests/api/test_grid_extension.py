@@ -26,7 +26,7 @@ def _campaign(session, **params):
                         buffer_grid_mib=[0.1, 0.2, 0.4], mode="grid", **params)
 
 
-def _drive(session, campaign, goodput, settings) -> list[float]:
+def _swept(session, campaign, goodput, settings) -> list[float]:
     """Answer every probe with `goodput(phase, bs)` (`stepping.drive`); the buffers swept."""
     steps = drive(session, campaign, lambda s: goodput(s.phase, s.bs_mib), settings, ccs={"reno"})
     return buffers_swept(steps)
@@ -39,7 +39,7 @@ def test_the_grid_grows_until_the_plateau(db_session):
     def goodput(phase, bs):  # a ramp to 9 Mbit/s at 0.8 MiB: flat above
         return 9.0 if phase == "impact" else 9.0 * min(1.0, bs / 0.8)
 
-    swept = _drive(db_session, c, goodput, settings)
+    swept = _swept(db_session, c, goodput, settings)
     # 0.4 -> 0.8 gains 100 %: one more point (x2); 0.8 -> 1.6 gains nothing: the sweep stops.
     assert sorted(swept) == [0.1, 0.2, 0.4, 0.8, 1.6]
     assert c.buffer_grid_mib == [0.1, 0.2, 0.4, 0.8, 1.6]
@@ -55,7 +55,7 @@ def test_a_grid_that_cannot_reach_the_plateau_is_flagged(db_session):
     def goodput(phase, bs):  # grows without bound in the range we may probe
         return 9.0 if phase == "impact" else 10.0 * bs
 
-    _drive(db_session, c, goodput, settings)
+    _swept(db_session, c, goodput, settings)
     assert len(c.buffer_grid_mib) == 3 + MAX_GRID_EXTENSIONS
     assert f"grid_below_plateau:{max(c.buffer_grid_mib):g}" in campaigns.flags(c)
 
@@ -68,7 +68,7 @@ def test_no_extension_past_the_budget(db_session):
     def goodput(phase, bs):
         return 9.0 if phase == "impact" else 10.0 * bs
 
-    _drive(db_session, c, goodput, settings)
+    _swept(db_session, c, goodput, settings)
     assert c.buffer_grid_mib == [0.1, 0.2, 0.4]
     assert "grid_below_plateau:0.4" in campaigns.flags(c)
 
@@ -84,7 +84,7 @@ def test_a_stream_sweep_neither_extends_the_grid_nor_adds_gate_rounds(db_session
     def goodput(phase, bs):  # still climbing at the top, and noisy: bulk would extend and repeat
         return 9.0 if phase == "impact" else 10.0 * bs * rng.uniform(0.3, 1.7)
 
-    swept = _drive(db_session, c, goodput, settings)
+    swept = _swept(db_session, c, goodput, settings)
     assert sorted(swept) == [0.1, 0.2, 0.4]
     assert c.buffer_grid_mib == [0.1, 0.2, 0.4]
     assert (c.runs, c.extra_rounds) == (1, 0)
@@ -105,7 +105,7 @@ def test_an_adaptive_sweep_stops_growing_where_the_leader_reads_its_links_rate(d
     def goodput(phase, bs):  # a ramp to the links' rate at 0.8 MiB
         return ceiling if phase == "impact" else ceiling * min(1.0, bs / 0.8)
 
-    swept = _drive(db_session, c, goodput, settings)
+    swept = _swept(db_session, c, goodput, settings)
     # 0.4 -> 0.8 doubles, and 0.8 reads the links' rate: no 1.6
     assert max(swept) == 0.8
     assert c.buffer_grid_mib == [0.1, 0.2, 0.4, 0.8]

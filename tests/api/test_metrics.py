@@ -8,14 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from probes.vocabulary import ISP, Site
 from service.algorithm.topology import TopologySpec
 from service.flows import recording
 from service.store import inventory
 from service.store.measurements import MeasurementRecord
 from service.store.metrics import failure_reason
-from tests.algorithm.paper_data import SITES
 from tests.api.calibration import seed_srl_hu
+from tests.builders import paper_site
 from tests.conftest import new_campaign
 
 pytestmark = pytest.mark.postgres
@@ -32,13 +31,8 @@ def value(samples, name: str, **labels) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def _site(name: str) -> Site:
-    return Site(name=name, isps=[ISP(name=n, label=lb, down_kbps=d, up_kbps=u)
-                                 for n, lb, d, u in SITES[name]])
-
-
 def test_metrics_follow_the_rows(client, db_session):
-    spec = TopologySpec(local=_site("SRL"), remote=_site("HU"))
+    spec = TopologySpec(local=paper_site("SRL"), remote=paper_site("HU"))
     topology = inventory.ensure_topology(db_session, spec=spec)
     db_session.commit()
     before = scrape(client)
@@ -94,7 +88,7 @@ def test_answer_latency_is_observed(client, auth):
 
 
 def _body(name: str) -> dict:
-    return _site(name).model_dump(mode="json")
+    return paper_site(name).model_dump(mode="json")
 
 
 @pytest.mark.broker
@@ -106,7 +100,7 @@ def test_queue_depths_come_from_the_broker(tmp_path, pg_database_url, session_fa
     from service.settings import Settings
     from tests.conftest import REDIS_HOST, redis_database
 
-    spec = TopologySpec(local=_site("SRL"), remote=_site("HU"))
+    spec = TopologySpec(local=paper_site("SRL"), remote=paper_site("HU"))
     inventory.ensure_topology(db_session, spec=spec)
     db_session.commit()
     with redis_database() as index:

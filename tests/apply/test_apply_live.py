@@ -22,6 +22,7 @@ from probes.ports import choose_port_triple
 from probes.spec import parse_spec
 from service.algorithm import apply_plan as ap
 from service.algorithm.topology import TopologySpec
+from tests.builders import site
 from tests.support import host_lock, wait_for
 
 pytestmark = pytest.mark.netns
@@ -41,15 +42,10 @@ SITES = {
 }
 
 
-def _site(name: str) -> dict:
-    return {"name": name, "isps": [{"name": f"isp{lb}", "label": lb, "down_kbps": kb,
-                                    "up_kbps": kb} for lb, kb in SITES[name]]}
-
-
 @pytest.fixture(scope="module")
 def bed():
     name = f"ap{secrets.token_hex(3)}"
-    spec = parse_spec({"name": name, "sites": [_site("A"), _site("B")],
+    spec = parse_spec({"name": name, "sites": [site("A", SITES["A"]), site("B", SITES["B"])],
                        "defaults": {"delay_ms": 10}})
     try:
         yield tbmod.up(spec)
@@ -64,7 +60,8 @@ def root(tmp_path) -> Path:
 
 
 def _plan(bed, subset, occ="reno"):
-    topo = TopologySpec.model_validate({"local": _site("A"), "remote": _site("B")})
+    topo = TopologySpec.model_validate(
+        {"local": site("A", SITES["A"]), "remote": site("B", SITES["B"])})
     return ap.plan_sites(
         topo, opm="PCDC" if subset else "FullMesh", occ=occ, obs_mib=0.5,
         subflows_used=subset, standby_subflows=["U-D", "K-D"],
@@ -328,7 +325,7 @@ def _stored_answer(tmp_path: Path, bed) -> tuple[int, str, dict]:
     engine = make_engine(url)
     with session_scope(engine) as s:
         tid = ensure_topology(s, spec=TopologySpec.model_validate(
-            {"local": _site("A"), "remote": _site("B")})).id
+            {"local": site("A", SITES["A"]), "remote": site("B", SITES["B"])})).id
         recommendations.add_recommendation(
             s, topology_id=tid, kind="calibrated", delta=0.07, bs_min_mib=0.0625,
             bs_max_mib=4.0, inputs={}, opm="PCDC", occ="reno", obs_mib=0.5, otp_mbps=7.0,

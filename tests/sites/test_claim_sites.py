@@ -7,20 +7,20 @@ from datetime import timedelta
 import pytest
 
 from models import utcnow
-from probes.vocabulary import ISP, Site
+from probes.vocabulary import Site
 from service import db
 from service.algorithm.topology import TopologySpec
 from service.flows import leasing
 from service.flows.plan import ProbeStep
 from service.settings import Settings
 from service.store import campaigns, inventory, sitelocks
+from tests.builders import site
 from tests.conftest import migrated_database, new_campaign
 
 
 def _site(name: str) -> Site:
     # one ISP per site, the same wherever the site appears (a site's ISPs are its identity)
-    label = name[-1]
-    return Site(name=name, isps=[ISP(name=f"isp{label}", label=label, down_kbps=1e4, up_kbps=1e4)])
+    return Site.model_validate(site(name, [(name[-1], 1e4)]))
 
 
 @pytest.fixture(scope="module")

@@ -8,24 +8,22 @@ from __future__ import annotations
 import secrets
 import subprocess
 
-from probes.vocabulary import ISP, Site
 from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope, upgrade
 from service.flows.batch import BatchState
 from service.store import campaigns, inventory
-from tests.algorithm.paper_data import SITES
 from tests.api.calibration import seed_srl_hu
+from tests.builders import paper_site
 
 from .conftest import BIN
 
 TAG = secrets.token_hex(2)
 
 
-def _site(name: str) -> Site:
+def _site(name: str):
     """The paper's site under a name of this test's own: a testbed of the paper's scenario that
     happens to be up on this host (a benchmark's) must not be the one these campaigns measure."""
-    return Site(name=f"{name}{TAG}", isps=[ISP(name=n, label=lb, down_kbps=d, up_kbps=u)
-                                 for n, lb, d, u in SITES[name]])
+    return paper_site(name, f"{name}{TAG}")
 
 
 def mpcoa(args, env) -> subprocess.CompletedProcess:

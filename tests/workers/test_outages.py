@@ -23,6 +23,7 @@ from service.flows.dispatch import start_campaign
 from service.flows.plan import CampaignParameters
 from service.settings import Settings
 from service.store import campaigns, inventory
+from tests.builders import site
 from tests.support import free_port, listening, wait_for
 
 from .conftest import BIN, site_names, topology_body
@@ -127,11 +128,6 @@ def _serve(url: str, tmp: Path):
     return proc, f"http://127.0.0.1:{port}", token
 
 
-def _site(name: str) -> dict:
-    return {"name": name, "isps": [{"name": "Uni", "label": "U", "down_kbps": 1e4,
-                                    "up_kbps": 1e4}]}
-
-
 def test_a_database_restart_under_load_loses_and_duplicates_nothing(private_pg, tmp_path):
     proc, base, token = _serve(private_pg.url, tmp_path)
     restarted = threading.Event()
@@ -180,7 +176,7 @@ def _load(base, token, restarted, restart_times):
             else:
                 name, k = f"Out{k}", k + 1
             try:
-                r = client.post("/sites", json=_site(name))
+                r = client.post("/sites", json=site(name, [("Uni", "U", 1e4, 1e4)]))
                 statuses[r.status_code] += 1
                 ok = r.status_code in (201, 409)  # 409: an earlier try of it was stored
             except httpx.HTTPError:

@@ -1,0 +1,23 @@
+"""Sites as the tests write them, for a topology (`probes.vocabulary.Site`) or a testbed file
+(a dict): one spelling of a site and its ISPs for every test folder."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def site(name: str, isps: Iterable[tuple]) -> dict:
+    """A site as a topology body or a testbed file has it. Each ISP is (label, kbps): named
+    `isp<label>`, the same rate both ways; or (name, label, down_kbps, up_kbps)."""
+    rows = [(f"isp{i[0]}", i[0], i[1], i[1]) if len(i) == 2 else tuple(i) for i in isps]
+    return {"name": name, "isps": [{"name": n, "label": lb, "down_kbps": d, "up_kbps": u}
+                                   for n, lb, d, u in rows]}
+
+
+def paper_site(name: str, renamed: str | None = None):
+    """One of the paper's sites (Table 1, `tests.algorithm.paper_data.SITES`) as a `Site`,
+    under `renamed` when given."""
+    from probes.vocabulary import Site
+    from tests.algorithm.paper_data import SITES
+
+    return Site.model_validate(site(renamed or name, SITES[name]))
