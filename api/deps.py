@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated
 
 import anyio
@@ -43,11 +43,15 @@ def commit(session: Session) -> None:
 
 
 def check_token(
-    session: Session, credentials: HTTPAuthorizationCredentials | None, *, scope: str
+    session: Session, credentials: HTTPAuthorizationCredentials | None, *, scope: str,
+    now: datetime | None = None,
 ) -> ApiToken:
-    """The live token of the request: 401 without one (missing, unknown, revoked, expired), 403
-    when its scope does not allow `scope` ('read' tokens cannot write)."""
-    row = tokens.verify_token(session, token=credentials.credentials if credentials else None)
+    """The live token of the request at `now` (default: the wall clock): 401 without one
+    (missing, unknown, revoked, expired), 403 when its scope does not allow `scope` ('read'
+    tokens cannot write)."""
+    now = now or utcnow()
+    row = tokens.verify_token(session, token=credentials.credentials if credentials else None,
+                              now=now)
     if row is None:
         raise HTTPException(
             status_code=status.HTTP_401_UNAUTHORIZED,
@@ -59,7 +63,6 @@ def check_token(
             status_code=status.HTTP_403_FORBIDDEN,
             detail=f"this token's scope is {row.scope!r}; {scope!r} is needed",
         )
-    now = utcnow()
     if row.last_used_at is None or now - row.last_used_at > timedelta(minutes=1):
         row.last_used_at = now
         session.commit()

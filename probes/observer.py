@@ -5,6 +5,7 @@ MPTCP sockets on both ends, from ``ss`` samples taken while the tool runs."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,12 +21,14 @@ class SsPoller(threading.Thread):
     Sender: ``ss -tinm`` (subflows) and ``ss -Minm`` (MPTCP sockets) of connections to
     ``dport``; receiver (when given): ``ss -Minm`` of connections on ``dport``, every
     ``receiver_every``-th sample (only its buffers are needed). A failing sample is counted and
-    waited out like a good one, never retried at once.
+    waited out like a good one, never retried at once. ``wait(seconds)`` is the pause between
+    samples: by default the stop event's wait, which `stop` cuts short.
     """
 
     def __init__(self, ns: str | None, dport: int, interval: float = 0.2, *,
                  receiver_ns: str | None = None, watch_receiver: bool = False,
-                 receiver_every: int = 5, ss: str = "ss") -> None:
+                 receiver_every: int = 5, ss: str = "ss",
+                 wait: Callable[[float], object] | None = None) -> None:
         super().__init__(daemon=True)
         self.ns, self.dport, self.interval, self.ss = ns, dport, interval, ss
         self.receiver_ns, self.watch_receiver = receiver_ns, watch_receiver
@@ -39,6 +42,7 @@ class SsPoller(threading.Thread):
         self.last_error = ""
         self.last_raw = ""
         self._stop_ev = threading.Event()
+        self._wait = wait or self._stop_ev.wait
 
     def sample(self) -> None:
         t = run_ns(self.ns, [self.ss, "-tinmH", "state", "established"], check=False).stdout
@@ -77,7 +81,7 @@ class SsPoller(threading.Thread):
             except Exception as exc:
                 self.errors += 1
                 self.last_error = str(exc)[:300]
-            self._stop_ev.wait(self.interval)
+            self._wait(self.interval)
 
     def stop(self) -> None:
         self._stop_ev.set()

@@ -87,7 +87,7 @@ async def create_recommendation(
 def _checked(session, credentials, digest, body, settings, desk) -> Asked:
     # The generation first: whatever this request caches is then at least as new as it.
     generation = answer_generation.current(session)
-    row = check_token(session, credentials, scope="write")
+    row = check_token(session, credentials, scope="write", now=answers.clock())
     database = database_of(session)
     desk.database = database
     answers.remember_token(database, digest, generation, row)

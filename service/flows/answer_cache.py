@@ -52,9 +52,13 @@ class LiveToken:
 
 
 class AnswerCache:
-    def __init__(self, size: int = 4096) -> None:
+    """`clock`: what "now" is when a remembered answer turns stale and a token expires (the
+    request's own token check reads it too); the wall clock unless a test sets it."""
+
+    def __init__(self, size: int = 4096, clock: Callable[[], datetime] = utcnow) -> None:
         self._answers: LRU[tuple[int, Remembered]] = LRU(size)
         self._tokens: LRU[tuple[int, LiveToken]] = LRU(size)
+        self.clock = clock
 
     @staticmethod
     def question(database: str, topology_id: int, delta: float, bs_min, bs_max,
@@ -67,7 +71,7 @@ class AnswerCache:
         if entry is None or entry[0] != generation:
             return None
         remembered = entry[1]
-        if remembered.stale_at is not None and utcnow() >= remembered.stale_at:
+        if remembered.stale_at is not None and self.clock() >= remembered.stale_at:
             return None
         return remembered
 
@@ -79,7 +83,7 @@ class AnswerCache:
         entry = self._tokens.get((database, digest))
         if entry is None or entry[0] != generation:
             return False
-        token, now = entry[1], utcnow()
+        token, now = entry[1], self.clock()
         if token.expires_at is not None and token.expires_at <= now:
             return False
         if token.last_used_at is None or now - token.last_used_at > timedelta(

@@ -51,15 +51,17 @@ def _by_hash():
     return _BY_HASH
 
 
-def verify_token(session: Session, *, token: str | None) -> ApiToken | None:
-    """The live token row matching `token`, or None (one indexed SELECT; SHA-256, no slow hash)."""
+def verify_token(session: Session, *, token: str | None,
+                 now: datetime | None = None) -> ApiToken | None:
+    """The live token row matching `token` at `now` (default: the wall clock), or None (one
+    indexed SELECT; SHA-256, no slow hash)."""
     if not token or len(token) > 200:
         return None
     digest = hash_token(token)
     row = session.scalar(_by_hash(), {"digest": digest})
     if row is None or row.revoked or not hmac.compare_digest(row.token_hash, digest):
         return None
-    if row.expires_at is not None and row.expires_at <= utcnow():
+    if row.expires_at is not None and row.expires_at <= (now or utcnow()):
         return None
     return row
 

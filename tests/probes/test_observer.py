@@ -3,8 +3,9 @@ matching the receiver's MPTCP socket to the sender's, and a poller that never sp
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+
+import pytest
 
 from probes.context import HostPair
 from probes.observer import SsPoller, observe
@@ -61,16 +62,31 @@ def test_no_subflow_seen_is_plain_tcp():
     assert obs.subflows == [] and "plain TCP" in (obs.fallback_reason or "")
 
 
+class _Enough(Exception):
+    pass
+
+
 def test_poller_waits_between_failed_samples():
-    """A real failure (the ss binary is missing): the thread must sleep its interval after each
-    error instead of retrying at once."""
-    p = SsPoller(None, PORT, interval=0.1, ss="/nonexistent/mpcoa-no-ss")
-    p.start()
-    time.sleep(0.55)
-    p.stop()
-    assert not p.is_alive()
-    assert 2 <= p.errors <= 8, p.errors  # ~6 at 0.1 s, not thousands
+    """A real failure (the ss binary is missing): the poller must wait its interval after each
+    error instead of retrying at once. Its pause is injected: each wait is counted, and the
+    sixth ends the loop, with no wall-clock time to guess."""
+    waits: list[float] = []
+
+    def wait(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 6:
+            raise _Enough
+
+    p = SsPoller(None, PORT, interval=0.1, ss="/nonexistent/mpcoa-no-ss", wait=wait)
+    with pytest.raises(_Enough):
+        p.run()
+    assert p.errors == len(waits) == 6 and waits == [0.1] * 6  # one wait after each error
     assert "not installed" in p.last_error and p.samples == 0
+    # the thread itself stops when told, its pause cut short
+    p = SsPoller(None, PORT, interval=60, ss="/nonexistent/mpcoa-no-ss")
+    p.start()
+    p.stop()
+    assert not p.is_alive() and p.errors <= 1
 
 
 def test_only_sockets_that_can_still_send_keep_a_site_busy():
