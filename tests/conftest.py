@@ -58,6 +58,7 @@ def pytest_collection_modifyitems(config, items) -> None:
         if not any(item.get_closest_marker(m) for m in SLOW_MARKERS):
             item.add_marker(pytest.mark.fast)
 
+
 PG_HOST = os.environ.get("MPCOA_TEST_PG_HOST", "localhost")
 PG_USER = os.environ.get("MPCOA_TEST_PG_USER", "postgres")
 
@@ -185,10 +186,7 @@ def sqlite_template(tmp_path_factory) -> Path:
     from service import db
 
     path = tmp_path_factory.mktemp("sqlite-template") / "mpcoa.db"
-    url = f"sqlite:///{path}"
-    db.upgrade(url)
-    for key in [k for k in db._engines if k == url]:
-        db._engines.pop(key).dispose()
+    db.upgrade(f"sqlite:///{path}")
     return path
 
 
@@ -205,10 +203,12 @@ def database_url(request, tmp_path) -> str:
     template = request.getfixturevalue("sqlite_template")
     path = tmp_path / "mpcoa.db"
     # the backup API copies a consistent database, whatever the template's WAL holds
-    with sqlite3.connect(template) as source, sqlite3.connect(path) as target:
+    source, target = sqlite3.connect(template), sqlite3.connect(path)
+    try:
         source.backup(target)
-    source.close()
-    target.close()
+    finally:
+        source.close()
+        target.close()
     return f"sqlite:///{path}"
 
 

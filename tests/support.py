@@ -1,9 +1,9 @@
 """Small helpers every test folder shares: waiting for a condition, a free local port, and the
 guard that makes a test touching PostgreSQL, Redis or the testbed without its marker fail.
 
-The markers (`postgres`, `broker`, `netns`) decide what the fast tier deselects
-(`pytest -m "not netns and not postgres and not broker"`); a forgotten one would put a test that
-needs a server or root into that tier, where it would fail or hang for a reason nobody sees. So
+The markers (`postgres`, `broker`, `netns`) decide what the fast tier leaves out (`pytest -m
+fast`: tests/conftest.py marks `fast` every test without them); a forgotten one would put a test
+that needs a server or root into that tier, where it would fail or hang for a reason nobody sees. So
 the fixtures and helpers that reach those things call `require(marker, what)` first: an
 unmarked test fails at once and says which marker it lacks.
 """
