@@ -165,7 +165,7 @@ class Campaign(Base):
     delta: Mapped[float] = mapped_column(Float)
     model_kind: Mapped[str] = mapped_column(String(16), default="paper")
     # grid: every (PM, CC, buffer, run) of the plan; adaptive: probes chosen from what was
-    # measured until the decision is settled (service/algorithm/adaptive.py)
+    # measured until the decision is settled (service/algorithm/adaptive/)
     mode: Mapped[str] = mapped_column(String(16), default="grid", server_default="grid")
     # what the campaign optimises (service/algorithm/objective.py): NULL = bulk goodput; the
     # key ("bulk", or the resolved stream) is what answers are looked up by
