@@ -6,8 +6,10 @@
     artifacts/<m>/<name>        the raw outputs of the measurement at index <m> of bundle.json
 
 Reading never extracts anything to disk: members are read into memory, regular files only, each
-name checked against the layout above, with caps on their number and size; the JSON refuses
-NaN and Infinity. A bad file is an `Invalid` naming what is wrong, never a traceback.
+name checked against the layout above and against what bundle.json lists, no name twice, each
+member's size checked from its header against what a campaign can hold (`bundle_limits`) before
+it is read; the JSON refuses NaN and Infinity and is read into its version's schema
+(`bundle_schema`). A bad file is an `Invalid` naming what is wrong, never a traceback.
 """
 
 from __future__ import annotations
@@ -20,16 +22,19 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from probes.base import ARTIFACT_NAME_PATTERN
 
 from ..errors import Invalid
+from . import bundle_limits as limits
+from . import bundle_schema as schema
 
-FORMAT = "mpcoa-campaign-bundle"
-VERSION = 1
+FORMAT = schema.FORMAT
+VERSION = 1  # the version this mpcoa writes
 DOCUMENT = "bundle.json"
 TABLES = ("measurements.csv", "measurements.parquet")
-MAX_MEMBERS = 100_000
-MAX_TOTAL_BYTES = 2 * 1024**3  # what a reader holds in memory at most
+MAX_TOTAL_BYTES = limits.MAX_TOTAL_BYTES
 _ARTIFACT = re.compile(r"artifacts/(\d{1,9})/(" + ARTIFACT_NAME_PATTERN.strip("^$") + ")")
 
 
@@ -38,6 +43,7 @@ class Bundle:
     document: dict[str, Any]
     artifacts: dict[int, dict[str, bytes]] = field(default_factory=dict)  # index -> name -> data
     tables: dict[str, bytes] = field(default_factory=dict)
+    checked: BaseModel | None = None  # the document read into its version's schema (on read)
 
 
 def write(bundle: Bundle) -> bytes:
@@ -63,51 +69,80 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 def read(data: bytes) -> Bundle:
-    """A bundle from .tar.gz bytes; Invalid when it is not one this version can read."""
+    """A bundle from .tar.gz bytes; Invalid when it is not one this version can read.
+
+    bundle.json comes first (as `write` puts it): the members after it are the ones it lists,
+    each checked by its header's size before it is read, so a bomb costs no memory."""
     bundle = Bundle(document={})
     total = 0
+    expected: set[str] = set()
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             for n, member in enumerate(tar):
-                if n >= MAX_MEMBERS:
-                    raise Invalid(f"more than {MAX_MEMBERS} members", ("bundle",))
+                name = member.name[:200]
                 if not member.isfile():
-                    raise Invalid(f"{member.name!r}: not a regular file", ("bundle",))
+                    raise Invalid(f"{name!r}: not a regular file", ("bundle",))
+                if not _known(member.name):
+                    raise Invalid(f"{name!r}: not a member of a campaign bundle", ("bundle",))
+                if n == 0 and member.name != DOCUMENT:
+                    raise Invalid(f"{name!r}: the first member must be {DOCUMENT}", ("bundle",))
+                if n > 0 and member.name not in expected:
+                    raise Invalid(f"{name!r}: a second copy, or a raw output {DOCUMENT} does "
+                                  "not list", ("bundle",))
+                expected.discard(member.name)
+                cap = _cap(member.name, len(data))
+                if member.size > cap:
+                    raise Invalid(f"{name!r}: {member.size} bytes unpacked, over {cap}",
+                                  ("bundle",))
                 total += member.size
                 if total > MAX_TOTAL_BYTES:
                     raise Invalid(f"larger than {MAX_TOTAL_BYTES} bytes unpacked", ("bundle",))
-                _place(bundle, member.name, tar.extractfile(member).read())
+                _place(bundle, member.name, tar.extractfile(member).read(cap + 1))
+                if n == 0:
+                    expected = {*TABLES, *_listed(bundle.checked)}
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-        raise Invalid(f"not a readable gzip-compressed tar file ({exc})", ("bundle",)) from None
+        raise Invalid(f"not a readable gzip-compressed tar file ({str(exc)[:200]})",
+                      ("bundle",)) from None
     if not bundle.document:
         raise Invalid(f"no {DOCUMENT}", ("bundle",))
+    missing = sorted(expected - set(TABLES))
+    if missing:
+        raise Invalid(f"{missing[0]!r}: listed in {DOCUMENT}, not in the archive"
+                      + (f" ({len(missing) - 1} more)" if len(missing) > 1 else ""), ("bundle",))
     return bundle
+
+
+def _known(name: str) -> bool:
+    return name == DOCUMENT or name in TABLES or _ARTIFACT.fullmatch(name) is not None
+
+
+def _listed(checked) -> set[str]:
+    """The raw outputs the document lists, as archive paths."""
+    return {f"artifacts/{k}/{a.name}" for k, m in enumerate(checked.measurements)
+            for a in m.artifacts}
+
+
+def _cap(name: str, packed: int) -> int:
+    """The most a member may unpack to (bundle_limits): the document also at most
+    DOCUMENT_RATIO times the file it came in."""
+    if name == DOCUMENT:
+        return min(limits.MAX_DOCUMENT_BYTES, limits.DOCUMENT_RATIO * packed)
+    if name in TABLES:
+        return limits.MAX_TABLE_BYTES
+    return limits.MAX_ARTIFACT_MEMBER_BYTES
 
 
 def _place(bundle: Bundle, name: str, content: bytes) -> None:
     if name == DOCUMENT:
         bundle.document = parse_document(content)
+        bundle.checked = schema.validate_document(bundle.document)
     elif name in TABLES:
         bundle.tables[name] = content
     elif m := _ARTIFACT.fullmatch(name):
         bundle.artifacts.setdefault(int(m.group(1)), {})[m.group(2)] = content
-    else:
-        raise Invalid(f"{name!r}: not a member of a campaign bundle", ("bundle",))
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a finite number")
 
 
 def parse_document(content: bytes) -> dict[str, Any]:
-    """bundle.json, checked for its format and version before anything else is read."""
-    try:
-        doc = json.loads(content.decode("utf-8"), parse_constant=_no_constant)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise Invalid(f"{DOCUMENT} is not JSON: {exc}", ("bundle",)) from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise Invalid(f"{DOCUMENT}: format must be {FORMAT!r}", ("format",))
-    if doc.get("version") != VERSION:
-        raise Invalid(f"version {doc.get('version')!r}: this mpcoa reads version {VERSION}",
-                      ("version",))
-    return doc
+    """bundle.json as plain JSON values, its format and version checked before anything else
+    is read (`bundle_schema.validate_document` checks the rest)."""
+    return schema.check_version(schema.parse_json(content, DOCUMENT))

@@ -1,33 +1,33 @@
 """A campaign bundle loaded into this database: `import_bundle` (docs/formats.md).
 
+A bundle is input from outside: `bundle_archive.read` has checked every value against its
+version's schema (`bundle_schema`) and every size against what a campaign can contain before
+anything is written; here the rows are checked against each other (the sites' pairs, one run per
+key) and inserted, all in the caller's one transaction.
+
 Every row gets this database's ids; where it came from is kept: the campaign's notes carry
 `imported` (the source's ids and database kind, the bundle's version, when it was exported, its
-SHA-256, and the sites' capability reports and software the bundle described), and the answer's
-provenance `imported_from`. Sites are matched by name and must have the same ISPs (else a
-conflict, as for an inline topology); the topology is found or created; an RTT stored for a
-subflow is kept, an unset one takes the bundle's.
+SHA-256, the sites' capability reports and software the bundle described, and the bundle's
+answer). Sites are matched by name and must have the same ISPs (else a conflict, as for an inline
+topology); the topology is found or created; an RTT stored for a subflow is kept, an unset one
+takes the bundle's.
 
-`rederive` solves the imported campaign again through `solve_campaign`, the one solve of a
-campaign, so an import can be checked against the answer the bundle carries.
+The bundle's answer is never stored as an answer: the imported campaign is answered again by
+`recommend.campaign_answer`, the code a finishing campaign runs, on the question the bundle's
+answer was given for; that answer (its provenance keeps the bundle's, and what differs) is the
+topology's calibrated answer. A tampered answer therefore never reaches `apply`.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from models import (
-    CAMPAIGN_MODES,
-    EVENT_KINDS,
-    FINAL_CAMPAIGN_STATES,
-    MEASUREMENT_PHASES,
-    MEASUREMENT_STATUSES,
-    NO_EXCLUSION,
-    RECOMMENDATION_KINDS,
     Campaign,
     FitRecord,
     ImpactFactor,
@@ -45,49 +45,56 @@ from ..store import inventory
 from ..store import recommendations as recommendation_store
 from . import bundle_archive as archive
 from .campaign_answer import CampaignSolution, solve_campaign
+from .recommend import campaign_answer
 
-_KEYS = {
-    "format", "version", "exported_at", "exported_by", "source", "topology", "capabilities",
-    "software", "campaign", "measurements", "impact_factors", "selection", "fits", "answer",
-    "events",
-}
+#: Where a bundle's answer and the one derived again may differ (what `apply` reads of an answer).
+COMPARED = ("opm", "occ", "obs_mib", "otp_mbps", "tp_max_mbps", "subflows_used",
+            "standby_subflows")
+DIFFERS = "imported_answer_differs"  # the quality flag of an answer unlike its bundle's
 
 
 @dataclass(frozen=True)
 class Imported:
     campaign_id: int
     topology_id: int
-    recommendation_id: int | None
+    recommendation_id: int | None  # the answer derived again (None: the data gives none)
     measurements: int
     artifacts: int
+    bundle_answer: dict[str, Any] | None = None  # what the bundle said (COMPARED and question)
+    differs: dict[str, dict[str, Any]] = field(default_factory=dict)  # field -> both values
+    no_answer: list[str] = field(default_factory=list)  # why the data gives no answer
 
 
 def import_bundle(session: Session, data: bytes) -> Imported:
-    """Load a bundle (.tar.gz bytes) as a new campaign; Invalid/Conflict for a file that is not a
-    bundle of this version or does not fit this database. Flushes; the caller commits."""
+    """Load a bundle (.tar.gz bytes) as a new campaign and answer it again; Invalid/Conflict for
+    a file that is not a bundle of a known version or does not fit this database. Flushes; the
+    caller commits (or rolls back: nothing of a refused bundle stays)."""
     bundle = archive.read(data)
-    doc = bundle.document
-    unknown = sorted(set(doc) - _KEYS)
-    if unknown:
-        raise Invalid(f"unknown keys {unknown}", ())
-    topology = _topology(session, _section(doc, "topology", dict))
+    doc = bundle.checked
+    spec = _spec(doc.topology)
+    _check_rows(doc, spec)
+    topology = _topology(session, doc.topology, spec)
     campaign = _campaign(session, doc, topology.id, hashlib.sha256(data).hexdigest())
     count, stored_artifacts = _measurements(session, campaign.id, doc, bundle.artifacts)
-    rows.add_rows(session, ImpactFactor, [
-        rows.from_json(ImpactFactor, r, ("impact_factors", k))
-        for k, r in enumerate(_section(doc, "impact_factors", list))], campaign_id=campaign.id)
-    rows.add_rows(session, FitRecord, [
-        rows.from_json(FitRecord, r, ("fits", k))
-        for k, r in enumerate(_section(doc, "fits", list))], campaign_id=campaign.id)
-    answer = _answer(session, doc, campaign)
-    events = [rows.from_json(RecalibrationEvent, e, ("events", k))
-              for k, e in enumerate(_section(doc, "events", list))]
-    for k, e in enumerate(events):
-        _one_of(e.get("kind"), EVENT_KINDS, ("events", k, "kind"))
-    rows.add_rows(session, RecalibrationEvent, events,
+    rows.add_rows(session, ImpactFactor, [_row(r) for r in doc.impact_factors],
+                  campaign_id=campaign.id)
+    rows.add_rows(session, FitRecord, [_row(r) for r in doc.fits], campaign_id=campaign.id)
+    rows.add_rows(session, RecalibrationEvent, [_row(e) for e in doc.events],
                   campaign_id=campaign.id, topology_id=topology.id)
+    said = _said(doc.answer)
+    answer, why = _answer_again(session, campaign, doc.answer, said)
+    differs = _differences(said, answer)
+    if answer is not None:
+        answer.provenance = {**answer.provenance, "imported_from": _from(campaign),
+                             "bundle_answer": said, "bundle_answer_differs": differs}
+        if differs:
+            answer.quality_flags = [*answer.quality_flags, DIFFERS]
+    campaign.notes = {**campaign.notes, "imported": {
+        **campaign.notes["imported"], "answer": said, "answer_differs": differs,
+        "no_answer": why}}
+    session.flush()
     return Imported(campaign.id, topology.id, answer.id if answer else None, count,
-                    stored_artifacts)
+                    stored_artifacts, said, differs, why)
 
 
 def rederive(session: Session, *, campaign_id: int) -> CampaignSolution:
@@ -117,55 +124,73 @@ def _close(a: float | None, b: float | None) -> bool:
     return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
 
 
-# --- the sections ------------------------------------------------------------------------------
-def _section(doc: dict, key: str, kind: type):
-    value = doc.get(key)
-    if not isinstance(value, kind):
-        raise Invalid(f"must be {'an object' if kind is dict else 'a list'}", (key,))
-    return value
-
-
-def _one_of(value: Any, allowed: tuple[str, ...], loc: tuple) -> None:
-    if value not in allowed:
-        raise Invalid(f"{value!r} is not one of {list(allowed)}", loc)
-
-
-def _topology(session: Session, doc: dict[str, Any]):
+# --- checks across rows -----------------------------------------------------------------------
+def _spec(topology) -> algo.TopologySpec:
     try:
-        spec = algo.TopologySpec.model_validate(
-            {side: {"name": (doc.get(side) or {}).get("name"),
-                    "isps": (doc.get(side) or {}).get("isps")} for side in ("local", "remote")})
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise Invalid(err["msg"], ("topology", *err["loc"])) from None
-    subflows = doc.get("subflows")
-    if not isinstance(subflows, list) or not all(isinstance(s, dict) for s in subflows):
-        raise Invalid("must be a list of objects", ("topology", "subflows"))
-    names = [s.get("name") for s in subflows]
+        return algo.TopologySpec.model_validate(
+            {side: {"name": getattr(topology, side).name,
+                    "isps": [i.model_dump() for i in getattr(topology, side).isps]}
+             for side in ("local", "remote")})
+    except ValueError as exc:  # two ISPs of a site with one name or label
+        raise Invalid(str(exc).splitlines()[-1][:300], ("topology",)) from None
+
+
+def _check_rows(doc, spec: algo.TopologySpec) -> None:
+    """The sites' pairs; every subflow a row names is one of them, one run per key."""
+    names = [s.name for s in doc.topology.subflows]
     if names != spec.subflow_names():
-        raise Invalid(f"subflows {names} are not the sites' pairs {spec.subflow_names()}",
+        raise Invalid(f"subflows {names[:8]} are not the sites' pairs {spec.subflow_names()[:8]}",
                       ("topology", "subflows"))
-    rtts = {s["name"]: s.get("rtt_ms") for s in subflows if s.get("rtt_ms") is not None}
-    topology = inventory.ensure_topology(session, spec=spec, loc=("topology",))
-    unset = {sf.name for sf in topology.subflows if sf.rtt_ms is None}
+    known = set(names)
+    keys = set()
+    for k, m in enumerate(doc.measurements):
+        loc = ("measurements", k)
+        for key, named in (("subflows", m.subflows), ("subflow_bytes", m.subflow_bytes),
+                           ("rtt_ms", m.rtt_ms), ("rto_ms", m.rto_ms)):
+            _known(named, known, (*loc, key))
+        if m.excluded_subflow:
+            _known(m.excluded_subflow.removeprefix("only:").split("+"), known,
+                   (*loc, "excluded_subflow"))
+        key = (m.phase, m.pm, m.cc, m.bs_mib, m.run, m.excluded_subflow)
+        if key in keys:
+            raise Invalid(f"a second run with the key {key}", loc)
+        keys.add(key)
+    for k, r in enumerate(doc.impact_factors):
+        _known([r.subflow], known, ("impact_factors", k, "subflow"))
+
+
+def _known(named, known: set[str], loc: tuple) -> None:
+    unknown = sorted(set(named) - known)
+    if unknown:
+        raise Invalid(f"{unknown[0]!r} is not a subflow of the bundle's topology", loc)
+
+
+def _row(model: BaseModel) -> dict[str, Any]:
+    """A checked row's column values; a null leaves the column to its default."""
+    return {k: v.model_dump(exclude_unset=True) if isinstance(v, BaseModel) else v
+            for k, v in model if v is not None}
+
+
+# --- the sections ------------------------------------------------------------------------------
+def _topology(session: Session, topology, spec: algo.TopologySpec):
+    stored = inventory.ensure_topology(session, spec=spec, loc=("topology",))
+    rtts = {s.name: s.rtt_ms for s in topology.subflows if s.rtt_ms is not None}
+    unset = {sf.name for sf in stored.subflows if sf.rtt_ms is None}
     fill = {name: rtt for name, rtt in rtts.items() if name in unset}
     if fill:
-        inventory.update_topology_rtts(session, topology_id=topology.id, rtts_ms=fill)
-    return topology
+        inventory.update_topology_rtts(session, topology_id=stored.id, rtts_ms=fill)
+    return stored
 
 
-def _campaign(session: Session, doc: dict, topology_id: int, sha256: str) -> Campaign:
-    values = rows.from_json(Campaign, _section(doc, "campaign", dict), ("campaign",))
-    _one_of(values.get("state"), FINAL_CAMPAIGN_STATES, ("campaign", "state"))
-    _one_of(values.get("mode", "grid"), CAMPAIGN_MODES, ("campaign", "mode"))
+def _campaign(session: Session, doc, topology_id: int, sha256: str) -> Campaign:
+    values = _row(doc.campaign)
     notes = dict(values.get("notes") or {})
-    source = doc.get("source") if isinstance(doc.get("source"), dict) else {}
     notes["imported"] = {
-        "from": {**source, "exported_at": doc.get("exported_at"),
-                 "exported_by": doc.get("exported_by"), "bundle_version": doc["version"],
+        "from": {**doc.source.model_dump(exclude_none=True), "exported_at": doc.exported_at,
+                 "exported_by": doc.exported_by, "bundle_version": doc.version,
                  "bundle_sha256": sha256},
-        "capabilities": doc.get("capabilities") or {},
-        "software": doc.get("software") or {},
+        "capabilities": doc.capabilities,
+        "software": doc.software,
     }
     values["notes"] = notes
     (campaign,) = rows.add_rows(session, Campaign, [values], topology_id=topology_id,
@@ -174,36 +199,10 @@ def _campaign(session: Session, doc: dict, topology_id: int, sha256: str) -> Cam
 
 
 def _measurements(
-    session: Session, campaign_id: int, doc: dict, artifacts: dict[int, dict[str, bytes]]
+    session: Session, campaign_id: int, doc, artifacts: dict[int, dict[str, bytes]]
 ) -> tuple[int, int]:
-    entries = _section(doc, "measurements", list)
-    extra = sorted(set(artifacts) - set(range(len(entries))))
-    if extra:
-        raise Invalid(f"artifacts of measurements {extra} that the bundle does not have",
-                      ("measurements",))
-    values, keys = [], set()
-    for k, entry in enumerate(entries):
-        loc = ("measurements", k)
-        if not isinstance(entry, dict):
-            raise Invalid("must be an object", loc)
-        listed = entry.get("artifacts") or []
-        if not isinstance(listed, list):
-            raise Invalid("must be a list", (*loc, "artifacts"))
-        names = sorted(a.get("name") for a in listed if isinstance(a, dict))
-        if names != sorted(artifacts.get(k, {})):
-            raise Invalid(f"lists artifacts {names}, the archive has "
-                          f"{sorted(artifacts.get(k, {}))}", (*loc, "artifacts"))
-        row = rows.from_json(
-            Measurement, {n: v for n, v in entry.items() if n not in ("source_id", "artifacts")},
-            loc)
-        _one_of(row.get("phase"), MEASUREMENT_PHASES, (*loc, "phase"))
-        _one_of(row.get("status", "ok"), MEASUREMENT_STATUSES, (*loc, "status"))
-        key = (row["phase"], row["pm"], row["cc"], row["bs_mib"], row["run"],
-               row.get("excluded_subflow", NO_EXCLUSION))
-        if key in keys:
-            raise Invalid(f"a second run with the key {key}", loc)
-        keys.add(key)
-        values.append(row)
+    values = [{k: v for k, v in _row(m).items() if k not in ("source_id", "artifacts")}
+              for m in doc.measurements]
     stored = rows.add_rows(session, Measurement, values, campaign_id=campaign_id)
     count = 0
     for k, m in enumerate(stored):
@@ -213,20 +212,62 @@ def _measurements(
     return len(stored), count
 
 
-def _answer(session: Session, doc: dict, campaign: Campaign) -> Recommendation | None:
-    if doc.get("answer") is None:
+# --- the answer --------------------------------------------------------------------------------
+def _said(answer) -> dict[str, Any] | None:
+    """What the bundle's answer says: the question, and what `apply` would read of it."""
+    if answer is None:
         return None
-    values = rows.from_json(Recommendation, _section(doc, "answer", dict), ("answer",))
-    _one_of(values.get("kind"), RECOMMENDATION_KINDS, ("answer", "kind"))
-    provenance = dict(values.get("provenance") or {})
-    provenance["imported_from"] = campaign.notes["imported"]["from"]
-    values["provenance"] = provenance
-    inputs = dict(values.get("inputs") or {})
-    if "topology_id" in inputs:  # the question in this database's terms
-        inputs["topology_id"] = campaign.topology_id
-    values["inputs"] = inputs
-    (answer,) = rows.add_rows(session, Recommendation, [values],
-                              topology_id=campaign.topology_id, campaign_id=campaign.id)
-    campaign.recommendation_id = answer.id
-    session.flush()
-    return answer
+    outputs = answer.outputs
+    return {
+        "kind": answer.kind, "delta": answer.delta, "bs_min_mib": answer.bs_min_mib,
+        "bs_max_mib": answer.bs_max_mib, "opm": answer.opm, "occ": answer.occ,
+        "obs_mib": answer.obs_mib, "otp_mbps": answer.otp_mbps,
+        "tp_max_mbps": answer.tp_max_mbps,
+        "subflows_used": outputs.get("subflows_used"),
+        "standby_subflows": outputs.get("standby_subflows"),
+        "quality_flags": list(answer.quality_flags),
+        "created_at": answer.created_at.isoformat() if answer.created_at else None,
+    }
+
+
+def _answer_again(session: Session, campaign: Campaign, answer,
+                  said: dict[str, Any] | None) -> tuple[Recommendation | None, list[str]]:
+    """The imported campaign answered again on the bundle's question (a bundle without an
+    answer gets none: its campaign gave none)."""
+    if answer is None:
+        return None, []
+    stored, why = campaign_answer(session, campaign, delta=answer.delta,
+                                  bs_min_mib=answer.bs_min_mib, bs_max_mib=answer.bs_max_mib)
+    if stored is not None:
+        campaign.recommendation_id = stored.id
+        session.flush()
+        return stored, []
+    return None, [w[:500] for w in why]
+
+
+def _differences(said: dict[str, Any] | None, answer: Recommendation | None) -> dict:
+    """field -> {"bundle", "rederived"} where the answer derived again says otherwise."""
+    if said is None:
+        return {}
+    got = _said_of_row(answer)
+    out = {}
+    for name in COMPARED:
+        a, b = said.get(name), got.get(name)
+        same = _close(a, b) if isinstance(a, float) and isinstance(b, float) else a == b
+        if not same:
+            out[name] = {"bundle": a, "rederived": b}
+    return out
+
+
+def _said_of_row(answer: Recommendation | None) -> dict[str, Any]:
+    if answer is None:
+        return {}
+    outputs = answer.outputs or {}
+    return {"opm": answer.opm, "occ": answer.occ, "obs_mib": answer.obs_mib,
+            "otp_mbps": answer.otp_mbps, "tp_max_mbps": answer.tp_max_mbps,
+            "subflows_used": outputs.get("subflows_used"),
+            "standby_subflows": outputs.get("standby_subflows")}
+
+
+def _from(campaign: Campaign) -> dict[str, Any]:
+    return campaign.notes["imported"]["from"]

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from models import Campaign, Recommendation, utcnow
 
 from ..algorithm import topology as algo
-from ..algorithm.objective import Objective
+from ..algorithm.objective import Objective, objective_of
 from ..algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA, check_bounds
 from ..errors import Invalid
 from ..settings import Settings
@@ -89,18 +89,11 @@ def recommend(
     objective = objective or Objective()
     campaign = recommendations.latest_calibrated_campaign(
         session, topology_id=snap.id, objective_key=objective.key())
-    if campaign is not None and objective.is_stream:
-        stream = stream_answer(session, campaign, objective, delta)
-        if stream.error is None:
-            return _store_stream(session, snap, campaign, delta, objective, stream, reuse,
-                                 finished)
-        flags.append(stream.error)
-    elif campaign is not None:
-        answer = calibrated_answer(session, snap, campaign, delta, bs_min_mib, bs_max_mib)
-        if answer.error is None:
-            return _store_calibrated(session, snap, campaign.id, delta, answer, reuse, finished)
-        flags.append(answer.error)
-        flags.extend(answer.flags_after_stale)
+    if campaign is not None:
+        outcome = _from_campaign(session, snap, campaign, objective, delta, bs_min_mib,
+                                 bs_max_mib, reuse, finished, flags)
+        if outcome is not None:
+            return outcome
     _add_finished(flags, finished)
     lo = DEFAULT_BS_MIN_MIB if bs_min_mib is None else bs_min_mib
     hi = DEFAULT_BS_MAX_MIB if bs_max_mib is None else bs_max_mib
@@ -112,6 +105,38 @@ def recommend(
     )
     return Outcome(recommendation=rec, campaign_id=active.id if active else None,
                    campaign_created=created)
+
+
+def campaign_answer(
+    session: Session, campaign: Campaign, *, delta: float, bs_min_mib: float | None,
+    bs_max_mib: float | None,
+) -> tuple[Recommendation | None, list[str]]:
+    """The answer this finished campaign gives (whether or not it is its topology's latest),
+    stored as `recommend` stores it with the campaign's flags; (None, why) when it gives none."""
+    flags: list[str] = []
+    outcome = _from_campaign(
+        session, snapshot_by_id(session, campaign.topology_id), campaign,
+        objective_of(campaign.objective), delta, bs_min_mib, bs_max_mib, False, campaign, flags)
+    return (outcome.recommendation if outcome else None), flags
+
+
+def _from_campaign(session, snap, campaign: Campaign, objective: Objective, delta, bs_min,
+                   bs_max, reuse: bool, finished: Campaign | None,
+                   flags: list[str]) -> Outcome | None:
+    """The calibrated (or stream) answer of `campaign`, stored; None with why in `flags`."""
+    if objective.is_stream:
+        stream = stream_answer(session, campaign, objective, delta)
+        if stream.error is None:
+            return _store_stream(session, snap, campaign, delta, objective, stream, reuse,
+                                 finished)
+        flags.append(stream.error)
+        return None
+    answer = calibrated_answer(session, snap, campaign, delta, bs_min, bs_max)
+    if answer.error is None:
+        return _store_calibrated(session, snap, campaign.id, delta, answer, reuse, finished)
+    flags.append(answer.error)
+    flags.extend(answer.flags_after_stale)
+    return None
 
 
 def _check_request(delta, bs_min, bs_max, topology_id, topology, rtts_ms) -> None:

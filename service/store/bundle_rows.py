@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, Float, Integer, String, Text, inspect, select
+from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session
 
 from models import (
@@ -20,9 +20,7 @@ from models import (
     MeasurementArtifact,
     RecalibrationEvent,
 )
-from models.base import UTCDateTime
 
-from ..errors import Invalid
 from .results import finite_json
 
 # Columns that name rows of one database, or a campaign's life in flight: never exported.
@@ -45,78 +43,6 @@ def to_json(row) -> dict[str, Any]:
         value = getattr(row, name)
         out[name] = value.isoformat() if isinstance(value, datetime) else finite_json(value)
     return out
-
-
-def from_json(model, data: Any, loc: tuple[str | int, ...]) -> dict[str, Any]:
-    """A bundle's row checked against the table: unknown keys refused, each value of the column's
-    type; returns the column values (timestamps parsed). Invalid names the field's path."""
-    if not isinstance(data, dict):
-        raise Invalid("must be an object", loc)
-    cols = columns(model)
-    unknown = sorted(set(data) - set(cols))
-    if unknown:
-        raise Invalid(f"unknown keys {unknown}", loc)
-    out = {}
-    for name, col in cols.items():
-        if name not in data:
-            if not col.nullable and col.default is None and col.server_default is None:
-                raise Invalid("missing", (*loc, name))
-            continue
-        out[name] = _value(col, data[name], (*loc, name))
-        kind = _json_kind(model, name)
-        if kind is not None and out[name] is not None and not isinstance(out[name], kind):
-            raise Invalid(f"must be {'a list' if kind is list else 'an object'}", (*loc, name))
-    return out
-
-
-def _json_kind(model, name: str) -> type | None:
-    """list or dict for a JSON column the table declares as one (`Mapped[list[...]]`), else
-    None: the declared shape is checked, so an imported row reads like a stored one."""
-    for cls in model.__mro__:
-        hint = str(getattr(cls, "__annotations__", {}).get(name, ""))
-        if hint:
-            inner = hint.removeprefix("Mapped[")
-            return list if inner.startswith("list[") else dict if inner.startswith(
-                "dict[") else None
-    return None
-
-
-def _value(col, value: Any, loc: tuple[str | int, ...]) -> Any:
-    if value is None:
-        if not col.nullable:
-            raise Invalid("must not be null", loc)
-        return None
-    kind = col.type
-    if isinstance(kind, UTCDateTime):
-        if not isinstance(value, str):
-            raise Invalid("must be an ISO 8601 timestamp", loc)
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError:
-            raise Invalid(f"{value[:40]!r} is not an ISO 8601 timestamp", loc) from None
-        if parsed.tzinfo is None:
-            raise Invalid("a timestamp needs its UTC offset", loc)
-        return parsed
-    if isinstance(kind, Boolean):
-        if not isinstance(value, bool):
-            raise Invalid("must be true or false", loc)
-        return value
-    if isinstance(kind, Integer):  # BigInteger too
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise Invalid("must be an integer", loc)
-        return value
-    if isinstance(kind, Float):
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise Invalid("must be a number", loc)
-        return float(value)
-    if isinstance(kind, String | Text):
-        if not isinstance(value, str):
-            raise Invalid("must be a string", loc)
-        length = getattr(kind, "length", None)
-        if length is not None and len(value) > length:
-            raise Invalid(f"longer than {length} characters", loc)
-        return value
-    return value  # a JSON column: any JSON value (the reader has refused NaN and Infinity)
 
 
 # --- reads -------------------------------------------------------------------------------------
@@ -146,8 +72,8 @@ def artifact_rows(session: Session, *, measurement_ids: list[int]) -> list[Measu
 
 # --- writes (an import) -----------------------------------------------------------------------
 def add_rows(session: Session, model, rows: list[dict[str, Any]], **keys: Any) -> list:
-    """Insert checked rows (`from_json`) of one table with this database's keys (`campaign_id`,
-    `topology_id`, ...)."""
+    """Insert checked rows (flows/bundle_schema) of one table with this database's keys
+    (`campaign_id`, `topology_id`, ...)."""
     out = [model(**row, **keys) for row in rows]
     session.add_all(out)
     session.flush()

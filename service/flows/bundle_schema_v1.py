@@ -1,0 +1,284 @@
+"""Version 1 of the campaign bundle's document (docs/formats.md, "Campaign bundle").
+
+One model per section; a row's model has the exported columns of its table (store/bundle_rows),
+each with the column's type and the range a campaign can produce (`bundle_limits`). Free-form
+JSON (notes, provenance, a capability report) is only bounded in depth: nothing reads it to
+decide an answer, and an answer is always derived again on import (flows/bundle_import).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, Field, model_validator
+
+from models import CAMPAIGN_MODES, EVENT_KINDS, FINAL_CAMPAIGN_STATES, MEASUREMENT_PHASES
+from probes.base import ARTIFACT_NAME_PATTERN
+from probes.vocabulary import (
+    CC_PATTERN,
+    MAX_KBPS,
+    Description,
+    Label,
+    Name,
+    PathManager,
+    SubflowName,
+)
+
+from ..algorithm.curve_store import curve_from_dict
+from ..algorithm.regression import ALL_MODEL_KINDS
+from . import bundle_limits as lim
+from .bundle_schema import STRICT, Int, Json, JsonObject, Num, Raw, Text, Timestamp, bounded
+
+CC = Annotated[str, Field(pattern=CC_PATTERN)]
+Mib = Num(0, 1_000_000, gt=True)  # the API's buffer bound (flows/plan.Mib)
+Mbps = Num(0, lim.MAX_MBPS)
+Ms = Num(0, lim.MAX_RTT_MS)
+Bytes = Int(0, lim.MAX_BYTES)
+Seconds = Num(0, lim.MAX_PROBE_S)
+Count = Int(0, lim.MAX_MEASUREMENTS)
+Omega = Num(-1e6, 1e6)  # 1 - TP_i / TP_0: any sign, never unbounded
+#: A probe's variant: "" (none excluded), the excluded subflow, or a probed subset ("only:A+B").
+Variant = Annotated[str, Field(max_length=200, pattern=r"^(only:)?[A-Za-z0-9+-]*$")]
+Flag = Text(500)
+Flags = Annotated[list[Flag], Field(max_length=1000)]
+Subflows = Annotated[list[SubflowName], Field(max_length=lim.MAX_SUBFLOWS)]
+
+
+def _curve(value: dict) -> dict:
+    """A stored fit's curve must read back as the solver's curve (store/results.fit_curves)."""
+    try:
+        curve_from_dict({"pm": "FullMesh", **value})
+    except ValueError as exc:
+        raise ValueError(f"not a curve: {exc}") from None
+    return value
+
+
+# --- the sites and their pairs ------------------------------------------------------------------
+class Isp(BaseModel):
+    model_config = STRICT
+    name: Name
+    label: Label
+    down_kbps: Num(0, MAX_KBPS, gt=True)
+    up_kbps: Num(0, MAX_KBPS, gt=True)
+
+
+class Site(BaseModel):
+    model_config = STRICT
+    name: Name
+    description: Description = ""
+    isps: Annotated[list[Isp], Field(min_length=1, max_length=lim.MAX_SUBFLOWS)]
+
+
+class Pair(BaseModel):
+    model_config = STRICT
+    name: SubflowName
+    bandwidth_kbps: Num(0, MAX_KBPS)
+    rtt_ms: Num(0, lim.MAX_RTT_MS, gt=True) | None = None
+
+
+class Topology(BaseModel):
+    model_config = STRICT
+    local: Site
+    remote: Site
+    subflows: Annotated[list[Pair], Field(max_length=lim.MAX_SUBFLOWS)]
+
+
+# --- the rows -------------------------------------------------------------------------------------
+class CampaignRow(BaseModel):
+    model_config = STRICT
+    state: Literal[FINAL_CAMPAIGN_STATES]
+    reason: Text(32) = "manual"
+    ccs: Annotated[list[CC], Field(min_length=1, max_length=lim.MAX_CCS)]
+    pms: Annotated[list[PathManager], Field(min_length=1, max_length=lim.MAX_PMS)]
+    buffer_grid_mib: Annotated[list[Mib], Field(min_length=1, max_length=lim.MAX_GRID)]
+    runs: Int(1, lim.MAX_PLAN_RUNS)
+    duration_s: Num(0, lim.MAX_PROBE_S, gt=True)
+    delta: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
+    model_kind: Literal[ALL_MODEL_KINDS] = "paper"
+    mode: Literal[CAMPAIGN_MODES] = "grid"
+    objective: JsonObject | None = None
+    objective_key: Text(120) = "bulk"
+    probe_seconds_budget: Num(0, 1e9, gt=True) | None = None
+    probes_total: Count = 0
+    probes_done: Count = 0
+    probe_seconds_used: Num(0, 1e12) = 0.0
+    executor: Text(32) | None = None
+    error: Raw(lim.MAX_TEXT) | None = None
+    offered_ccs: Annotated[list[CC], Field(max_length=lim.MAX_OFFERED_CCS)] | None = None
+    active_ccs: Annotated[list[CC], Field(max_length=lim.MAX_CCS)] | None = None
+    dropped_ccs: Annotated[dict[CC, Text(2000)], Field(max_length=lim.MAX_OFFERED_CCS)] = {}
+    impact_runs: Int(1, lim.MAX_IMPACT_RUNS) | None = None
+    extra_impact_runs: Annotated[dict[CC, Int(0, lim.MAX_IMPACT_RUNS)],
+                                 Field(max_length=lim.MAX_CCS)] = {}
+    seed: Int(-(2**31), 2**31 - 1) = 0
+    extra_rounds: Int(0, 10_000) = 0
+    budget_exhausted: bool = False
+    notes: JsonObject = {}
+    created_at: Timestamp | None = None
+    queued_at: Timestamp | None = None
+    started_at: Timestamp | None = None
+    finished_at: Timestamp | None = None
+
+
+class ArtifactEntry(BaseModel):
+    model_config = STRICT
+    name: Annotated[str, Field(pattern=ARTIFACT_NAME_PATTERN)]
+    media_type: Text(100) = ""
+    size: Int(0, lim.MAX_ARTIFACT_MEMBER_BYTES) = 0
+    path: Text(200) = ""
+
+
+class QuietCheck(BaseModel):
+    """What the table reads of it (flows/measurement_table): `quiet` and `waited_s` typed."""
+
+    model_config = STRICT | {"extra": "allow"}
+    quiet: bool | None = None
+    waited_s: Seconds | None = None
+
+    @model_validator(mode="after")
+    def _extra_bounded(self):
+        bounded(self.model_extra or {})
+        return self
+
+
+class MeasurementRow(BaseModel):
+    model_config = STRICT
+    source_id: Int(0, 2**63 - 1) | None = None  # the exporting database's id (not imported)
+    artifacts: Annotated[list[ArtifactEntry],
+                         Field(max_length=lim.MAX_ARTIFACTS_PER_MEASUREMENT)] = []
+    phase: Literal[MEASUREMENT_PHASES]
+    pm: PathManager
+    cc: CC
+    bs_mib: Mib
+    run: Int(0, lim.MAX_RUN_INDEX)
+    excluded_subflow: Variant = ""
+    subflows: Subflows
+    duration_s: Num(0, lim.MAX_PROBE_S, gt=True)
+    interval_s: Num(lim.MIN_INTERVAL_S, lim.MAX_PROBE_S) = 1.0
+    goodput_mbps: Annotated[list[Mbps], Field(max_length=lim.MAX_SERIES)]
+    mean_goodput_mbps: Mbps | None = None
+    subflow_bytes: Annotated[dict[SubflowName, Bytes], Field(max_length=lim.MAX_SUBFLOWS)] = {}
+    rtt_ms: Annotated[dict[SubflowName, Ms], Field(max_length=lim.MAX_SUBFLOWS)] = {}
+    rto_ms: Annotated[dict[SubflowName, Ms], Field(max_length=lim.MAX_SUBFLOWS)] = {}
+    tool: Text(64)
+    tool_version: Text(64) = ""
+    raw_output: Raw(lim.MAX_RAW_OUTPUT) = ""
+    observed_subflows: Annotated[list[JsonObject], Field(max_length=lim.MAX_SUBFLOWS)] = []
+    effective_buffers: Annotated[dict[Annotated[str, Field(max_length=64)], Bytes | None],
+                                 Field(max_length=64)] = {}
+    quiet_check: QuietCheck | None = None
+    warmup_s: Seconds = 0.0
+    timing: JsonObject | None = None
+    status: Literal["ok", "failed"] = "ok"
+    error: Raw(lim.MAX_TEXT) | None = None
+    started_at: Timestamp
+    finished_at: Timestamp
+    created_at: Timestamp | None = None
+
+    @model_validator(mode="after")
+    def _series_fits_the_probe(self):
+        longest = int(self.duration_s / self.interval_s) + 2
+        if len(self.goodput_mbps) > longest:
+            raise ValueError(f"goodput_mbps: {len(self.goodput_mbps)} intervals, more than a "
+                             f"{self.duration_s:g} s probe at {self.interval_s:g} s has")
+        return self
+
+
+class ImpactRow(BaseModel):
+    model_config = STRICT
+    cc: CC
+    subflow: SubflowName
+    position: Int(0, lim.MAX_SUBFLOWS) = 0
+    omega: Omega
+    in_subset: bool
+    omega_low: Omega | None = None
+    omega_high: Omega | None = None
+    settled: bool | None = None
+    runs: Int(0, lim.MAX_MEASUREMENTS) | None = None
+    created_at: Timestamp | None = None
+
+
+class FitRow(BaseModel):
+    model_config = STRICT
+    pm: PathManager
+    model_kind: Literal[ALL_MODEL_KINDS]
+    n: Count
+    curves: Annotated[list[Annotated[JsonObject, AfterValidator(_curve)]],
+                      Field(max_length=4 * lim.MAX_CCS)]
+    coefficients: Annotated[list[JsonObject], Field(max_length=1000)]
+    curve_p_values: JsonObject = {}
+    r2: Num(-1e9, 1)
+    adj_r2: Num(-1e9, 1) | None = None
+    buffer_p_value: Num(0, 1) | None = None
+    gate_passed: bool
+    warnings: Flags = []
+    arms: Annotated[list[JsonObject], Field(max_length=4 * lim.MAX_CCS)] = []
+    created_at: Timestamp | None = None
+
+
+class AnswerRow(BaseModel):
+    model_config = STRICT
+    kind: Literal["calibrated", "provisional"]
+    delta: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
+    bs_min_mib: Mib
+    bs_max_mib: Mib
+    inputs: JsonObject
+    opm: PathManager
+    occ: CC | None = None
+    obs_mib: Mib | None = None
+    otp_mbps: Mbps | None = None
+    tp_max_mbps: Mbps | None = None
+    outputs: JsonObject
+    traditional: JsonObject
+    provenance: JsonObject
+    quality_flags: Flags = []
+    created_at: Timestamp | None = None
+
+    @model_validator(mode="after")
+    def _bounds_in_order(self):
+        if self.bs_min_mib > self.bs_max_mib:
+            raise ValueError("bs_min_mib is above bs_max_mib")
+        return self
+
+
+class EventRow(BaseModel):
+    model_config = STRICT
+    kind: Literal[EVENT_KINDS]
+    subject: Text(64) = ""
+    before: Json = None
+    after: Json = None
+    change_pct: Num(-1e12, 1e12) | None = None
+    created_at: Timestamp | None = None
+
+
+class Source(BaseModel):
+    model_config = STRICT | {"extra": "allow"}  # later versions may say more
+    campaign_id: Int(0, 2**63 - 1) | None = None
+    topology_id: Int(0, 2**63 - 1) | None = None
+    recommendation_id: Int(0, 2**63 - 1) | None = None
+    database: Text(32) | None = None
+    imported_from: JsonObject | None = None
+
+    @model_validator(mode="after")
+    def _extra_bounded(self):
+        bounded(self.model_extra or {})
+        return self
+
+
+class Document(BaseModel):
+    model_config = STRICT
+    format: Literal["mpcoa-campaign-bundle"]
+    version: Literal[1]
+    exported_at: Text(40) | None = None
+    exported_by: JsonObject = {}
+    source: Source = Source()
+    topology: Topology
+    capabilities: Annotated[dict[Name, JsonObject], Field(max_length=2)] = {}
+    software: JsonObject = {}
+    campaign: CampaignRow
+    measurements: Annotated[list[MeasurementRow], Field(max_length=lim.MAX_MEASUREMENTS)]
+    impact_factors: Annotated[list[ImpactRow], Field(max_length=lim.MAX_CCS * lim.MAX_SUBFLOWS)]
+    selection: Json = None
+    fits: Annotated[list[FitRow], Field(max_length=64)]
+    answer: AnswerRow | None = None
+    events: Annotated[list[EventRow], Field(max_length=10_000)]
