@@ -58,7 +58,7 @@ def curve_to_dict(curve: AnyCurve) -> dict[str, Any]:
 def curve_from_dict(data: Mapping) -> AnyCurve:
     """A curve from its dict; ValueError("<field>: <what is wrong>") otherwise."""
     kind = data.get("kind", Curve.kind)
-    if kind not in CURVE_KINDS:
+    if not isinstance(kind, str) or kind not in CURVE_KINDS:
         raise ValueError(f"kind: must be one of {', '.join(CURVE_KINDS)}, got {kind!r}")
     expected = {"kind", "pm", "cc", "same_as_fullmesh", *_PARAMS[kind]}
     extra = sorted(set(data) - expected)

@@ -9,6 +9,7 @@ new version adds a module and a line to `SCHEMAS`. A bad document is an `Invalid
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -35,6 +36,8 @@ def _timestamp(value: Any) -> datetime:
         raise ValueError(f"{value!r} is not an ISO 8601 timestamp") from None
     if parsed.tzinfo is None:
         raise ValueError("a timestamp needs its UTC offset")
+    if not 1970 <= parsed.year <= 9000:  # also keeps the conversion to UTC within range
+        raise ValueError(f"{value!r} is not a time a probe ran at")
     return parsed
 
 
@@ -91,14 +94,34 @@ def _no_constant(name: str):
 
 
 def parse_json(content: bytes, what: str) -> Any:
-    """JSON text as Python values; NaN and Infinity refused; nesting beyond the interpreter's
-    recursion limit an Invalid like any other."""
+    """JSON text as Python values; NaN and Infinity refused, and strings no database stores (a
+    NUL, a lone surrogate); nesting beyond the interpreter's recursion limit an Invalid like any
+    other."""
     try:
-        return json.loads(content.decode("utf-8"), parse_constant=_no_constant)
+        value = json.loads(content.decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise Invalid(f"{what} is not JSON: {str(exc)[:200]}", ("bundle",)) from None
     except RecursionError:
         raise Invalid(f"{what} is nested too deeply", ("bundle",)) from None
+    _storable(value, what)
+    return value
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _storable(value: Any, what: str) -> None:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str) and (bad := _UNSTORABLE.search(node)):
+            raise Invalid(f"{what}: a string holds U+{ord(bad.group()):04X}, which no database "
+                          "stores", ("bundle",))
 
 
 def _schemas() -> dict[int, type[BaseModel]]:

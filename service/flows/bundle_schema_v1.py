@@ -24,7 +24,7 @@ from probes.vocabulary import (
     SubflowName,
 )
 
-from ..algorithm.curve_store import curve_from_dict
+from ..formats import curve_from_dict
 from ..algorithm.regression import ALL_MODEL_KINDS
 from . import bundle_limits as lim
 from .bundle_schema import STRICT, Int, Json, JsonObject, Num, Raw, Text, Timestamp, bounded

@@ -166,14 +166,20 @@ def test_bad_bundles_are_refused_with_the_field(db_session, other_db):
         _tar({"../evil": b"x"}): "not a member of a campaign bundle",
         _tar({"bundle.json": nan}): "not a finite number",
         _with(bundle, version=2): "this mpcoa reads version 1",
-        _with(bundle, surprise=1): "unknown keys ['surprise']",
+        _with(bundle, version=True): "version: version 'True': this mpcoa reads version 1",
+        _with(bundle, surprise=1): "surprise: Extra inputs are not permitted",
         _with(bundle, campaign=running): "campaign.state",
         _with(bundle, measurements=bad_phase): "measurements.0.phase",
         _with(bundle, campaign={**doc["campaign"], "runs": "two"}): "campaign.runs",
-        _with(bundle, campaign={**doc["campaign"], "ccs": "cubic"}): "campaign.ccs: must be a list",
+        _with(bundle, campaign={**doc["campaign"], "ccs": "cubic"}):
+            "campaign.ccs: Input should be a valid list",
+        _with(bundle, measurements=[{**doc["measurements"][0], "goodput_mbps": ["x", {}]},
+                                    *doc["measurements"][1:]]):
+            "measurements.0.goodput_mbps.0: Input should be a valid number",
         _tar({"bundle.json": json.dumps(doc).encode(), "artifacts/0/x.json": b"{}"}):
-            "measurements.0.artifacts: lists artifacts ['iperf3-client.json'], the archive has "
-            "['x.json']",
+            "'artifacts/0/x.json': a second copy, or a raw output bundle.json does not list",
+        _tar({"bundle.json": json.dumps(doc).encode()}):
+            "'artifacts/0/iperf3-client.json': listed in bundle.json, not in the archive",
     }
     with session_scope(other_db) as s:
         for data, expected in cases.items():
