@@ -97,7 +97,7 @@ def read(data: bytes) -> Bundle:
                 total += member.size
                 if total > MAX_TOTAL_BYTES:
                     raise Invalid(f"larger than {MAX_TOTAL_BYTES} bytes unpacked", ("bundle",))
-                _place(bundle, member.name, tar.extractfile(member).read(cap + 1))
+                _place(bundle, member.name, tar.extractfile(member).read())  # member.size bytes
                 if n == 0:
                     expected = {*TABLES, *_listed(bundle.checked)}
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:

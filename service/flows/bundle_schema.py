@@ -85,6 +85,18 @@ def Raw(max_length: int) -> Any:
     return Annotated[str, Field(max_length=max_length)]
 
 
+def Items(item: Any, max_length: int, min_length: int = 0) -> Any:
+    """A list of at most `max_length` items, its length checked before any item is (a list of
+    millions is refused at once, not after millions of checks)."""
+    def short_enough(value: Any) -> Any:
+        if isinstance(value, list) and len(value) > max_length:
+            raise ValueError(f"{len(value)} items, more than {max_length}")
+        return value
+
+    return Annotated[list[item], BeforeValidator(short_enough),
+                     Field(min_length=min_length, max_length=max_length)]
+
+
 Json = Annotated[Any, AfterValidator(bounded)]
 JsonObject = Annotated[dict[str, Any], AfterValidator(bounded)]
 
@@ -103,10 +115,12 @@ def parse_json(content: bytes, what: str) -> Any:
         raise Invalid(f"{what} is not JSON: {str(exc)[:200]}", ("bundle",)) from None
     except RecursionError:
         raise Invalid(f"{what} is nested too deeply", ("bundle",)) from None
-    _storable(value, what)
+    if _ESCAPED.search(content):  # JSON text writes a NUL or a surrogate only as an escape
+        _storable(value, what)
     return value
 
 
+_ESCAPED = re.compile(rb"\\u(?:0000|d[89a-f])", re.IGNORECASE)
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 

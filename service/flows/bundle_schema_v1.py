@@ -27,7 +27,7 @@ from probes.vocabulary import (
 from ..formats import curve_from_dict
 from ..algorithm.regression import ALL_MODEL_KINDS
 from . import bundle_limits as lim
-from .bundle_schema import STRICT, Int, Json, JsonObject, Num, Raw, Text, Timestamp, bounded
+from .bundle_schema import STRICT, Int, Items, Json, JsonObject, Num, Raw, Text, Timestamp, bounded
 
 CC = Annotated[str, Field(pattern=CC_PATTERN)]
 Mib = Num(0, 1_000_000, gt=True)  # the API's buffer bound (flows/plan.Mib)
@@ -40,8 +40,8 @@ Omega = Num(-1e6, 1e6)  # 1 - TP_i / TP_0: any sign, never unbounded
 #: A probe's variant: "" (none excluded), the excluded subflow, or a probed subset ("only:A+B").
 Variant = Annotated[str, Field(max_length=200, pattern=r"^(only:)?[A-Za-z0-9+-]*$")]
 Flag = Text(500)
-Flags = Annotated[list[Flag], Field(max_length=1000)]
-Subflows = Annotated[list[SubflowName], Field(max_length=lim.MAX_SUBFLOWS)]
+Flags = Items(Flag, 1000)
+Subflows = Items(SubflowName, lim.MAX_SUBFLOWS)
 
 
 def _curve(value: dict) -> dict:
@@ -66,7 +66,7 @@ class Site(BaseModel):
     model_config = STRICT
     name: Name
     description: Description = ""
-    isps: Annotated[list[Isp], Field(min_length=1, max_length=lim.MAX_SUBFLOWS)]
+    isps: Items(Isp, lim.MAX_SUBFLOWS, 1)
 
 
 class Pair(BaseModel):
@@ -80,7 +80,7 @@ class Topology(BaseModel):
     model_config = STRICT
     local: Site
     remote: Site
-    subflows: Annotated[list[Pair], Field(max_length=lim.MAX_SUBFLOWS)]
+    subflows: Items(Pair, lim.MAX_SUBFLOWS)
 
 
 # --- the rows -------------------------------------------------------------------------------------
@@ -88,9 +88,9 @@ class CampaignRow(BaseModel):
     model_config = STRICT
     state: Literal[FINAL_CAMPAIGN_STATES]
     reason: Text(32) = "manual"
-    ccs: Annotated[list[CC], Field(min_length=1, max_length=lim.MAX_CCS)]
-    pms: Annotated[list[PathManager], Field(min_length=1, max_length=lim.MAX_PMS)]
-    buffer_grid_mib: Annotated[list[Mib], Field(min_length=1, max_length=lim.MAX_GRID)]
+    ccs: Items(CC, lim.MAX_CCS, 1)
+    pms: Items(PathManager, lim.MAX_PMS, 1)
+    buffer_grid_mib: Items(Mib, lim.MAX_GRID, 1)
     runs: Int(1, lim.MAX_PLAN_RUNS)
     duration_s: Num(0, lim.MAX_PROBE_S, gt=True)
     delta: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
@@ -104,8 +104,8 @@ class CampaignRow(BaseModel):
     probe_seconds_used: Num(0, 1e12) = 0.0
     executor: Text(32) | None = None
     error: Raw(lim.MAX_TEXT) | None = None
-    offered_ccs: Annotated[list[CC], Field(max_length=lim.MAX_OFFERED_CCS)] | None = None
-    active_ccs: Annotated[list[CC], Field(max_length=lim.MAX_CCS)] | None = None
+    offered_ccs: Items(CC, lim.MAX_OFFERED_CCS) | None = None
+    active_ccs: Items(CC, lim.MAX_CCS) | None = None
     dropped_ccs: Annotated[dict[CC, Text(2000)], Field(max_length=lim.MAX_OFFERED_CCS)] = {}
     impact_runs: Int(1, lim.MAX_IMPACT_RUNS) | None = None
     extra_impact_runs: Annotated[dict[CC, Int(0, lim.MAX_IMPACT_RUNS)],
@@ -144,8 +144,7 @@ class QuietCheck(BaseModel):
 class MeasurementRow(BaseModel):
     model_config = STRICT
     source_id: Int(0, 2**63 - 1) | None = None  # the exporting database's id (not imported)
-    artifacts: Annotated[list[ArtifactEntry],
-                         Field(max_length=lim.MAX_ARTIFACTS_PER_MEASUREMENT)] = []
+    artifacts: Items(ArtifactEntry, lim.MAX_ARTIFACTS_PER_MEASUREMENT) = []
     phase: Literal[MEASUREMENT_PHASES]
     pm: PathManager
     cc: CC
@@ -155,7 +154,7 @@ class MeasurementRow(BaseModel):
     subflows: Subflows
     duration_s: Num(0, lim.MAX_PROBE_S, gt=True)
     interval_s: Num(lim.MIN_INTERVAL_S, lim.MAX_PROBE_S) = 1.0
-    goodput_mbps: Annotated[list[Mbps], Field(max_length=lim.MAX_SERIES)]
+    goodput_mbps: Items(Mbps, lim.MAX_SERIES)
     mean_goodput_mbps: Mbps | None = None
     subflow_bytes: Annotated[dict[SubflowName, Bytes], Field(max_length=lim.MAX_SUBFLOWS)] = {}
     rtt_ms: Annotated[dict[SubflowName, Ms], Field(max_length=lim.MAX_SUBFLOWS)] = {}
@@ -163,7 +162,7 @@ class MeasurementRow(BaseModel):
     tool: Text(64)
     tool_version: Text(64) = ""
     raw_output: Raw(lim.MAX_RAW_OUTPUT) = ""
-    observed_subflows: Annotated[list[JsonObject], Field(max_length=lim.MAX_SUBFLOWS)] = []
+    observed_subflows: Items(JsonObject, lim.MAX_SUBFLOWS) = []
     effective_buffers: Annotated[dict[Annotated[str, Field(max_length=64)], Bytes | None],
                                  Field(max_length=64)] = {}
     quiet_check: QuietCheck | None = None
@@ -203,16 +202,15 @@ class FitRow(BaseModel):
     pm: PathManager
     model_kind: Literal[ALL_MODEL_KINDS]
     n: Count
-    curves: Annotated[list[Annotated[JsonObject, AfterValidator(_curve)]],
-                      Field(max_length=4 * lim.MAX_CCS)]
-    coefficients: Annotated[list[JsonObject], Field(max_length=1000)]
+    curves: Items(Annotated[JsonObject, AfterValidator(_curve)], 4 * lim.MAX_CCS)
+    coefficients: Items(JsonObject, 1000)
     curve_p_values: JsonObject = {}
     r2: Num(-1e9, 1)
     adj_r2: Num(-1e9, 1) | None = None
     buffer_p_value: Num(0, 1) | None = None
     gate_passed: bool
     warnings: Flags = []
-    arms: Annotated[list[JsonObject], Field(max_length=4 * lim.MAX_CCS)] = []
+    arms: Items(JsonObject, 4 * lim.MAX_CCS) = []
     created_at: Timestamp | None = None
 
 
@@ -276,9 +274,9 @@ class Document(BaseModel):
     capabilities: Annotated[dict[Name, JsonObject], Field(max_length=2)] = {}
     software: JsonObject = {}
     campaign: CampaignRow
-    measurements: Annotated[list[MeasurementRow], Field(max_length=lim.MAX_MEASUREMENTS)]
-    impact_factors: Annotated[list[ImpactRow], Field(max_length=lim.MAX_CCS * lim.MAX_SUBFLOWS)]
+    measurements: Items(MeasurementRow, lim.MAX_MEASUREMENTS)
+    impact_factors: Items(ImpactRow, lim.MAX_CCS * lim.MAX_SUBFLOWS)
     selection: Json = None
-    fits: Annotated[list[FitRow], Field(max_length=64)]
+    fits: Items(FitRow, 64)
     answer: AnswerRow | None = None
-    events: Annotated[list[EventRow], Field(max_length=10_000)]
+    events: Items(EventRow, 10_000)

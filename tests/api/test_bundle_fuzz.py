@@ -57,9 +57,12 @@ def fuzz_db():
 
 
 def _counts(engine) -> dict[str, int]:
+    """Rows per table, in one query."""
+    tables = Base.metadata.sorted_tables
     with engine.connect() as c:
-        return {t.name: c.scalar(select(func.count()).select_from(t))
-                for t in Base.metadata.sorted_tables}
+        row = c.execute(select(*(select(func.count()).select_from(t).scalar_subquery()
+                                 .label(t.name) for t in tables))).one()
+    return dict(zip([t.name for t in tables], row, strict=True))
 
 
 def test_malformed_bundles_never_leave_a_trace(fuzz_db, tmp_path):
@@ -67,26 +70,34 @@ def test_malformed_bundles_never_leave_a_trace(fuzz_db, tmp_path):
     bundle = bundle_archive.read(data)
     arts = {f"artifacts/{k}/{n}": b for k, named in bundle.artifacts.items()
             for n, b in named.items()}
+    spent: Counter = Counter()
+    started = clock = time.monotonic()
     cases = list(Mutator(bundle.document, arts, SEED).cases(PER_KIND))
+    spent["making the bundles"] += time.monotonic() - clock
     settings = Settings(database_url=url, data_dir=tmp_path, run_campaigns=False,
                         _env_file=None)
     outcomes: Counter = Counter()
-    started = time.monotonic()
     with TestClient(create_app(settings), raise_server_exceptions=False) as client:
         for kind, label, case, expect in cases:
+            clock = time.monotonic()
             before = _counts(engine)
             done, refused = _import(engine, case)
+            spent["imports" if refused is None else "refusals"] += time.monotonic() - clock
+            clock = time.monotonic()
             if refused is not None:
                 assert expect != "accepted", f"{kind} {label}: refused: {refused.message}"
                 assert refused.message and len(refused.message) < 600, (kind, label)
                 assert _counts(engine) == before, f"{kind} {label}: rows left behind"
                 outcomes[kind, "refused"] += 1
+                spent["checks"] += time.monotonic() - clock
                 continue
             assert expect != "refused", f"{kind} {label}: accepted"
             outcomes[kind, "accepted"] += 1
             _check_accepted(client, engine, done, kind, label, honest)
+            spent["checks"] += time.monotonic() - clock
     elapsed = time.monotonic() - started
-    print(f"{len(cases)} bundles in {elapsed:.1f} s: {sorted(outcomes.items())}")
+    print(f"{len(cases)} bundles in {elapsed:.1f} s "
+          f"({', '.join(f'{k} {v:.1f} s' for k, v in spent.items())}): {sorted(outcomes.items())}")
     assert len(cases) >= 250
     tampered = outcomes["tampered_answer", "accepted"]
     assert tampered >= 8 and sum(n for (k, v), n in outcomes.items() if v == "refused") >= 200
