@@ -27,7 +27,7 @@ from probes.vocabulary import (
 from ..formats import curve_from_dict
 from ..algorithm.regression import ALL_MODEL_KINDS
 from . import bundle_limits as lim
-from .bundle_schema import STRICT, Int, Items, Json, JsonObject, Num, Raw, Text, Timestamp, bounded
+from .bundle_fields import STRICT, Int, Items, Json, JsonObject, Num, Raw, Text, Timestamp, bounded
 
 CC = Annotated[str, Field(pattern=CC_PATTERN)]
 Mib = Num(0, 1_000_000, gt=True)  # the API's buffer bound (flows/plan.Mib)
