@@ -68,6 +68,21 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
+class _Header(tarfile.TarInfo):
+    """A member's header, whose extended headers (long names, pax records) tarfile reads whole
+    before a reader sees the member: at most MAX_EXTENDED_HEADER bytes."""
+
+    def _proc_member(self, tar):
+        if self.type in _EXTENDED and self.size > MAX_EXTENDED_HEADER:
+            raise tarfile.HeaderError(f"an extended header of {self.size} bytes")
+        return super()._proc_member(tar)
+
+
+_EXTENDED = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
+             tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
+MAX_EXTENDED_HEADER = 64 * 1024  # a pax record of a name of at most 200 characters is tiny
+
+
 def read(data: bytes) -> Bundle:
     """A bundle from .tar.gz bytes; Invalid when it is not one this version can read.
 
@@ -77,7 +92,7 @@ def read(data: bytes) -> Bundle:
     total = 0
     expected: set[str] = set()
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz", tarinfo=_Header) as tar:
             for n, member in enumerate(tar):
                 name = member.name[:200]
                 if not member.isfile():

@@ -158,6 +158,7 @@ class Mutator:
              lambda: claimed_size("bundle.json", 3 << 30)),
             ("bomb_member", "a raw output claiming 3 GiB",
              lambda: _after_document(doc, first, 3 << 30)),
+            ("bomb_member", "a pax header of 50 MiB", lambda: _pax_bomb(50 << 20)),
             ("bomb_member", "10000 unlisted members",
              lambda: tar([("bundle.json", doc), *arts,
                           *((f"artifacts/{n}/x.json", b"") for n in range(10_000))])),
@@ -259,6 +260,13 @@ def _after_document(doc_bytes: bytes, name: str, size: int) -> bytes:
     info = tarfile.TarInfo(name)
     info.size = size
     return gzip.compress(head + info.tobuf() + b"\0" * 4096)
+
+
+def _pax_bomb(size: int) -> bytes:
+    """An extended (pax) header of `size` bytes: tarfile reads one whole before the member."""
+    info = tarfile.TarInfo("././@PaxHeader")
+    info.type, info.size = tarfile.XHDTYPE, size
+    return gzip.compress(info.tobuf(format=tarfile.USTAR_FORMAT) + b"\0" * size, 1)
 
 
 def _flip(data: bytes, at: int) -> bytes:
