@@ -1,10 +1,10 @@
 """A campaign's rows as plain JSON values and back, for the campaign bundle.
 
-The bundle's columns are the tables' own (models/tables.py): what a row is written as and what an
-imported row may hold are derived from the table definitions here, so a column added to a table
-travels in bundles without a second schema to keep in step. Ids and foreign keys never travel
-(an import gets new ones); neither does the state of a campaign in flight (its probe lease,
-Celery task, outbox).
+The bundle's columns are the tables' own (models/tables.py): what a row is written as is derived
+from the table definitions here. What an imported row may hold is the schema of the bundle's
+version (flows/bundle_schema_v1): strict types and the ranges a campaign can produce, which a
+table's column type alone does not say. Ids and foreign keys never travel (an import gets new
+ones); neither does the state of a campaign in flight (its probe lease, Celery task, outbox).
 """
 
 from __future__ import annotations
