@@ -83,6 +83,88 @@ class Topology(BaseModel):
     subflows: Items(Pair, lim.MAX_SUBFLOWS)
 
 
+# --- a campaign's notes: free-form but for what the answer and the export read ----------------
+class Open(BaseModel):
+    """A section with typed keys that may hold more (bounded free-form JSON)."""
+
+    model_config = STRICT | {"extra": "allow"}
+
+    @model_validator(mode="after")
+    def _extra_bounded(self):
+        bounded(self.model_extra or {})
+        return self
+
+
+class Promise(Open):
+    low_mbps: Mbps
+    high_mbps: Mbps
+    of: Text(200)
+
+
+class Spread(Open):
+    unsteady_runs: Int(0, lim.MAX_MEASUREMENTS) | None = None
+
+
+class AdaptiveNote(Open):
+    """The adaptive decision (flows/calibrated._promise, store/campaigns.flags)."""
+
+    stop: Text(32)
+    opm: PathManager | None = None
+    occ: CC | None = None
+    statement: Text(2000) | None = None
+    confidence: Num(0, 1) | None = None
+    promise: Promise | None = None
+    spread_at_obs: Spread | None = None
+
+
+class SelectionEntry(Open):
+    """A CC's measured selection (flows/selected, flows/calibrated): SP*, its standbys."""
+
+    subset: Subflows
+    standby_subflows: Subflows = []
+    usable: bool | None = None
+    settled: bool | None = None
+    shared_from: CC | None = None
+    path: Items(JsonObject, 4 * lim.MAX_SUBFLOWS) = []
+    omega: JsonObject | None = None
+
+
+class SelectionNote(Open):
+    done: bool | None = None
+    ccs: Annotated[dict[CC, SelectionEntry], Field(max_length=lim.MAX_OFFERED_CCS)] = {}
+
+
+class WarmNote(Open):
+    verdict: Text(64)
+    probes: Count = 0
+
+
+class Spent(Open):
+    probes: Count = 0
+    probe_seconds: Num(0, 1e12) = 0.0
+
+
+class BudgetNote(Open):
+    """The probe budget (flows/budget): what each phase spent, whether it is settled."""
+
+    spent: Annotated[dict[Text(16), Spent], Field(max_length=16)] = {}
+    settled: bool | None = None
+
+
+class Notes(Open):
+    """What store/campaigns.flags and report, flows/calibrated and flows/selected read."""
+
+    failed_probes: Items(JsonObject, lim.MAX_MEASUREMENTS) = []
+    unfitted_arms: Items(Text(64), 4 * lim.MAX_CCS) = []
+    grid_extended: Items(Mib, lim.MAX_GRID) = []
+    grid_below_plateau: Mib | None = None
+    adaptive: AdaptiveNote | None = None
+    warm: WarmNote | None = None
+    unsettled_omegas: Annotated[dict[CC, Subflows], Field(max_length=lim.MAX_OFFERED_CCS)] = {}
+    selection: SelectionNote | None = None
+    probe_budget: BudgetNote | None = None
+
+
 # --- the rows -------------------------------------------------------------------------------------
 class CampaignRow(BaseModel):
     model_config = STRICT
@@ -113,7 +195,7 @@ class CampaignRow(BaseModel):
     seed: Int(-(2**31), 2**31 - 1) = 0
     extra_rounds: Int(0, 10_000) = 0
     budget_exhausted: bool = False
-    notes: JsonObject = {}
+    notes: Notes = Notes()
     created_at: Timestamp | None = None
     queued_at: Timestamp | None = None
     started_at: Timestamp | None = None
@@ -128,17 +210,11 @@ class ArtifactEntry(BaseModel):
     path: Text(200) = ""
 
 
-class QuietCheck(BaseModel):
+class QuietCheck(Open):
     """What the table reads of it (flows/measurement_table): `quiet` and `waited_s` typed."""
 
-    model_config = STRICT | {"extra": "allow"}
     quiet: bool | None = None
     waited_s: Seconds | None = None
-
-    @model_validator(mode="after")
-    def _extra_bounded(self):
-        bounded(self.model_extra or {})
-        return self
 
 
 class MeasurementRow(BaseModel):
@@ -249,18 +325,12 @@ class EventRow(BaseModel):
     created_at: Timestamp | None = None
 
 
-class Source(BaseModel):
-    model_config = STRICT | {"extra": "allow"}  # later versions may say more
+class Source(Open):
     campaign_id: Int(0, 2**63 - 1) | None = None
     topology_id: Int(0, 2**63 - 1) | None = None
     recommendation_id: Int(0, 2**63 - 1) | None = None
     database: Text(32) | None = None
     imported_from: JsonObject | None = None
-
-    @model_validator(mode="after")
-    def _extra_bounded(self):
-        bounded(self.model_extra or {})
-        return self
 
 
 class Document(BaseModel):

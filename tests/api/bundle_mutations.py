@@ -291,7 +291,7 @@ def _leaves(value: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:
 
 def _free_form(path: tuple) -> bool:
     """Inside a JSON column nothing reads to decide anything (notes, provenance, reports)."""
-    free = {"notes", "exported_by", "capabilities", "software", "selection", "source",
+    free = {"exported_by", "capabilities", "software", "selection", "source",
             "inputs", "outputs", "traditional", "provenance", "coefficients", "curve_p_values",
             "arms", "observed_subflows", "timing", "before", "after", "objective"}
     return any(p in free for p in path)
