@@ -24,8 +24,8 @@ from probes.vocabulary import (
     SubflowName,
 )
 
-from ..formats import curve_from_dict
 from ..algorithm.regression import ALL_MODEL_KINDS
+from ..formats import curve_from_dict
 from . import bundle_limits as lim
 from .bundle_fields import STRICT, Int, Items, Json, JsonObject, Num, Raw, Text, Timestamp, bounded
 
