@@ -200,6 +200,9 @@ class Campaign(Base):
     lease_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     lease_step: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # Who runs the lease's probe now: the claimant's token, handed on to the one execution
+    # that takes the probe over (a redelivered copy of its task finds it taken).
+    lease_owner: Mapped[str | None] = mapped_column(String(32), nullable=True)
     # When it last asked for its two sites and had to wait (busy, or giving way to a busier
     # site's campaign under the fleet policy); NULL while it holds them or has not asked.
     site_wait_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -34,6 +34,9 @@ SiteName = Name
 DEFAULT_EXCLUDED_MAX_BYTES = 4096
 #: Warm-up (slow start, joins) left out of ``goodput_mbps`` when a request does not say.
 DEFAULT_WARMUP_S = 2.0
+#: the longest probe a request may ask for (a deployment with a broker allows less:
+#: service.settings.Settings.longest_probe_s)
+MAX_PROBE_S = 3600.0
 #: Raw outputs kept with a result (``MeasurementResult.artifacts``): each at most this many bytes
 #: (a longer one keeps its first MAX_ARTIFACT_BYTES), at most MAX_ARTIFACTS of them. 8 MiB holds
 #: a 60 s iperf3 JSON at 0.1 s intervals many times over.
@@ -114,7 +117,7 @@ class MeasurementRequest(BaseModel):
     allowed_subflows: list[SubflowName] | None = None
     cc: str = Field(default="cubic", pattern=CC_PATTERN)
     buffer_bytes: int | None = Field(default=None, ge=4096, le=1 << 31)
-    duration_s: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)
+    duration_s: float = Field(default=10.0, gt=0, le=MAX_PROBE_S, allow_inf_nan=False)
     profile: TrafficProfile = Field(default_factory=TrafficProfile.bulk)
     path_manager: PathManager = FULLMESH
     #: seconds at the start left out of goodput_mbps; default min(2 s, duration / 2)

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from probes.base import MAX_PROBE_S
 from probes.spec import TESTBED_NAME_PATTERN
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,8 @@ class Settings(BaseSettings):
     testbed: str | None = Field(default=None, pattern=TESTBED_NAME_PATTERN)
     probe_retries: int = Field(default=3, ge=0, le=20)
     probe_retry_backoff_s: float = Field(default=2.0, ge=0, le=600)
-    # Celery: Redis redelivers a task whose worker died after this long (longer than any probe).
+    # Celery: Redis hands a task nobody acknowledged to another worker after this long (its
+    # worker died, or it still runs): a probe lasts at most half of it (longest_probe_s).
     broker_visibility_timeout_s: float = Field(default=600.0, ge=5)
     beat_interval_s: float = Field(default=60.0, ge=1)
     # With no broker the API process runs due schedules itself every beat_interval_s;
@@ -113,6 +115,9 @@ class Settings(BaseSettings):
     # how long past the probe's duration either side waits for the other before giving up.
     passive_ready_timeout_s: float = Field(default=30.0, gt=0, le=3600)
     two_sided_margin_s: float = Field(default=30.0, gt=0, le=3600)
+    # A finished probe's result is stored again with a backoff for this long while the database
+    # is away (a restart); past it the attempt fails and its probe runs again.
+    store_retry_s: float = Field(default=60.0, ge=0, le=3600)
     # A hand-over owed for longer than this (the broker was down) is sent by the sweeper.
     redispatch_after_s: float = Field(default=5.0, ge=0, le=3600)
 
@@ -145,6 +150,40 @@ class Settings(BaseSettings):
             if problem:
                 log.warning("%s (acceptable for local use only)", problem)
         return self
+
+    @model_validator(mode="after")
+    def _check_probe_task_fits_redelivery(self) -> Settings:
+        """With a broker, what a probe's task spends besides measuring should fit in the half
+        of the visibility timeout that `longest_probe_s` leaves it (a warning: a task that
+        outlasts it is redelivered, and the copy finds the lease taken and does nothing)."""
+        if self.broker_url and self.probe_task_overhead_s > self.longest_probe_s:
+            log.warning(
+                "a probe's task may spend %g s besides measuring (passive_ready_timeout_s + "
+                "two_sided_margin_s + store_retry_s), more than the %g s that "
+                "broker_visibility_timeout_s %g s leaves it: raise broker_visibility_timeout_s",
+                self.probe_task_overhead_s, self.longest_probe_s,
+                self.broker_visibility_timeout_s)
+        return self
+
+    @property
+    def probe_task_overhead_s(self) -> float:
+        """What a probe's task spends besides measuring, at most: the other side's start and
+        end (two-sided probes) and the store's retries."""
+        return self.passive_ready_timeout_s + self.two_sided_margin_s + self.store_retry_s
+
+    @property
+    def longest_probe_s(self) -> float:
+        """The longest probe a campaign may run. With a broker, half the visibility timeout:
+        the probe's task, set-up, tear-down and store included, ends before the broker hands it
+        to a second worker (which would find the lease taken: it cannot measure, but it is
+        not what a redelivery is for). The visibility timeout is not raised from the longest
+        probe instead: it delays every task's redelivery after a worker's death (applies and
+        rollbacks too), and RabbitMQ closes a delivery left unacknowledged past its
+        consumer_timeout (30 min by default) whatever it is set to. Without a broker nothing
+        redelivers: the probes' own bound."""
+        if not self.broker_url:
+            return MAX_PROBE_S
+        return min(MAX_PROBE_S, self.broker_visibility_timeout_s / 2)
 
     def session_secret(self) -> bytes:
         """The key of the dashboard's session cookies: the setting, else one random key per data

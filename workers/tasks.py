@@ -26,7 +26,7 @@ from service.flows import dispatch, executor, recalibration, twosided
 from service.flows.plan import ProbeStep
 from service.flows.probing import default_prober_factory
 from service.settings import get_settings
-from service.store import campaigns as campaign_store
+from service.store import dispatch_outbox
 
 from .app import CONTROL_QUEUE, app, site_queue
 from .site import local_site
@@ -51,7 +51,7 @@ def send_advance(campaign_id: int) -> None:
     local, _ = executor.site_names(None, campaign_id)
     if dispatch.hand_over(campaign_id, local, get_settings()):
         with session_scope() as s:
-            campaign_store.mark_dispatched(s, campaign_id=campaign_id)
+            dispatch_outbox.mark_dispatched(s, campaign_id=campaign_id)
 
 
 @app.task(
@@ -80,9 +80,10 @@ def advance_campaign(self, campaign_id: int) -> str:
         )
         # a fresh hand-over: the sweeper re-sends only turns nobody took for a while
         with session_scope() as s:
-            campaign_store.mark_dispatched(s, campaign_id=campaign_id)
+            dispatch_outbox.mark_dispatched(s, campaign_id=campaign_id)
         return "sites busy"
-    run_probe.apply_async((campaign_id, turn.step.to_dict(), turn.lease), queue=site_queue(local))
+    run_probe.apply_async((campaign_id, turn.step.to_dict(), turn.lease, turn.owner),
+                          queue=site_queue(local))
     return f"sent {turn.step.describe()}"
 
 
@@ -94,21 +95,25 @@ def advance_campaign(self, campaign_id: int) -> str:
     retry_backoff_max=60,
     max_retries=None,
 )
-def run_probe(self, campaign_id: int, step_data: dict, lease: str) -> str:
-    """One attempt of a step (`executor.run_step`); a failed probe is retried as this task
-    with its countdown, holding the lease; then the lease is released and the next turn sent."""
+def run_probe(self, campaign_id: int, step_data: dict, lease: str,
+              owner: str | None = None) -> str:
+    """One attempt of a step (`executor.run_step`) under the lease handed on as `owner`; a
+    failed probe is retried as this task with its countdown, holding the lease; then the lease
+    is released and the next turn sent. A second copy of this message (the broker redelivered
+    it while the first still runs) finds the lease taken and leaves it alone."""
     settings = get_settings()
     step = ProbeStep.from_dict(step_data)
     outcome = executor.run_step(
-        None, campaign_id=campaign_id, step=step, lease=lease,
+        None, campaign_id=campaign_id, step=step, lease=lease, owner=owner,
         measure=lambda request: _measure(self, campaign_id, step, request, lease, settings),
         settings=settings, attempt=self.request.retries,
     )
+    if outcome.lost:
+        return f"{step.describe()}: the lease is another's"
     if outcome.retry_in_s is not None:
-        executor.hold(None, campaign_id=campaign_id, lease=lease, wait_s=outcome.retry_in_s,
-                      settings=settings)
         raise self.retry(countdown=outcome.retry_in_s, max_retries=settings.probe_retries)
-    if executor.release(None, campaign_id=campaign_id, lease=lease, owe_turn=True):
+    if executor.release(None, campaign_id=campaign_id, lease=lease, owner=owner,
+                        owe_turn=True):
         send_advance(campaign_id)
     return step.describe()
 

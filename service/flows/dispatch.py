@@ -25,7 +25,7 @@ from models import Campaign, Topology, utcnow
 from ..db import session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
-from ..store import inventory
+from ..store import dispatch_outbox, inventory, probe_lease
 from . import budget
 from .plan import CampaignParameters, Plan, checked_probes, resolve
 
@@ -134,7 +134,7 @@ def _record_hand_over(bind, campaign_id: int) -> None:
     A session bound to a test's connection has no engine to open one with: nothing recorded."""
     if isinstance(bind, Engine):
         with session_scope(bind) as s:
-            campaign_store.mark_dispatched(s, campaign_id=campaign_id)
+            dispatch_outbox.mark_dispatched(s, campaign_id=campaign_id)
 
 
 def dispatch_campaign(session: Session, *, campaign_id: int, settings: Settings) -> str:
@@ -143,7 +143,7 @@ def dispatch_campaign(session: Session, *, campaign_id: int, settings: Settings)
     executor's name."""
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
     campaign.executor = settings.executor
-    campaign_store.owe_dispatch(campaign)
+    dispatch_outbox.owe_dispatch(campaign)
     site = _sender_site(session, campaign)
     bind = session.get_bind()
     session.flush()
@@ -177,10 +177,10 @@ def send_owed(session: Session, *, settings: Settings, now: datetime | None = No
     now = now or utcnow()
     before = now - timedelta(seconds=settings.redispatch_after_s)
     sent = []
-    for cid in campaign_store.owed_dispatch_campaign_ids(session, before=before):
+    for cid in dispatch_outbox.owed_dispatch_campaign_ids(session, before=before):
         campaign = campaign_store.get_campaign(session, campaign_id=cid)
         if hand_over(cid, _sender_site(session, campaign), settings):
-            campaign_store.mark_dispatched(session, campaign_id=cid, at=now)
+            dispatch_outbox.mark_dispatched(session, campaign_id=cid, at=now)
             sent.append(cid)
     return sent
 
@@ -198,21 +198,21 @@ def recover_stalled(
       step stored."""
     now = now or utcnow()
     recovered = []
-    for cid in campaign_store.expired_lease_campaign_ids(session, now=now):
+    for cid in probe_lease.expired_lease_campaign_ids(session, now=now):
         campaign = campaign_store.get_campaign(session, campaign_id=cid)
-        campaign_store.drop_lease(campaign)
-        campaign_store.owe_dispatch(campaign)
+        probe_lease.drop_lease(campaign)
+        dispatch_outbox.owe_dispatch(campaign)
         session.flush()
         if hand_over(cid, _sender_site(session, campaign), settings):
-            campaign_store.mark_dispatched(session, campaign_id=cid, at=now)
+            dispatch_outbox.mark_dispatched(session, campaign_id=cid, at=now)
         recovered.append(cid)
     untaken_before = now - timedelta(seconds=settings.lease_ttl_s)
-    for cid in campaign_store.untaken_dispatch_campaign_ids(
+    for cid in dispatch_outbox.untaken_dispatch_campaign_ids(
         session, executor="celery", before=untaken_before
     ):
         campaign = campaign_store.get_campaign(session, campaign_id=cid)
         if hand_over(cid, _sender_site(session, campaign), settings,
                      expires_s=settings.lease_ttl_s):
-            campaign_store.mark_dispatched(session, campaign_id=cid, at=now)
+            dispatch_outbox.mark_dispatched(session, campaign_id=cid, at=now)
             recovered.append(cid)
     return recovered

@@ -2,9 +2,11 @@
 
 A turn (`advance_once`): do the work that needs no probe (`calibration.next_step`), finish the
 campaign when nothing is left to measure (`flows.finish`), else claim the next step's lease
-(`leasing.claim`). A step (`run_step`): the request it needs (none when a redelivery finds its key
-stored), the probe under the lease's heartbeat, then its result stored or, after the last
-attempt, its failure recorded (`flows.recording`). `release` hands the lease back.
+(`leasing.claim`) under the turn's owner token. A step (`run_step`): the request it needs (none
+when a redelivery finds its key stored), the lease taken over from that token by this execution
+alone, the probe under the lease's heartbeat, then its result stored or, after the last attempt,
+its failure recorded (`flows.recording`), in the transaction that checks the lease is still
+this execution's and hands it back to the token. `release` hands the lease back.
 
 The in-process runner (`flows.runner`) and the Celery tasks (`workers.tasks`) are scheduling
 shims around these: they differ only in how they schedule the next turn, wait for busy sites and
@@ -13,12 +15,15 @@ retry a failed probe (a sleep in a thread, or a task's countdown).
 
 from __future__ import annotations
 
+import itertools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError, TrafficProfile
@@ -27,7 +32,7 @@ from ..algorithm.objective import Objective, objective_of
 from ..db import session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
-from ..store import inventory, measurements, sitelocks
+from ..store import dispatch_outbox, inventory, measurements, probe_lease
 from . import calibration, leasing, recording
 from .finish import finish_campaign
 from .plan import ProbeStep
@@ -49,18 +54,23 @@ class Turn:
     step: ProbeStep | None = None
     lease: str | None = None
     held: bool = False
+    owner: str | None = None  #: the token the lease was claimed under (hand it on with it)
 
 
 @dataclass(frozen=True)
 class Attempt:
     """How one attempt of a step ended: `stored` (its result or its failure), nothing to do
-    (`skipped`: a redelivery, or the campaign is final), or `retry_in_s` before the next try."""
+    (`skipped`: a redelivery, or the campaign is final), `retry_in_s` before the next try (the
+    lease is held through the wait), or `lost`: the lease is another's (a second copy of the
+    task runs it, or it ran out and was handed on), so nothing was stored."""
 
     stored: bool = False
     retry_in_s: float | None = None
+    lost: bool = False
 
 
 SKIPPED = Attempt()
+LOST = Attempt(lost=True)
 
 
 def backoff_s(retry: int, factor: float, maximum: float = 60.0) -> float:
@@ -75,10 +85,13 @@ def site_names(engine: Engine | None, campaign_id: int) -> tuple[str, str]:
 
 
 def advance_once(
-    engine: Engine | None, *, campaign_id: int, prober: Prober, settings: Settings
+    engine: Engine | None, *, campaign_id: int, prober: Prober, settings: Settings,
+    owner: str | None = None,
 ) -> Turn:
-    """One turn: next_step, finish or claim. A campaign that cannot run (no testbed for its
-    sites, ...) is failed with the reason."""
+    """One turn: next_step, finish or claim, the lease claimed under `owner` (a fresh token
+    when None). A campaign that cannot run (no testbed for its sites, ...) is failed with the
+    reason."""
+    owner = owner or probe_lease.new_owner()
     try:
         with session_scope(engine) as s:
             advance = calibration.next_step(
@@ -89,9 +102,10 @@ def advance_once(
             state = campaign_store.get_campaign(s, campaign_id=campaign_id).state
             if advance.step is None:
                 return Turn(state)
-            lease = leasing.claim(s, campaign_id=campaign_id, step=advance.step, settings=settings)
-            held = lease is None and campaign_store.lease_is_live(s, campaign_id=campaign_id)
-            return Turn(state, advance.step, lease, held)
+            lease = leasing.claim(s, campaign_id=campaign_id, step=advance.step, owner=owner,
+                                  settings=settings)
+            held = lease is None and probe_lease.lease_is_live(s, campaign_id=campaign_id)
+            return Turn(state, advance.step, lease, held, owner)
     except ProbeError as exc:
         with session_scope(engine) as s:
             calibration.fail_campaign(s, campaign_id=campaign_id, why=str(exc))
@@ -139,59 +153,109 @@ def run_step(
     campaign_id: int,
     step: ProbeStep,
     lease: str,
+    owner: str | None,
     measure: Measure,
     settings: Settings,
     attempt: int = 0,
 ) -> Attempt:
-    """Attempt `attempt` (0 first) of one step under its lease: measure and store; a probe that
-    fails is retried after a backoff (`retry_in_s`) until `probe_retries`, then recorded as
-    failed. Any crash of a probe is a failed probe, never a stuck campaign."""
+    """Attempt `attempt` (0 first) of one step under its lease, handed on as `owner`: take the
+    lease over, measure, and store while it is still this execution's; a probe that fails is
+    retried after a backoff (`retry_in_s`) until `probe_retries`, then recorded as failed. Any
+    crash of a probe is a failed probe, never a stuck campaign. However it ends, a lease this
+    execution took is handed back to `owner`, for `release` or the next attempt."""
+    mine = probe_lease.new_owner()
     with session_scope(engine) as s:
         request = pending_request(s, campaign_id=campaign_id, step=step)
-    if request is None:
-        return SKIPPED
-    try:
-        with leasing.lease_heartbeat(
-            engine, campaign_id=campaign_id, lease_id=lease, settings=settings
-        ):
-            result = measure(request)
-    except Exception as exc:
-        if not isinstance(exc, ProbeError):
-            log.exception("campaign %s: probe crashed", campaign_id)
-        log.warning("campaign %s: %s failed (%s)", campaign_id, step.describe(), exc)
-        if attempt < settings.probe_retries:
-            return Attempt(retry_in_s=backoff_s(attempt, settings.probe_retry_backoff_s))
-        with session_scope(engine) as s:
-            recording.record_failure(
-                s, campaign_id=campaign_id, step=step,
-                error=f"{exc} (after {attempt + 1} attempts)",
-            )
-        return Attempt(stored=True)
-    with session_scope(engine) as s:
-        recording.store_result(s, campaign_id=campaign_id, step=step, result=result)
-    return Attempt(stored=True)
+        if request is None:
+            return SKIPPED
+        if not probe_lease.take_over(s, campaign_id=campaign_id, lease_id=lease, handed=owner,
+                                     owner=mine):
+            log.warning("campaign %s: %s not run: its lease is another's", campaign_id,
+                        step.describe())
+            return LOST
+    # A probe's task must end before the broker hands it to a second worker.
+    too_long = request.duration_s > settings.longest_probe_s
+    error = (f"a probe of {request.duration_s:g} s outlasts the {settings.longest_probe_s:g} s "
+             "the broker's redelivery allows (longest_probe_s)") if too_long else None
+    if not too_long:
+        try:
+            with leasing.lease_heartbeat(
+                engine, campaign_id=campaign_id, lease_id=lease, owner=mine, settings=settings
+            ):
+                result = measure(request)
+        except Exception as exc:
+            if not isinstance(exc, ProbeError):
+                log.exception("campaign %s: probe crashed", campaign_id)
+            log.warning("campaign %s: %s failed (%s)", campaign_id, step.describe(), exc)
+            error = f"{exc} (after {attempt + 1} attempts)"
+    settle = _Settle(engine, campaign_id, lease, mine, owner, settings)
+    if error is None:
+        stored = settle(lambda s: recording.store_result(
+            s, campaign_id=campaign_id, step=step, result=result))
+    elif attempt < settings.probe_retries and not too_long:
+        wait_s = backoff_s(attempt, settings.probe_retry_backoff_s)
+        # the lease and the sites are kept through the wait (no heartbeat runs meanwhile)
+        return Attempt(retry_in_s=wait_s) if settle(None, wait_s=wait_s) else LOST
+    else:
+        stored = settle(lambda s: recording.record_failure(
+            s, campaign_id=campaign_id, step=step, error=error))
+    return Attempt(stored=True) if stored else LOST
+
+
+@dataclass(frozen=True)
+class _Settle:
+    """The end of an attempt: in one transaction, check that the lease is still this
+    execution's (`mine`), renew it, hand it back to `handed` and write what the attempt leaves.
+    A finished probe's result is not thrown away when the database is briefly away: the
+    transaction is tried again with a backoff for up to `store_retry_s`."""
+
+    engine: Engine | None
+    campaign_id: int
+    lease: str
+    mine: str
+    handed: str | None
+    settings: Settings
+
+    def __call__(self, write: Callable[[Session], object] | None, wait_s: float = 0.0) -> bool:
+        """True: written under the lease; False: the lease was taken over, nothing written."""
+        lasts = timedelta(seconds=wait_s + self.settings.lease_ttl_s)
+        deadline = time.monotonic() + self.settings.store_retry_s
+        for retry in itertools.count():
+            try:
+                with session_scope(self.engine) as s:
+                    if not leasing.keep(s, campaign_id=self.campaign_id, lease_id=self.lease,
+                                        owner=self.mine, lasts=lasts, hand_to=self.handed):
+                        log.warning("campaign %s: lease %s was taken over; this attempt "
+                                    "stores nothing", self.campaign_id, self.lease)
+                        return False
+                    if write is not None:
+                        write(s)
+                return True
+            except DBAPIError as exc:
+                pause = backoff_s(retry, 0.25, maximum=5.0)
+                if not _database_away(exc) or time.monotonic() + pause > deadline:
+                    raise
+                log.warning("campaign %s: the database is away (%s); storing again in %.1f s",
+                            self.campaign_id, exc.orig, pause)
+                time.sleep(pause)
+        raise AssertionError("unreachable")  # itertools.count() never ends
+
+
+def _database_away(exc: DBAPIError) -> bool:
+    """The server is down, restarting or dropped the connection (not a bad statement)."""
+    return exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)
 
 
 def release(
-    engine: Engine | None, *, campaign_id: int, lease: str, owe_turn: bool = False
+    engine: Engine | None, *, campaign_id: int, lease: str, owner: str | None,
+    owe_turn: bool = False,
 ) -> bool:
-    """Hand the lease (and the sites) back; False when someone else holds the campaign now.
-    `owe_turn`: a release that is still ours owes the campaign its next turn in the same
-    transaction (the outbox of `flows.dispatch`, for executors that send the turn as a message)."""
+    """Hand the lease (and the sites) back if `owner` has it; False when someone else holds
+    the campaign now. `owe_turn`: a release that is still ours owes the campaign its next turn
+    in the same transaction (the outbox of `flows.dispatch`, for executors that send the turn as
+    a message)."""
     with session_scope(engine) as s:
-        ours = leasing.release(s, campaign_id=campaign_id, lease_id=lease)
+        ours = leasing.release(s, campaign_id=campaign_id, lease_id=lease, owner=owner)
         if ours and owe_turn:
-            campaign_store.owe_dispatch(campaign_store.get_campaign(s, campaign_id=campaign_id))
+            dispatch_outbox.owe_dispatch(campaign_store.get_campaign(s, campaign_id=campaign_id))
         return ours
-
-
-def hold(engine: Engine | None, *, campaign_id: int, lease: str, wait_s: float,
-         settings: Settings) -> bool:
-    """Keep the lease and the sites through a retry's wait of `wait_s` (no heartbeat runs while
-    nothing is measured); False when someone else holds the campaign now."""
-    lasts = timedelta(seconds=wait_s + settings.lease_ttl_s)
-    with session_scope(engine) as s:
-        if not campaign_store.renew_lease(s, campaign_id=campaign_id, lease_id=lease, lasts=lasts):
-            return False
-        sitelocks.renew_sites(s, holder=lease, lasts=lasts)
-        return True

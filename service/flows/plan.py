@@ -118,6 +118,11 @@ def resolve(
         mode = "grid"
     runs = params.runs or settings.campaign_runs
     duration = params.duration_s or settings.campaign_duration_s
+    if duration > settings.longest_probe_s:
+        raise Invalid(
+            f"at most {settings.longest_probe_s:g} s: a probe's task must end before the broker "
+            "redelivers it (raise broker_visibility_timeout_s for longer probes)",
+            ("body", "duration_s"))
     if budget is None and mode == "adaptive":
         probes = planned_probes(len(links), len(ccs), len(pms), len(grid), runs)
         probes += selection_probes(len(links), len(ccs))

@@ -20,6 +20,7 @@ from models import Campaign
 from ..db import get_engine, session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
+from ..store import probe_lease
 from . import dispatch, executor
 from .plan import ProbeStep
 from .probing import Prober, default_prober_factory
@@ -44,9 +45,10 @@ def run_campaign(
     stop = stop or threading.Event()
     if prober is None:
         prober = default_prober_factory(settings)(*executor.site_names(engine, campaign_id))
+    owner = probe_lease.new_owner()  # this run's: its leases are given again to it only
     while not stop.is_set():
         turn = executor.advance_once(
-            engine, campaign_id=campaign_id, prober=prober, settings=settings
+            engine, campaign_id=campaign_id, prober=prober, settings=settings, owner=owner
         )
         if on_progress is not None:
             with session_scope(engine) as s:
@@ -57,7 +59,7 @@ def run_campaign(
             stop.wait(SITE_BUSY_WAIT_S)
             continue
         _run_with_retries(engine, campaign_id, turn, prober, settings, stop)
-        executor.release(engine, campaign_id=campaign_id, lease=turn.lease)
+        executor.release(engine, campaign_id=campaign_id, lease=turn.lease, owner=owner)
     return "interrupted"
 
 
@@ -66,12 +68,10 @@ def _run_with_retries(engine, campaign_id: int, turn, prober: Prober, settings, 
     while True:
         outcome = executor.run_step(
             engine, campaign_id=campaign_id, step=turn.step, lease=turn.lease,
-            measure=prober.measure, settings=settings, attempt=attempt,
+            owner=turn.owner, measure=prober.measure, settings=settings, attempt=attempt,
         )
         if outcome.retry_in_s is None:
             return
-        executor.hold(engine, campaign_id=campaign_id, lease=turn.lease,
-                      wait_s=outcome.retry_in_s, settings=settings)
         if stop.wait(outcome.retry_in_s):
             return
         attempt += 1
@@ -101,7 +101,7 @@ class InProcessExecutor:
         with session_scope(get_engine(self.settings)) as s:
             ids = campaign_store.active_campaign_ids(s)
             for cid in ids:  # whoever held a lease before the restart is gone
-                campaign_store.drop_lease(campaign_store.get_campaign(s, campaign_id=cid))
+                probe_lease.drop_lease(campaign_store.get_campaign(s, campaign_id=cid))
         for cid in ids:
             self.submit(cid)
         return ids

@@ -28,6 +28,7 @@ from probes.testbed import available_congestion_controls
 from ..db import session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
+from ..store import probe_lease
 from ..store import probesessions as sessions
 from .plan import ProbeStep
 
@@ -42,7 +43,7 @@ def session_key(step: ProbeStep, attempt: int) -> str:
 def _lease_live(campaign_id: int, lease_id: str) -> bool:
     with session_scope() as s:
         c = campaign_store.get_campaign(s, campaign_id=campaign_id)
-        return c.lease_id == lease_id and campaign_store.lease_is_live(s, campaign_id=campaign_id)
+        return c.lease_id == lease_id and probe_lease.lease_is_live(s, campaign_id=campaign_id)
 
 
 def passive_side(*, campaign_id: int, lease_id: str, key: str, request: MeasurementRequest,

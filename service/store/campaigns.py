@@ -1,4 +1,5 @@
-"""Campaign rows: create, read, list, move through their states, and the probe lease.
+"""Campaign rows: create, read, list and move through their states (the probe lease is
+`store.probe_lease`, the dispatch outbox `store.dispatch_outbox`).
 
 Plain data access: every function takes the session and keyword arguments, flushes but never
 commits. Choosing a campaign's plan and deciding what it does next belongs to `service.flows`.
@@ -6,9 +7,8 @@ commits. Choosing a campaign's plan and deciding what it does next belongs to `s
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -260,88 +260,10 @@ def is_final(campaign: Campaign) -> bool:
     return campaign.state in FINAL_CAMPAIGN_STATES
 
 
-# --- the probe lease: one probe in flight per campaign -------------------------------------------
-def _locked(session: Session, campaign_id: int) -> Campaign:
-    """The campaign row, locked until the transaction ends (PostgreSQL: SELECT ... FOR UPDATE;
-    SQLite serialises writers anyway), with its columns read afresh."""
-    campaign = session.scalar(
-        select(Campaign)
-        .where(Campaign.id == campaign_id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
-    if campaign is None:
-        raise NotFound(f"campaign {campaign_id} not found")
-    return campaign
-
-
-def claim_lease(
-    session: Session,
-    *,
-    campaign_id: int,
-    step_key: list[Any],
-    lasts: timedelta,
-    now: datetime | None = None,
-) -> str | None:
-    """A lease id for running the step `step_key`, or None while another live lease holds the
-    campaign. The row lock makes check-and-take atomic: two workers never hold one campaign."""
-    now = now or utcnow()
-    campaign = _locked(session, campaign_id)
-    live = campaign.lease_id is not None and campaign.lease_until > now
-    if live and campaign.lease_step != step_key:
-        return None
-    if live:
-        return campaign.lease_id  # a redelivered request for the same step: the same lease
-    campaign.lease_id = uuid.uuid4().hex
-    campaign.lease_step = list(step_key)
-    campaign.lease_until = now + lasts
-    session.flush()
-    return campaign.lease_id
-
-
-def lease_is_live(session: Session, *, campaign_id: int, now: datetime | None = None) -> bool:
-    campaign = get_campaign(session, campaign_id=campaign_id)
-    return campaign.lease_id is not None and campaign.lease_until > (now or utcnow())
-
-
-def release_lease(session: Session, *, campaign_id: int, lease_id: str) -> bool:
-    """Drop the lease if it is still `lease_id`'s; False if someone else holds the campaign."""
-    campaign = _locked(session, campaign_id)
-    if campaign.lease_id != lease_id:
-        return False
-    drop_lease(campaign)
-    session.flush()
-    return True
-
-
-def drop_lease(campaign: Campaign) -> None:
-    campaign.lease_id, campaign.lease_step, campaign.lease_until = None, None, None
-
-
-def renew_lease(
-    session: Session, *, campaign_id: int, lease_id: str, lasts: timedelta
-) -> bool:
-    """The heartbeat: push the lease's end out if it is still `lease_id`'s; False otherwise."""
-    campaign = _locked(session, campaign_id)
-    if campaign.lease_id != lease_id:
-        return False
-    campaign.lease_until = utcnow() + lasts
-    session.flush()
-    return True
-
-
-def expired_lease_campaign_ids(session: Session, *, now: datetime | None = None) -> list[int]:
-    """Active campaigns whose lease ran out without being released: its holder died. Rows
-    another transaction has locked are skipped (it is claiming or renewing them right now)."""
-    now = now or utcnow()
-    return _active_ids_unlocked(
-        session, Campaign.lease_id.is_not(None), Campaign.lease_until <= now
-    )
-
-
-def _active_ids_unlocked(session: Session, *conditions) -> list[int]:
+def active_ids_skip_locked(session: Session, *conditions) -> list[int]:
     """Ids of active campaigns meeting `conditions`, locked for this transaction; rows another
-    transaction holds are skipped (SKIP LOCKED), not waited for."""
+    transaction holds are skipped (SKIP LOCKED), not waited for (the sweepers of
+    `store.probe_lease` and `store.dispatch_outbox`)."""
     return list(
         session.scalars(
             select(Campaign.id)
@@ -349,38 +271,4 @@ def _active_ids_unlocked(session: Session, *conditions) -> list[int]:
             .order_by(Campaign.id)
             .with_for_update(skip_locked=True)
         )
-    )
-
-
-# --- the dispatch outbox ----------------------------------------------------------------------
-def owe_dispatch(campaign: Campaign) -> None:
-    """A hand-over to the executor is owed (sent after commit; the sweeper retries it)."""
-    campaign.dispatched_at = None
-
-
-def mark_dispatched(session: Session, *, campaign_id: int, at: datetime | None = None) -> None:
-    session.execute(
-        update(Campaign).where(Campaign.id == campaign_id).values(dispatched_at=at or utcnow())
-    )
-
-
-def owed_dispatch_campaign_ids(session: Session, *, before: datetime) -> list[int]:
-    """Active campaigns whose hand-over is owed since before `before` (locked ones skipped)."""
-    return _active_ids_unlocked(
-        session, Campaign.dispatched_at.is_(None), Campaign.updated_at <= before
-    )
-
-
-def untaken_dispatch_campaign_ids(
-    session: Session, *, executor: str, before: datetime
-) -> list[int]:
-    """Active campaigns of `executor` handed over before `before` that no worker has taken
-    since: no lease, and no fresher hand-over. A worker killed after it received the turn
-    but before it claimed a probe leaves exactly this (its message was acknowledged)."""
-    return _active_ids_unlocked(
-        session,
-        Campaign.executor == executor,
-        Campaign.lease_id.is_(None),
-        Campaign.dispatched_at.is_not(None),
-        Campaign.dispatched_at <= before,
     )

@@ -26,8 +26,7 @@ from models import utcnow
 from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope
 from service.flows import embedded_scheduler
-from service.store import campaigns as campaign_store
-from service.store import schedules
+from service.store import dispatch_outbox, schedules
 from service.store.inventory import ensure_topology
 from service.store.leases import lease_holder
 from tests.conftest import migrated_database, new_campaign
@@ -202,7 +201,7 @@ def test_two_serves_one_scheduler_and_takeover_after_sigkill(serve):
         topology_id = ensure_topology(s, spec=spec).id
         left = new_campaign(s, topology_id, reason="left queued", runs=1, ccs=["reno"]).id
         # handed to the executor of a process that died (so no sweeper resends it)
-        campaign_store.mark_dispatched(s, campaign_id=left)
+        dispatch_outbox.mark_dispatched(s, campaign_id=left)
     try:
         _two_serves(serve, engine, topology_id, left)
     finally:

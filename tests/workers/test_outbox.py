@@ -17,7 +17,7 @@ from models import Campaign, utcnow
 from service.db import get_engine, session_scope
 from service.flows import dispatch
 from service.settings import Settings
-from service.store import campaigns, tokens
+from service.store import probe_lease, tokens
 
 from .conftest import REDIS_HOST, site_names, topology_body
 
@@ -81,8 +81,8 @@ def test_queued_while_the_broker_is_down_then_sent_once(committed_db, broker_url
 
     # A worker took the campaign, claimed a probe and died: its lease runs out.
     with session_scope(get_engine(up)) as s:
-        assert campaigns.claim_lease(s, campaign_id=cid, step_key=["impact", 1],
-                                     lasts=timedelta(seconds=-1))
+        assert probe_lease.claim_lease(s, campaign_id=cid, step_key=["impact", 1], owner="w",
+                                       lasts=timedelta(seconds=-1))
     assert _sweep(up) == ([cid], [])
     assert _sweep(up) == ([], [])  # handed on once, not on every tick
     assert _queue_length(broker_url, local) == 2
