@@ -332,7 +332,7 @@ class MeasurementResult(BaseModel):
 
     def failure_reason(self) -> str | None:
         """Why this probe must not be used (fallback, subflow set, buffers other than asked,
-        busy sites); None if none."""
+        a delay below its paths' floor, busy sites); None if none."""
         reasons = []
         if not self.mptcp_ok:
             reasons.append(self.fallback_reason or "no MPTCP")
@@ -340,6 +340,8 @@ class MeasurementResult(BaseModel):
         reasons += self.buffer_problems()
         if mean_after_warmup(self.goodput_series, self.warmup_s) is None:
             reasons.append(f"no goodput interval after the warm-up of {self.warmup_s:g} s")
+        if self.frames is not None and (floor := self.frames.below_floor()):
+            reasons.append(floor)
         if self.quiet_check is not None and not self.quiet_check.quiet:
             reasons.append("sites not quiet before the probe: "
                            + ", ".join(self.quiet_check.busy[:4]))

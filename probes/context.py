@@ -30,12 +30,20 @@ class HostPair:
     testbed: str | None = None
     #: namespaces between the sites (the testbed's core) whose qdisc backlog must be empty too
     transit_ns: list[str] = field(default_factory=list)
+    #: subflow name -> the least one-way delay its path can have, sender to receiver (ms), where
+    #: it is known (the emulated testbed's configured delay less its jitter); empty: unknown
+    path_floor_ms: dict[str, float] = field(default_factory=dict)
     workdir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
 
     def subflow_name(self, local: str, remote: str) -> str | None:
         lo = next((k for k, v in self.sender_addrs.items() if v == local), None)
         re = next((k for k, v in self.receiver_addrs.items() if v == remote), None)
         return f"{lo}-{re}" if lo and re else None
+
+    def delay_floor_ms(self) -> float | None:
+        """The least one-way delay any of the pair's subflows can have (None: unknown): no byte
+        of a probe arrives sooner, whichever subflow carried it."""
+        return min(self.path_floor_ms.values()) if self.path_floor_ms else None
 
     def all_subflows(self) -> list[str]:
         return [f"{lo}-{re}" for lo in self.sender_addrs for re in self.receiver_addrs]

@@ -4,8 +4,9 @@ Runs inside the core namespace (``ip netns exec <core> python -m probes.delaylin
 attaches to the persistent TUN device the testbed created there, and for every IPv4 packet the
 kernel routes into it (``ip rule iif <site link> lookup <table>`` -> ``default dev <tun>``)
 looks up the path by (source, destination) address, drops it with the path's loss probability,
-holds it for the path's one-way delay (plus jitter, never reordering within a path) and writes
-it back, so the kernel forwards it to the destination site's link.
+holds it for the path's one-way delay from the moment it reads it (plus jitter, never reordering
+within a path; never less than the delay without jitter) and writes it back, so the kernel
+forwards it to the destination site's link.
 
 One thread, ``select`` with microsecond timeouts, one FIFO per path and direction. It exits on
 SIGTERM/SIGINT and by itself when its namespace disappears, so it never outlives the testbed.
@@ -100,12 +101,15 @@ def run(config: dict) -> int:
         except InterruptedError:
             continue
         if r:
-            now = monotonic()
             for _ in range(256):
                 try:
                     pkt = read(fd, 65536)
                 except BlockingIOError:
                     break
+                # The hold starts when this packet is read, never earlier: one time taken before
+                # a batch of reads held every packet that arrived while this process waited for
+                # the CPU (a busy host) for less than the path's delay, by as long as it waited.
+                now = monotonic()
                 if len(pkt) < 20 or pkt[0] >> 4 != 4:
                     continue  # IPv4 only; the testbed uses no IPv6
                 path = paths.get((pkt[12:16], pkt[16:20]))

@@ -18,6 +18,9 @@ receiver's clock), hence its one-way delay, and whether it never arrived. From t
   queueing on its own path plus reassembly wait behind data on slower subflows. It is a lower
   bound on neither alone; it is the delay a single fast path would not have added.
 - **lost**: frames sent but never completely received within the run.
+- **floor** (``delay_floor_ms``, shared clocks only): the least one-way delay the paths can have,
+  where it is known. A minimum delay below it (less ``FLOOR_TOLERANCE_MS``) is no measurement
+  but a wrong clock or a wrong path: the probe fails with that reason (``below_floor``).
 """
 
 from __future__ import annotations
@@ -32,12 +35,14 @@ from pydantic import BaseModel, ConfigDict
 Clock = Literal["shared", "relative"]
 FRAMES_ARTIFACT = "frames.csv"
 _CSV_HEADER = "seq,send_us,recv_us,size_bytes,delay_ms,hol_ms"
+#: how far below the path's floor a minimum delay may read (clock reads, rounding to µs)
+FLOOR_TOLERANCE_MS = 1.0
 
 
 @dataclass(frozen=True)
 class FrameRecord:
     seq: int  #: frame number, from 0 in send order
-    send_us: int  #: sender's clock, microseconds since the epoch
+    send_us: int  #: sender's clock, microseconds (since the epoch, or the host's monotonic clock)
     recv_us: int | None  #: receiver's clock at the frame's last byte; None = lost
     size_bytes: int
 
@@ -70,6 +75,15 @@ class FrameStats(BaseModel):
     hol_mean_ms: float | None = None
     hol_p99_ms: float | None = None
     hol_max_ms: float | None = None
+    delay_floor_ms: float | None = None  #: the paths' least one-way delay, where known
+
+    def below_floor(self) -> str | None:
+        """Why the delays cannot be true: the fastest frame beat the fastest path."""
+        if (self.clock != "shared" or self.delay_floor_ms is None or self.delay_min_ms is None
+                or self.delay_min_ms >= self.delay_floor_ms - FLOOR_TOLERANCE_MS):
+            return None
+        return (f"one-way delay below the path's floor: minimum {self.delay_min_ms:.2f} ms, "
+                f"no path is faster than {self.delay_floor_ms:g} ms")
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -106,14 +120,16 @@ def after_warmup(records: Sequence[FrameRecord], warmup_s: float) -> list[FrameR
 
 def frame_stats(records: Sequence[FrameRecord], *, budget_ms: float | None = None,
                 clock: Clock = "shared", unit: Literal["frame", "message"] = "frame",
-                warmup_s: float = 0.0) -> FrameStats:
-    """The figures of the frames sent after `warmup_s` (see `after_warmup`)."""
+                warmup_s: float = 0.0, floor_ms: float | None = None) -> FrameStats:
+    """The figures of the frames sent after `warmup_s` (see `after_warmup`); `floor_ms`: the
+    paths' least one-way delay, where known."""
     records = after_warmup(records, warmup_s)
     received = [r for r in sorted(records, key=lambda r: r.seq) if r.recv_us is not None]
     sent = len(records)
     lost = sent - len(received)
     base = dict(unit=unit, clock=clock, frames_sent=sent, frames_received=len(received),
-                frames_lost=lost, lost_fraction=lost / sent if sent else 0.0, budget_ms=budget_ms)
+                frames_lost=lost, lost_fraction=lost / sent if sent else 0.0, budget_ms=budget_ms,
+                delay_floor_ms=floor_ms)
     if not received:
         return FrameStats(**base)
     delays = [r.delay_ms for r in received]

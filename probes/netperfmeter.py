@@ -472,17 +472,19 @@ class NetPerfMeterBackend:
         (Path(outdir) / "passive.log").write_text(out.server_stdout)
         add_result_artifacts(result, outdir)
         if request.profile.kind == "paced":
-            add_frames(result, outdir)
+            add_frames(result, outdir, floor_ms=self.pair.delay_floor_ms())
         return result
 
 
-def add_frames(result: MeasurementResult, directory: str | Path) -> None:
-    """A paced probe's frame figures and its per-frame file, from the per-message vector."""
+def add_frames(result: MeasurementResult, directory: str | Path,
+               floor_ms: float | None = None) -> None:
+    """A paced probe's frame figures and its per-frame file, from the per-message vector;
+    `floor_ms`: the paths' least one-way delay, where known."""
     parsed = parse_frames(directory)
     if parsed is None:
         raise ProbeError(f"netperfmeter: no per-message vector in {directory} for a paced probe")
     records, unit = parsed
     result.frames = frame_stats(records, budget_ms=result.request.profile.delay_budget_ms,
                                 unit="frame" if unit == "frame" else "message",
-                                warmup_s=result.request.warmup_s)
+                                warmup_s=result.request.warmup_s, floor_ms=floor_ms)
     result.add_artifact(FRAMES_ARTIFACT, frames_csv(records))

@@ -4,8 +4,10 @@ data port, both ends aborted afterwards), and its frames turned into `probes.fra
 
 Only paced profiles: bulk goodput is iperf3's job. The receiver stops reading at the probe's
 duration plus ``DRAIN_S`` after the sender's first frame could arrive; a frame not complete by
-then is lost. Clocks: both namespaces of the emulated testbed read the host's clock, so delays
-are one-way (``clock="shared"``); a pair of real sites would need ``clock="relative"``.
+then is lost. Clocks: both namespaces of the emulated testbed read the host's CLOCK_MONOTONIC
+(``--clock monotonic``: a step of the wall clock mid-probe cannot move a delay), so delays are
+one-way (``clock="shared"``); a pair of real sites would need ``clock="relative"``. A frame that
+reads faster than the fastest path the testbed emulates fails the probe (`probes.frames`).
 """
 
 from __future__ import annotations
@@ -47,10 +49,11 @@ def build_commands(request: MeasurementRequest, *, port: int, server_addr: str,
     buffer = str(request.buffer_bytes or 0)
     deadline = math.ceil(request.duration_s + DRAIN_S)  # counted from the connection
     server = [python, TOOL, "recv", "--port", str(port), "--buffer", buffer,
-              "--deadline", str(deadline)]
+              "--deadline", str(deadline), "--clock", "monotonic"]
     client = [python, TOOL, "send", "--connect", server_addr, "--port", str(port),
               "--rate", f"{p.frame_rate_hz:g}", "--size", str(p.frame_size_bytes),
-              "--duration", f"{request.duration_s:g}", "--cc", request.cc, "--buffer", buffer]
+              "--duration", f"{request.duration_s:g}", "--cc", request.cc, "--buffer", buffer,
+              "--clock", "monotonic"]
     if bind_addr:
         client += ["--bind", bind_addr]
     return server, client
@@ -128,7 +131,8 @@ class PacedBackend:
                           kernel_extra={"sender_cc_used": sender.get("cc")}, raw=raw,
                           buffers_set=set_on_both_ends(request))
         result.frames = frame_stats(records, budget_ms=request.profile.delay_budget_ms,
-                                    warmup_s=request.warmup_s)
+                                    warmup_s=request.warmup_s,
+                                    floor_ms=self.pair.delay_floor_ms())
         result.add_artifact(FRAMES_ARTIFACT, frames_csv(records))
         result.add_artifact("paced-sender.json", out.client_stdout)
         result.add_artifact("paced-receiver.json", out.server_stdout)

@@ -2,19 +2,22 @@
 probe: Debian 12 has no NetPerfMeter 2.x, and its sockperf 3.7 reports half the round trip of
 echoed messages, not one-way delay; see docs/testbed.md).
 
-    python -m probes.paced_tool recv --port P [--buffer B] [--deadline S]
+    python -m probes.paced_tool recv --port P [--buffer B] [--deadline S] [--clock C]
     python -m probes.paced_tool send --connect ADDR --port P --rate HZ --size BYTES
-                                     --duration S [--bind ADDR] [--cc CC] [--buffer B]
+                                     --duration S [--bind ADDR] [--cc CC] [--buffer B] [--clock C]
 
 The socket is MPTCP itself (``IPPROTO_MPTCP``, 262), not made one by mptcpize. Each frame is a
 16-byte header (sequence number, send time in µs) and ``size - 16`` bytes of filler, written at
 its scheduled time ``t0 + seq / rate``: the send time stamped in it is that schedule, so a frame
 that waits in the application because the socket buffer is full counts that wait as delay (what
 an encoder feeding the socket would see). The receiver stamps each frame with its own clock when
-its last byte is read. Both print one JSON document on stdout when done: the receiver when the
-sender closes or at ``--deadline`` (frames not complete by then are lost), the sender after its
-last frame. ``--buffer 0`` (default) leaves SO_SNDBUF/SO_RCVBUF to autotuning; what was set is
-read back with getsockopt and reported.
+its last byte is read. ``--clock`` is the clock both ends stamp with: ``monotonic`` when both ends
+run on one host (the emulated testbed: a step of the wall clock cannot move a stamp, and it is
+the clock the delay line holds packets by), ``realtime`` (µs since the epoch, the default)
+between hosts whose clocks are synchronised. Both print one JSON document on stdout when done:
+the receiver when the sender closes or at ``--deadline`` (frames not complete by then are lost),
+the sender after its last frame. ``--buffer 0`` (default) leaves SO_SNDBUF/SO_RCVBUF to
+autotuning; what was set is read back with getsockopt and reported.
 """
 
 from __future__ import annotations
@@ -30,13 +33,15 @@ from typing import Any
 
 IPPROTO_MPTCP = getattr(socket, "IPPROTO_MPTCP", 262)
 TCP_CONGESTION = getattr(socket, "TCP_CONGESTION", 13)
-HEADER = struct.Struct("!QQ")  # sequence number, scheduled send time (µs since the epoch)
+HEADER = struct.Struct("!QQ")  # sequence number, scheduled send time (µs of --clock)
 MIN_FRAME = HEADER.size
 VERSION = "1"
+CLOCKS = {"realtime": time.CLOCK_REALTIME, "monotonic": time.CLOCK_MONOTONIC}
+_clock = time.CLOCK_REALTIME
 
 
 def now_us() -> int:
-    return time.time_ns() // 1000
+    return time.clock_gettime_ns(_clock) // 1000
 
 
 def _buffers(sock: socket.socket, buffer: int) -> dict[str, int]:
@@ -147,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--port", type=int, required=True)
     r.add_argument("--buffer", type=int, default=0)
     r.add_argument("--deadline", type=float, default=3600.0)
+    r.add_argument("--clock", choices=sorted(CLOCKS), default="realtime")
     s = sub.add_parser("send")
     s.add_argument("--connect", required=True)
     s.add_argument("--port", type=int, required=True)
@@ -156,7 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--bind")
     s.add_argument("--cc")
     s.add_argument("--buffer", type=int, default=0)
+    s.add_argument("--clock", choices=sorted(CLOCKS), default="realtime")
     a = ap.parse_args(argv)
+    global _clock
+    _clock = CLOCKS[a.clock]
     if a.side == "recv":
         out = receive(a.port, a.buffer, a.deadline)
     else:

@@ -343,7 +343,15 @@ class Testbed:
             userspace_pm=True,
             testbed=self.name,
             transit_ns=[self.core_ns],
+            path_floor_ms=self.path_floors_ms(s.name),
         )
+
+    def path_floors_ms(self, sender: str) -> dict[str, float]:
+        """Subflow name (from `sender`) -> the least one-way delay the delay line gives its
+        path: the configured delay less the jitter."""
+        forward = sender == self.spec.sites[0].name
+        return {(f"{p.a_label}-{p.b_label}" if forward else f"{p.b_label}-{p.a_label}"):
+                max(0.0, p.delay_ms - p.jitter_ms) for p in self.spec.resolved_paths()}
 
     def backend(self, name: str = "iperf3", **kw: Any):
         from probes.registry import make_backend

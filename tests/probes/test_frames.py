@@ -181,3 +181,20 @@ def test_the_hol_timeline_marks_lost_frames():
     assert got[0] == (0.0, 0.0) and len(got) == 6
     assert (0.3, 20.0) in [(round(t, 3), round(h, 3)) for t, h in got]
     assert lost == [pytest.approx(0.6)]
+
+
+def test_a_minimum_delay_below_the_paths_floor_is_no_measurement():
+    """30 ms is the fastest path: a frame read at 24.06 ms (seen on a busy host) fails the
+    probe with the reason; within the tolerance, or with relative clocks, it does not."""
+    def stats(delays_ms, **kw):
+        records = [FrameRecord(k, k * 20_000, k * 20_000 + round(d * 1000), 1200)
+                   for k, d in enumerate(delays_ms)]
+        return frame_stats(records, floor_ms=30.0, **kw)
+
+    low = stats([31.2, 24.06, 30.8])
+    assert low.delay_floor_ms == 30.0
+    assert low.below_floor() == ("one-way delay below the path's floor: minimum 24.06 ms, "
+                                 "no path is faster than 30 ms")
+    assert stats([31.2, 29.2, 30.8]).below_floor() is None  # within FLOOR_TOLERANCE_MS
+    assert stats([31.2, 24.06], clock="relative").below_floor() is None
+    assert frame_stats([FrameRecord(0, 0, 24_060, 1200)]).below_floor() is None  # no floor

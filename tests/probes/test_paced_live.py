@@ -3,6 +3,7 @@ line, one-way delay against the configured path delay (needs root: marker netns)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from probes import testbed as tbmod
 from probes.base import MeasurementRequest, TrafficProfile
 from probes.frames import read_frames_csv
+from probes.paced import PacedBackend
 from tests.probes.conftest import assert_nothing_left, small_spec, unique_name
 
 pytestmark = pytest.mark.netns
@@ -52,6 +54,7 @@ def test_one_way_delay_is_the_configured_delay(delay_bed):
     assert r.failure_reason() is None, r.failure_reason()
     f = r.frames
     assert f is not None and f.clock == "shared"
+    assert f.delay_floor_ms == FAST_MS  # the fastest path the testbed emulates
     # the figures leave out the first second (warm-up), frames.csv has every frame
     assert f.frames_sent == 150 and f.frames_lost == 0 and f.frames_received == 150
     assert FAST_MS <= f.delay_min_ms < FAST_MS + 3, f
@@ -94,3 +97,27 @@ def test_an_asked_buffer_is_set_and_read_back(delay_bed):
     assert r.buffers_set == dict.fromkeys(
         ("sender_sndbuf", "sender_rcvbuf", "receiver_sndbuf", "receiver_rcvbuf"), 256 << 10)
     assert r.raw["tool_buffers"]["sender_sndbuf"] == 512 << 10
+
+
+def test_a_delay_below_the_paths_floor_fails_the_probe(delay_bed):
+    """The check on a real path: the delay line gives U-D 30 ms, and the probe is told the
+    path can be no faster than 40 ms (as a wrong clock or a delay line that let packets
+    through early would read 30 against a true 40). The frames arrive in about 30 ms, and the
+    probe fails with that reason; told the truth, the same probe passes."""
+    request = MeasurementRequest(
+        sender="A", receiver="B", cc="cubic", duration_s=3.0, warmup_s=1,
+        allowed_subflows=["U-D"], path_manager="PCDC", profile=TrafficProfile.paced(50.0, 1200))
+    true_floors = delay_bed.context(request).path_floor_ms
+    assert true_floors == {"U-D": FAST_MS, "T-D": SLOW_MS}
+    for claimed, fails in ((FAST_MS + 10, True), (FAST_MS, False)):
+        pair = dataclasses.replace(delay_bed.context(request),
+                                   path_floor_ms={**true_floors, "U-D": claimed})
+        with delay_bed.lock():
+            delay_bed.set_direction("A", "B")
+            r = PacedBackend(pair).measure(request)
+        assert r.frames is not None and r.frames.frames_received > 0, r.failure_reason()
+        assert FAST_MS <= r.frames.delay_min_ms < FAST_MS + 5, r.frames
+        why = r.failure_reason() or ""
+        assert ("one-way delay below the path's floor" in why) is fails, why
+        if fails:
+            assert f"no path is faster than {claimed:g} ms" in why
