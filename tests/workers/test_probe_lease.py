@@ -38,7 +38,7 @@ _pairs = itertools.count()
 
 
 def _settings(**over) -> Settings:
-    return Settings(_env_file=None, run_campaigns=False, probe_retries=0, **over)
+    return Settings(**{"_env_file": None, "run_campaigns": False, "probe_retries": 0, **over})
 
 
 def _campaign(engine) -> int:
@@ -261,20 +261,23 @@ def test_a_result_is_stored_once_when_the_database_was_away(tmp_path):
         pg.destroy()
 
 
-def test_a_probe_longer_than_the_broker_allows_is_refused():
-    """With a broker, a probe lasts at most half its visibility timeout: a longer one is refused
-    when the campaign is planned, not redelivered mid-probe to a second worker."""
-    from service.errors import Invalid
-    from service.flows.plan import CampaignParameters, resolve
-
-    broker = Settings(_env_file=None, broker_url="redis://127.0.0.1:6379/0",
-                      broker_visibility_timeout_s=600)
-    assert broker.longest_probe_s == 300
-    assert Settings(_env_file=None).longest_probe_s == 3600  # nothing redelivers
-    links = [(1e4, 60.0)]
-    with pytest.raises(Invalid, match="at most 300 s"):
-        resolve(CampaignParameters(duration_s=301), broker, links)
-    assert resolve(CampaignParameters(duration_s=300), broker, links).duration_s == 300
+def test_a_step_longer_than_the_broker_allows_fails_without_measuring(lease_engine):
+    """A campaign planned before the broker's visibility timeout was lowered: its 5 s probes
+    are longer than half the new 8 s. The step is recorded as failed with the reason, at once
+    (no retry can shorten it), and nothing measures."""
+    campaign_id = _campaign(lease_engine)
+    settings = _settings(broker_url="redis://127.0.0.1:1/0", broker_visibility_timeout_s=8,
+                         probe_retries=3)
+    lease = _claim(lease_engine, campaign_id, "turn")
+    calls = []
+    outcome = executor.run_step(lease_engine, campaign_id=campaign_id, step=STEP, lease=lease,
+                                owner="turn", measure=calls.append, settings=settings)
+    assert outcome.stored and outcome.retry_in_s is None and calls == []
+    with db.session_scope(lease_engine) as s:
+        row = s.scalars(select(Measurement).where(Measurement.campaign_id == campaign_id)).one()
+        assert row.status == "failed"
+        assert "a probe of 5 s outlasts the 4 s the broker's redelivery allows" in row.error
+    assert executor.release(lease_engine, campaign_id=campaign_id, lease=lease, owner="turn")
 
 
 def _aware(stamp):
