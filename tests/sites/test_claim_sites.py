@@ -17,6 +17,8 @@ from service.store import campaigns, inventory, sitelocks
 from tests.builders import site
 from tests.conftest import migrated_database, new_campaign
 
+OWNER = "the executor's turn"  # the token every claim here is made under
+
 
 def _site(name: str) -> Site:
     # one ISP per site, the same wherever the site appears (a site's ISPs are its identity)
@@ -45,11 +47,11 @@ def test_a_probe_holds_its_sites_across_campaigns(three_campaigns):
     step = ProbeStep(phase="impact", pm="fullmesh", cc="cubic", bs_mib=1.0, run=0)
     settings = Settings()
     with db.session_scope(engine) as s:
-        ab = leasing.claim(s, campaign_id=ids["ab"], step=step, settings=settings)
+        ab = leasing.claim(s, campaign_id=ids["ab"], step=step, owner=OWNER, settings=settings)
     assert ab is not None
     with db.session_scope(engine) as s:
-        bc = leasing.claim(s, campaign_id=ids["bc"], step=step, settings=settings)
-        de = leasing.claim(s, campaign_id=ids["de"], step=step, settings=settings)
+        bc = leasing.claim(s, campaign_id=ids["bc"], step=step, owner=OWNER, settings=settings)
+        de = leasing.claim(s, campaign_id=ids["de"], step=step, owner=OWNER, settings=settings)
     assert bc is None, "SB is busy with A-B's probe"
     assert de is not None, "a disjoint pair runs in parallel"
     with db.session_scope(engine) as s:
@@ -57,14 +59,14 @@ def test_a_probe_holds_its_sites_across_campaigns(three_campaigns):
         assert campaigns.get_campaign(s, campaign_id=ids["bc"]).lease_id is None
         got = sitelocks.holders(s)
         assert got == {"SA": ab, "SB": ab, "SC": None, "SD": de, "SE": de}
-        leasing.release(s, campaign_id=ids["ab"], lease_id=ab)
+        leasing.release(s, campaign_id=ids["ab"], lease_id=ab, owner=OWNER)
     with db.session_scope(engine) as s:
-        bc = leasing.claim(s, campaign_id=ids["bc"], step=step, settings=settings)
+        bc = leasing.claim(s, campaign_id=ids["bc"], step=step, owner=OWNER, settings=settings)
     assert bc is not None
     with db.session_scope(engine) as s:
         assert sitelocks.holders(s)["SB"] == bc
-        leasing.release(s, campaign_id=ids["bc"], lease_id=bc)
-        leasing.release(s, campaign_id=ids["de"], lease_id=de)
+        leasing.release(s, campaign_id=ids["bc"], lease_id=bc, owner=OWNER)
+        leasing.release(s, campaign_id=ids["de"], lease_id=de, owner=OWNER)
         assert set(sitelocks.holders(s).values()) == {None}
 
 
@@ -78,11 +80,11 @@ def test_a_campaign_gives_its_sites_way_to_the_busier_site_s_asking_campaign(thr
 
     def claim(key: str) -> str | None:
         with db.session_scope(engine) as s:
-            return leasing.claim(s, campaign_id=ids[key], step=step, settings=settings)
+            return leasing.claim(s, campaign_id=ids[key], step=step, owner=OWNER, settings=settings)
 
     def release(key: str, lease: str) -> None:
         with db.session_scope(engine) as s:
-            leasing.release(s, campaign_id=ids[key], lease_id=lease)
+            leasing.release(s, campaign_id=ids[key], lease_id=lease, owner=OWNER)
 
     with db.session_scope(engine) as s:
         campaigns.get_campaign(s, campaign_id=ids["ab"]).probes_total = 40
