@@ -36,7 +36,7 @@ def at_site_hu():
 def test_another_sites_apply_is_refused_and_reported(at_site_hu, caplog):
     """Nothing of SRL's plan is applied, nor rolled back, on HU's host (no database is touched
     before the refusal: the apply id does not even exist)."""
-    for action in ("apply", "rollback", "watch"):
+    for action in ("apply", "rollback", "revert", "watch"):
         state = tasks.apply_site.run(987654, "SRL", action)
         assert state == (f"refused {action} of apply 987654 for site 'SRL': this worker is "
                          "site 'HU''s"), state
