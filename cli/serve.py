@@ -23,13 +23,15 @@ def run_uvicorn(
     log_level: str = "info",
     access_log: bool = True,
     factory: bool = False,
+    forwarded_allow_ips: str | None = None,
 ) -> None:
     """`uvicorn.run`, except that with several workers the accepted sockets get TCP_NODELAY.
 
     uvicorn's supervisor binds the listening socket with proto 0, and asyncio only sets
     TCP_NODELAY on accepted sockets whose proto is IPPROTO_TCP: with `--workers N` every keep-alive
     response then waits ~40 ms for the client's delayed ACK (uvicorn issue #3149). `app` must be an
-    import string when workers > 1.
+    import string when workers > 1. `forwarded_allow_ips`: the proxies whose X-Forwarded-Proto
+    and X-Forwarded-For are believed (None: uvicorn's default, 127.0.0.1 and ::1).
     """
     import socket
 
@@ -44,6 +46,7 @@ def run_uvicorn(
         log_level=log_level,
         access_log=access_log,
         factory=factory,
+        forwarded_allow_ips=forwarded_allow_ips,
     )
     if config.workers > 1:
         sock = config.bind_socket()
@@ -86,6 +89,7 @@ def serve(
         log_level=log_level,
         access_log=access_log,
         factory=workers > 1,
+        forwarded_allow_ips=settings.forwarded_allow_ips,
     )
 
 

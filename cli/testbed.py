@@ -116,10 +116,22 @@ def cc_load_cmd(names: list[str] | None = CC_NAMES_ARG) -> None:
 
 
 @cc_app.command("unload")
-def cc_unload_cmd(names: list[str] | None = CC_NAMES_ARG) -> None:
-    """Unregister OUR BPF congestion controls (struct_ops maps named mpcoa_<cc>) only."""
-    from probes import bpf_cc
+def cc_unload_cmd(
+    names: list[str] | None = CC_NAMES_ARG,
+    force: bool = typer.Option(False, "--force", help="unload even while probes or sockets "
+                               "use them (their next socket cannot set the control)"),
+) -> None:
+    """Unregister OUR BPF congestion controls (struct_ops maps named mpcoa_<cc>) only; refused
+    while a running probe or a socket uses one of them."""
+    from probes import bpf_cc, cc_users
 
+    wanted = [_cc_call(bpf_cc.check_name, n) for n in names] if names else bpf_cc.SUPPORTED
+    mine = [n for n in wanted if n in _cc_call(bpf_cc.ours)]
+    busy = cc_users.users(mine) if mine and not force else []
+    if busy:
+        typer.echo("error: not unloading, in use:\n  " + "\n  ".join(busy)
+                   + "\n(wait for them to end, or --force)", err=True)
+        raise typer.Exit(2)
     gone = _cc_call(bpf_cc.unload, names or None)
     typer.echo(f"unloaded: {', '.join(gone)}" if gone else "nothing of ours to unload")
 

@@ -377,6 +377,19 @@ class ApiToken(Base):
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
+class BrowserSession(Base):
+    """A dashboard login made with a token (api.session): the cookie names the row, logging out
+    deletes it, so a copied cookie stops working then; it goes with its token."""
+
+    __tablename__ = "browser_sessions"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)  # random, in the cookie
+    token_id: Mapped[int] = mapped_column(
+        ForeignKey("api_tokens.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+
+
 class AnswerGeneration(Base):
     """One row whose `value` grows whenever something an answer depends on changes (a topology,
     a site, a calibration, a token): cached answers are valid for one value only, and every API

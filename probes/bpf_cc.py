@@ -4,8 +4,10 @@ The paper's set is {Cubic, OLIA, Hybla, Reno, Scalable, Vegas}; a kernel with on
 built in gets ``scalable``, ``hybla`` and ``vegas`` from the BPF C ports in ``probes/bpf_cc/``
 (GPL-2.0, ported from the kernel's ``net/ipv4/tcp_*.c``). They are compiled with clang
 (``-target bpf``) against a ``vmlinux.h`` generated from the running kernel's BTF, and registered
-with ``bpftool struct_ops register``; they then appear in ``tcp_available_congestion_control``
-and can be chosen per socket (``TCP_CONGESTION``, ``iperf3 -C``).
+with ``bpftool struct_ops register`` (from a copy of the cached object checked against the
+SHA-256 recorded when it was built: ``probes.bpf_cache``); they then appear in
+``tcp_available_congestion_control`` and can be chosen per socket (``TCP_CONGESTION``,
+``iperf3 -C``).
 
 Coupled MPTCP controls (``lia``, ``olia``, ``balia``, ``wvegas``; ``COUPLED``) are written from
 RFC 6356 and the papers' equations (``probes/bpf_cc/mpcoa_mptcp_cc.h``): each subflow finds its
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -32,6 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from probes import bpf_cache
 from probes.base import CC_PATTERN, CapabilityError, ProbeError
 
 SOURCE_DIR = Path(__file__).resolve().parent / "bpf_cc"
@@ -48,6 +52,7 @@ AVAILABLE_SYSCTL = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 LIBBPF_HEADER = Path("/usr/include/bpf/bpf_helpers.h")
 DEFAULT_SYSTEM_CACHE = Path("/var/lib/mpcoa/bpf_cc")
 
+log = logging.getLogger(__name__)
 _REGISTERED_RE = re.compile(r"Registered\s+tcp_congestion_ops\s+(\S+)\s+id\s+(\d+)")
 
 
@@ -229,9 +234,10 @@ def build(names: list[str] | tuple[str, ...] | None = None,
           out_dir: Path | str | None = None) -> dict[str, Path]:
     """Compile the BPF objects for ``names`` (default: all); returns name -> object path.
 
-    Objects are cached in ``out_dir`` (default ``cache_dir()``) under a name that hashes the
-    source, our header, the kernel's BTF and the compiler version, so they are rebuilt exactly
-    when one of those changes."""
+    Objects are cached in ``out_dir`` (default ``cache_dir()``, ours and writable by nobody
+    else) under a name that hashes the source, our header, the kernel's BTF and the compiler
+    version, so they are rebuilt exactly when one of those changes; each with the SHA-256 it had
+    when built (``probes.bpf_cache``): one that changed since is rebuilt."""
     todo = _names(names)
     clang = _tool("clang", "clang")
     if not LIBBPF_HEADER.exists():
@@ -239,9 +245,12 @@ def build(names: list[str] | tuple[str, ...] | None = None,
                               "libbpf-dev)")
     out = Path(out_dir) if out_dir is not None else cache_dir()
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        out.mkdir(mode=0o700, parents=True, exist_ok=True)
+        bpf_cache.check_private(out)
     except OSError as exc:
         raise BpfCcError(f"cache directory {out}: {exc.strerror}") from None
+    except bpf_cache.CacheError as exc:
+        raise BpfCcError(str(exc)) from None
     header = _vmlinux_header(out)
     ver = _run([clang, "--version"]).stdout.splitlines()[:1]
     built: dict[str, Path] = {}
@@ -256,7 +265,11 @@ def build(names: list[str] | tuple[str, ...] | None = None,
             h.update(part)
             h.update(b"\0")
         obj = out / f"bpf_{name}-{h.hexdigest()[:16]}.o"
-        if not obj.exists():
+        recorded = bpf_cache.digest_path(obj).exists()
+        if not bpf_cache.is_intact(obj):
+            if obj.exists() and recorded:
+                log.warning("cached BPF object %s changed since it was built: rebuilding", obj)
+            # built aside and renamed over: a concurrent loader reads the old or the new file
             tmp = out / f".{obj.name}.{os.getpid()}.tmp"
             argv = [clang, *CFLAGS,
                     "-I", str(header.parent), "-I", str(SOURCE_DIR),
@@ -267,6 +280,7 @@ def build(names: list[str] | tuple[str, ...] | None = None,
                 raise BpfCcError(f"clang failed for {src.name} ({cp.returncode}):\n"
                                  f"{_tail(cp.stderr, 20)}")
             os.replace(tmp, obj)
+            bpf_cache.record(obj)
         built[name] = obj
     return built
 
@@ -302,7 +316,12 @@ def _register(bpftool: str, todo: list[str], objs: dict[str, Path],
         if name in available():  # registered meanwhile by someone else
             continue
         before = set(ours().get(name, []))
-        cp = _run([bpftool, "struct_ops", "register", str(objs[name])])
+        try:
+            with bpf_cache.private_copy(objs[name]) as checked:
+                cp = _run([bpftool, "struct_ops", "register", str(checked)])
+        except bpf_cache.CacheError as exc:
+            raise BpfCcError(f"{exc}: not registered (`mpcoa testbed cc load` rebuilds it)"
+                             ) from None
         text = cp.stdout + cp.stderr
         ids = [int(i) for m, i in _REGISTERED_RE.findall(text) if m == map_name(name)]
         if cp.returncode != 0 or not ids:

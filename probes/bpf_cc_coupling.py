@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from probes import bpf_cc
+from probes import bpf_cc, cc_users
 from probes import testbed as tbmod
 from probes.base import CC_PATTERN
 from probes.netns import kill_pid
@@ -257,7 +257,8 @@ def run_flows(bed: tbmod.Testbed, flows: list[Flow], duration: float = DURATION_
     for attempt in (0, 1):
         ensure_loaded({f.cc for f in flows})
         try:
-            return _run_flows(bed, flows, duration)
+            with cc_users.using({f.cc for f in flows}, f"coupling flows on testbed {bed.name}"):
+                return _run_flows(bed, flows, duration)
         except CcVanished:
             if attempt:
                 raise

@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from probes import cc_users
 from probes.base import MeasurementRequest, ProbeError, utcnow
 from probes.context import HostPair
 from probes.hygiene import abort_connections
@@ -216,7 +217,8 @@ def measure_phased(bed: Any, request: PhasedRequest, *, binary: str = "iperf3",
     probe = MeasurementRequest(sender=request.sender, receiver=request.receiver, cc=request.cc,
                                buffer_bytes=request.buffer_bytes, duration_s=duration + TAIL_S,
                                allowed_subflows=None)
-    with bed.lock():
+    what = f"phased probe {request.sender}->{request.receiver} on testbed {bed.name}"
+    with bed.lock(), cc_users.using([request.cc], what):
         bed.set_direction(request.sender, request.receiver)
         pair: HostPair = bed.context(probe)
         all_sf = pair.all_subflows()

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from probes import cc_users
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError
 from probes.netns import (
     ip,
@@ -371,7 +372,8 @@ class Testbed:
             if sf not in valid:
                 raise TestbedError(f"allowed_subflows: {sf!r} is not a subflow of "
                                    f"{request.sender}->{request.receiver} ({sorted(valid)})")
-        with self.lock():
+        what = f"probe {request.sender}->{request.receiver} on testbed {self.name}"
+        with self.lock(), cc_users.using([request.cc], what):
             self.set_direction(request.sender, request.receiver)
             result = self.backend(backend, **kw).measure(request)
         result.raw["testbed"] = {"name": self.name, "digest": self.spec.digest(),

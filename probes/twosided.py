@@ -11,16 +11,18 @@ Only iperf3 so far: the NetPerfMeter passive side is not split yet.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from probes import pidfile
 from probes.base import (
+    CapabilityError,
     MeasurementRequest,
     MeasurementResult,
     ProbeError,
@@ -43,11 +45,16 @@ from probes.subflowctl import plan_subflows
 MAX_SUBFLOWS = 8  # the kernel's ceiling for the MPTCP limits
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    """The server gets SIGKILL when the worker process that started it dies (a SIGKILLed
-    worker leaves no server behind; `ip netns exec` execs, so the server keeps the setting)."""
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    os.setsid()
+def die_with_parent(argv: list[str]) -> list[str]:
+    """`argv` run so that it gets SIGKILL when the worker that started it dies (a SIGKILLed
+    worker leaves no server behind). util-linux's `setpriv --pdeathsig` sets PR_SET_PDEATHSIG
+    and execs, so nothing but subprocess's own code runs between fork and exec (a `preexec_fn`
+    is not safe in a threaded worker); `ip netns exec` and mptcpize exec too, so the server
+    keeps the setting. The new session comes from Popen's `start_new_session`."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise CapabilityError("tool 'setpriv': not installed (Debian package util-linux)")
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv]
 
 
 def prepare_receiver(ns: str | None, n_addrs: int) -> None:
@@ -85,8 +92,8 @@ def passive_start(request: MeasurementRequest, *, local_addrs: dict[str, str],
                                     bind_addr=None, interval_s=backend.interval_s,
                                     mptcpize=mptcpize)
     proc = subprocess.Popen(  # noqa: S603 - argv from validated values
-        in_ns(ns, server_argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
+        die_with_parent(in_ns(ns, server_argv)), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     server = Server(proc, ns, "iperf3")
     try:
         wait_listening(ns, port, proc, "iperf3")
@@ -116,9 +123,32 @@ def passive_finish(run: PassiveRun, *, wait_s: float) -> dict[str, Any]:
             "settings": mptcp_settings(run.ns)}
 
 
-def kill_leftover(pid: int | None) -> bool:
-    """End a server a killed predecessor left (its process group); only an iperf3 process."""
-    if not pid or not pid_alive(pid):
+def server_identity(pid: int) -> dict[str, Any]:
+    """What names the server process for sure (`kill_leftover`): its pid, its start time and
+    this boot (a pid is reused by other processes, and by other hosts' workers)."""
+    return {"pid": pid, "start_time": pidfile.start_time(pid), "boot_id": _boot_id()}
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def kill_leftover(identity: dict[str, Any] | None) -> bool:
+    """End a server a killed predecessor left (its process group): only the very process
+    `identity` (from `server_identity`) names -- same pid, start time and boot -- and only
+    while it is an iperf3 process; a pid since handed to another process is left alone."""
+    if not isinstance(identity, dict):
+        return False
+    pid = identity.get("pid")
+    if not isinstance(pid, int) or pid <= 1 or not pid_alive(pid):
+        return False
+    if identity.get("start_time") is None or identity.get("boot_id") != _boot_id():
+        return False
+    if not pidfile.alive({"pid": pid, "start_time": identity["start_time"]}):
         return False
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:

@@ -6,6 +6,7 @@ in-process task execution, so that `mpcoa serve` works on a fresh machine with n
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import secrets
@@ -59,6 +60,10 @@ class Settings(BaseSettings):
     reads_need_token: bool = Field(default=False, description="GET endpoints need a token too")
     auto_migrate: bool = Field(default=True, description="`mpcoa serve` upgrades the schema first")
     host: str = "127.0.0.1"
+    # The reverse proxies (TLS terminators) whose X-Forwarded-Proto/-For are believed: comma-
+    # separated addresses or networks, or "*". Behind one, the dashboard's login sees the
+    # browser's https origin and sets a Secure cookie only when the proxy is listed here.
+    forwarded_allow_ips: str = Field(default="127.0.0.1,::1", max_length=4096)
     port: int = Field(default=8000, ge=1, le=65535)
     db_pool_size: int = Field(default=10, ge=1, le=200)
     # The largest request body accepted (413 above it). Legitimate bodies are a few kB: an inline
@@ -120,6 +125,23 @@ class Settings(BaseSettings):
     store_retry_s: float = Field(default=60.0, ge=0, le=3600)
     # A hand-over owed for longer than this (the broker was down) is sent by the sweeper.
     redispatch_after_s: float = Field(default=5.0, ge=0, le=3600)
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _proxy_addresses(cls, value: str) -> str:
+        """Each entry an address, a network (normalised: uvicorn would silently take
+        10.0.0.1/8 for a name nobody has) or '*'; empty: no proxy is believed."""
+        entries = []
+        for entry in (e.strip() for e in value.split(",")):
+            if entry in ("", "*"):
+                entries += [entry] if entry else []
+                continue
+            try:
+                net = ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or network (or '*')") from None
+            entries.append(str(net) if "/" in entry else str(net.network_address))
+        return ",".join(entries)
 
     @field_validator("database_url", "broker_url", mode="before")
     @classmethod

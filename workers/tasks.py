@@ -118,10 +118,23 @@ def run_probe(self, campaign_id: int, step_data: dict, lease: str,
     return step.describe()
 
 
+def foreign_site(site: str, what: str) -> str | None:
+    """Why a real site's worker must not run `what` for `site` (another site's task reached
+    it: a misrouted queue, or two hosts started as one site), or None when it is its own."""
+    own = local_site()
+    if own is None or own.name == site:
+        return None
+    reason = f"refused {what} for site {site!r}: this worker is site {own.name!r}'s"
+    log.error("%s", reason)
+    return reason
+
+
 def _measure(task, campaign_id: int, step: ProbeStep, request, lease: str, settings):
     site = local_site()
     if site is None:  # the emulated testbed: this worker runs both ends
         return _prober(campaign_id).measure(request)
+    if (refused := foreign_site(request.sender, "a probe's sending side")) is not None:
+        raise ProbeError(refused)
     # a real site: the receiver site's worker runs the other end
     key = twosided.session_key(step, task.request.retries)
     _, remote = executor.site_names(None, campaign_id)
@@ -201,6 +214,8 @@ def apply_site(apply_id: int, site: str, action: str) -> str:
     from service.flows import apply as apply_flow
     from service.flows import failover_watch
 
+    if (refused := foreign_site(site, f"{action} of apply {apply_id}")) is not None:
+        return refused
     where = None if local_site() is not None else "plan"
     if action == "rollback":
         return apply_flow.rollback_site(apply_id, site, namespace=where)["state"]

@@ -1,5 +1,5 @@
 """Logging in to the dashboard (and the API docs) with an API token: GET shows the form, POST
-checks the token and sets the session cookie (api.session), POST /dashboard/logout clears it.
+checks the token and opens a session (api.session), POST /dashboard/logout ends it.
 Both POSTs refuse another site's Origin (login CSRF)."""
 
 from __future__ import annotations
@@ -53,14 +53,17 @@ async def login(request: Request, session: SessionDep):
         browser_session.safe_next(next_url, _dash(request) + "/"),
         status_code=status.HTTP_303_SEE_OTHER,
     )
-    browser_session.set_cookie(request, response, row)
+    browser_session.set_cookie(request, response, session, row)
+    session.commit()
     return response
 
 
 @router.post("/dashboard/logout")
-def logout(request: Request):
+def logout(request: Request, session: SessionDep):
     if not browser_session.same_origin(request):
         return HTMLResponse("forbidden", status_code=403)
+    browser_session.end_session(request, session)  # every copy of the cookie stops working
+    session.commit()
     response = RedirectResponse(_dash(request) + "/login", status_code=status.HTTP_303_SEE_OTHER)
-    browser_session.clear_cookie(response)
+    browser_session.clear_cookie(request, response)
     return response

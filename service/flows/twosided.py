@@ -7,7 +7,8 @@ gets a fresh server); the passive side starts its server, writes `ready` (port, 
 waits for the client to finish — never past the session's deadline nor the probe's lease —
 and writes `done` with the receiver's report (or `failed`). The active side waits for `ready`,
 runs, waits for `done` and assembles the result. A redelivered passive task of a session finds
-the pid of its killed predecessor's server and ends it before anything else.
+its killed predecessor's server (pid, start time and boot, so never a process that got the pid
+since) and ends it before anything else.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from models import utcnow
+from probes import cc_users
 from probes import twosided as ts
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError
 from probes.localsite import LocalSite
@@ -58,7 +60,7 @@ def passive_side(*, campaign_id: int, lease_id: str, key: str, request: Measurem
                                     deadline=utcnow() + timedelta(seconds=deadline_s))
         if row.state in ("done", "failed"):
             return row.state  # a redelivery of a finished session: nothing to do
-        if row.server_pid and ts.kill_leftover(row.server_pid):
+        if row.server_pid and ts.kill_leftover((row.receiver_report or {}).get("server")):
             log.warning("session %s: ended the server (pid %s) a killed worker left",
                         key, row.server_pid)
         if row.state == "ready":  # the predecessor died mid-probe: the active side gives up
@@ -67,6 +69,12 @@ def passive_side(*, campaign_id: int, lease_id: str, key: str, request: Measurem
         deadline = row.deadline
     if not _lease_live(campaign_id, lease_id):
         return _fail(campaign_id, lease_id, key, "the probe's lease is gone")
+    with cc_users.using([request.cc], f"receiving side of probe {key}"):
+        return _serve(campaign_id, lease_id, key, request, site, settings, deadline)
+
+
+def _serve(campaign_id: int, lease_id: str, key: str, request: MeasurementRequest,
+           site: LocalSite, settings: Settings, deadline: datetime) -> str:
     try:
         run = ts.passive_start(request, local_addrs=site.isps, binary=settings.iperf3_binary)
     except Exception as exc:
@@ -76,7 +84,8 @@ def passive_side(*, campaign_id: int, lease_id: str, key: str, request: Measurem
             row = sessions.get_session(s, campaign_id=campaign_id, lease_id=lease_id,
                                        step_key=key, lock=True)
             sessions.mark_ready(s, row=row, port=run.port, receiver_addrs=site.isps,
-                                pid=run.server.pid, report={})
+                                pid=run.server.pid,
+                                report={"server": ts.server_identity(run.server.pid)})
         # wait for the server's one client, never past the deadline nor the lease
         while run.server.proc.poll() is None:
             if utcnow() >= deadline or not _lease_live(campaign_id, lease_id):
@@ -140,11 +149,12 @@ def active_side(*, campaign_id: int, lease_id: str, key: str, request: Measureme
     try:
         ready = _wait_state(campaign_id, lease_id, key, ("ready", "done"),
                             settings.passive_ready_timeout_s)
-        return ts.active_measure(
-            request, sender_addrs=site.isps, receiver_addrs=ready["receiver_addrs"],
-            port=ready["port"], binary=settings.iperf3_binary,
-            wait_report=lambda: _wait_state(campaign_id, lease_id, key, ("done",),
-                                            settings.two_sided_margin_s)["report"])
+        with cc_users.using([request.cc], f"sending side of probe {key}"):
+            return ts.active_measure(
+                request, sender_addrs=site.isps, receiver_addrs=ready["receiver_addrs"],
+                port=ready["port"], binary=settings.iperf3_binary,
+                wait_report=lambda: _wait_state(campaign_id, lease_id, key, ("done",),
+                                                settings.two_sided_margin_s)["report"])
     except Exception as exc:
         # this attempt is over: its session must not look alive (a late passive task of it
         # then finds it failed and starts nothing)

@@ -74,9 +74,9 @@ def test_login_refuses_bad_tokens_other_origins_and_open_redirects(closed, token
 def test_a_forged_or_revoked_session_is_no_session(closed, token, db_session):
     _login(closed, token)
     value = closed.cookies.get("mpcoa_session")
-    token_id, expires, signature = value.split(".")
+    session_id, expires, signature = value.split(".")
     closed.cookies.clear()
-    forged = f"{token_id}.{int(expires) + 3600}.{signature}"
+    forged = f"{session_id}.{int(expires) + 3600}.{signature}"
     closed.cookies.set("mpcoa_session", forged)
     assert closed.get("/sites").status_code == 401
     closed.cookies.set("mpcoa_session", value)

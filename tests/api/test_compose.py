@@ -134,6 +134,7 @@ def test_site_worker_profile():
     assert site["network_mode"] == "host" and "NET_ADMIN" in site["cap_add"]
     cmd = site["command"]
     assert cmd[:3] == ["mpcoa", "worker", "--site"] and cmd.count("--isp") >= 2
+    assert cmd[3] == "${MPCOA_SITE:-}"  # no default site: two hosts never both become SRL
     assert "depends_on" not in site  # the database and broker are on the central host
 
 

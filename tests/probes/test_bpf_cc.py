@@ -198,6 +198,24 @@ def test_build_is_cached_and_follows_the_source(monkeypatch, tmp_path):
     assert not list(out.glob(".*.tmp"))
 
 
+def test_a_tampered_cached_object_is_rebuilt_or_refused(monkeypatch, tmp_path):
+    """The cache names an object by what it was built from, not by what it holds: one changed
+    since is rebuilt by build(), and never registered."""
+    out = tmp_path / "cache"
+    obj = bpf_cc.build(["scalable"], out)["scalable"]
+    built = obj.read_bytes()
+    obj.write_bytes(built[:-8] + b"tampered")
+    assert bpf_cc.build(["scalable"], out)["scalable"] == obj and obj.read_bytes() == built
+    obj.write_bytes(built[:-8] + b"tampered")  # changed after build, before registration
+    monkeypatch.setattr(bpf_cc, "available", lambda: [])  # as if scalable were not registered
+    before = bpf_cc.ours()
+    loaded: dict[str, int] = {}
+    with pytest.raises(bpf_cc.BpfCcError, match="recorded when it was built: not registered"):
+        bpf_cc._register(bpf_cc._tool("bpftool", "bpftool"), ["scalable"], {"scalable": obj},
+                         loaded)
+    assert loaded == {} and bpf_cc.ours() == before
+
+
 # --------------------------------------------------------------------------- live kernel
 
 
