@@ -18,7 +18,8 @@ from api.middleware import BodyLimit, WriteGate
 from api.routers import apply, campaigns, inventory, recommendations, schedules
 from api.schemas import Health, Problem
 from service.db import get_engine, make_sessionmaker
-from service.flows import failover_watch, runner
+from service.flows import apply_outbox, failover_watch, runner
+from service.flows.apply import RUNNERS as APPLY_RUNNERS
 from service.flows.embedded_scheduler import EmbeddedScheduler
 from service.settings import Settings, get_settings
 
@@ -80,6 +81,8 @@ def create_app(
             scheduler.start()
         elif in_process is not None:
             in_process.resume_all()
+            # an apply a previous run left: resumed here
+            apply_outbox.sweep(settings, engine=get_engine(settings), runners=APPLY_RUNNERS)
         try:
             yield
         finally:

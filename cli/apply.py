@@ -82,12 +82,12 @@ def apply(
         with session_scope() as s:
             if rollback:
                 row = flow.start_rollback(
-                    s, topology_id=topology_id,
+                    s, topology_id=topology_id, by_hand=site is not None,
                     site_hosts=site is not None or bool(settings.broker_url))
             elif site is None or _no_open_apply(s, topology_id):
                 row = flow.start_apply(s, topology_id=topology_id, confirm=confirm,
                                        seconds=seconds, watch=watch is not False,
-                                       hold_s=hold_s,
+                                       hold_s=hold_s, by_hand=site is not None,
                                        site_hosts=site is not None or bool(settings.broker_url))
             else:
                 from service.store import applied

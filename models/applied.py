@@ -16,6 +16,9 @@ from .base import Base, JSONType, UTCDateTime, utcnow
 # was asked and the sites' workers are at it; rolled_back: on request; failed: a site refused
 # (its journal says how it was left: the previous apply in force, or as before any apply)
 APPLY_STATES = ("applying", "applied", "unconfirmed", "rolling_back", "rolled_back", "failed")
+# `action` is what is in flight (apply, rollback; NULL once settled): its hand-over is owed while
+# `dispatched_at` is NULL (the outbox), and after `deadline_at` the sweeper settles the row from
+# the sites' journals.
 
 
 class AppliedAnswer(Base):
@@ -43,4 +46,9 @@ class AppliedAnswer(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     applied_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    action: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    deadline_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # the embedded process running it ({"host", "pid", "start_time"}): gone -> resumed
+    runner: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)

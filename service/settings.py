@@ -125,6 +125,14 @@ class Settings(BaseSettings):
     store_retry_s: float = Field(default=60.0, ge=0, le=3600)
     # A hand-over owed for longer than this (the broker was down) is sent by the sweeper.
     redispatch_after_s: float = Field(default=5.0, ge=0, le=3600)
+    # An apply or rollback still in flight this long after it started (a worker or the server
+    # died, the broker was down throughout, a step hung) is settled by the sweeper from the
+    # sites' journals. Longer than an apply plus its confirmation (at most 120 s) and than
+    # broker_visibility_timeout_s, so a redelivered task gets its chance first.
+    apply_deadline_s: float = Field(default=900.0, ge=5, le=86400)
+    # For the killed-apply tests only: a site's applier stops after this many journal steps
+    # and waits to be killed (`probes.siteapply`'s --hold-after). Never set in production.
+    apply_hold_after_steps: int | None = Field(default=None, ge=1, le=64)
 
     @field_validator("forwarded_allow_ips")
     @classmethod

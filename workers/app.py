@@ -41,6 +41,11 @@ def make_app(settings: Settings | None = None) -> Celery:
                 "schedule": settings.beat_interval_s,
                 "options": {"queue": CONTROL_QUEUE},
             },
+            "sweep-applies": {
+                "task": "mpcoa.resume_applies",
+                "schedule": settings.beat_interval_s,
+                "options": {"queue": CONTROL_QUEUE},
+            },
             "resume-stalled-campaigns": {
                 "task": "mpcoa.resume_campaigns",
                 "schedule": settings.beat_interval_s,
@@ -56,8 +61,10 @@ app = make_app()
 
 @worker_ready.connect
 def _resume_on_start(sender, **_kwargs) -> None:
-    """A worker that comes back picks up the campaigns nobody is working on."""
+    """A worker that comes back picks up the campaigns nobody is working on, and the applies
+    and rollbacks left in flight (a killed worker's among them)."""
     sender.app.send_task("mpcoa.resume_campaigns", queue=CONTROL_QUEUE)
+    sender.app.send_task("mpcoa.resume_applies", kwargs={"at_start": True}, queue=CONTROL_QUEUE)
 
 
 @worker_shutdown.connect

@@ -11,6 +11,9 @@ serve_probe(...)      -> a real receiver site's passive half of a two-sided prob
 resume_campaigns()    -> hands on campaigns a killed worker left (a lease that ran out, a turn
                          nobody took) and sends the hand-overs still owed (broker down): the
                          outbox sweeper
+resume_applies()      -> the applies' sweeper: sends the apply hand-overs still owed, at a
+                         worker's start sends every apply in flight again, settles one past
+                         its deadline from the sites' journals (`flows.apply_outbox`)
 recalibrate_due()     -> queues the campaigns whose cron schedule is due (beat)
 """
 
@@ -192,6 +195,17 @@ def resume_campaigns() -> dict[str, list[int]]:
 
 
 @app.task(
+    name="mpcoa.resume_applies", autoretry_for=TRANSIENT, retry_backoff=True, max_retries=None
+)
+def resume_applies(at_start: bool = False) -> dict[str, list[int]]:
+    """Beat, and every worker at its start (`at_start`: the applies in flight are sent again,
+    the killed worker's among them): `apply_outbox.sweep`."""
+    from service.flows import apply_outbox
+
+    return apply_outbox.sweep(get_settings(), at_start=at_start)
+
+
+@app.task(
     name="mpcoa.recalibrate_due", autoretry_for=TRANSIENT, retry_backoff=True, max_retries=None
 )
 def recalibrate_due() -> list[int]:
@@ -212,26 +226,32 @@ def apply_site(apply_id: int, site: str, action: str) -> str:
     gets the task again: the journal rolls the site back first. `watch` starts the site's
     failover watcher as this worker's child."""
     from service.flows import apply as apply_flow
-    from service.flows import failover_watch
+    from service.flows import apply_outbox, failover_watch
 
     if (refused := foreign_site(site, f"{action} of apply {apply_id}")) is not None:
         return refused
     where = None if local_site() is not None else "plan"
-    if action == "rollback":
-        return apply_flow.rollback_site(apply_id, site, namespace=where)["state"]
-    if action == "revert":  # another site refused this apply: back to the previous one
-        return apply_flow.revert_site(apply_id, site, namespace=where)["state"]
     if action == "watch":  # the watcher is this worker's child: it dies with the worker
         watcher = failover_watch.start(apply_id, site, namespace=where)
         return "watching" if watcher is not None else "not watching"
-    report = apply_flow.apply_site(apply_id, site, namespace=where)
-    if report["state"] == "applied":
-        apply_flow.confirm_when_both_applied(apply_id)
-        apply_flow.watch_when_applied(apply_id, get_settings())
-    return report["state"]
+    try:
+        if action == "rollback":
+            return apply_flow.rollback_site(apply_id, site, namespace=where)["state"]
+        if action == "revert":  # another site refused this apply: back to the previous one
+            return apply_flow.revert_site(apply_id, site, namespace=where)["state"]
+        report = apply_flow.apply_site(apply_id, site, namespace=where)
+        if report["state"] == "applied":
+            apply_flow.confirm_when_both_applied(apply_id)
+            apply_flow.watch_when_applied(apply_id, get_settings())
+        return report["state"]
+    except TRANSIENT:
+        raise
+    except Exception as exc:  # not for a retry: settled from the journals now, not stuck
+        apply_outbox.fail_now(apply_id, f"{site}: the {action} failed: {exc}", get_settings())
+        raise
 
 
 __all__ = [
-    "CONTROL_QUEUE", "advance_campaign", "apply_site", "recalibrate_due", "resume_campaigns",
-    "run_probe", "serve_probe",
+    "CONTROL_QUEUE", "advance_campaign", "apply_site", "recalibrate_due", "resume_applies",
+    "resume_campaigns", "run_probe", "serve_probe",
 ]

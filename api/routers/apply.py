@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import Engine
 
 from api.deps import SessionDep, commit, require_read, require_write
 from api.schemas import MAX_ID
@@ -60,6 +61,13 @@ class AppliedOut(BaseModel):
     confirmation: dict[str, Any] | None
     events: list[dict[str, Any]]
     error: str | None
+    action: str | None = Field(None, description="what is in flight (apply, rollback); "
+                               "null once settled")
+    dispatched_at: datetime | None = Field(None, description="when the sites' workers were "
+                                           "handed the action; null while it is owed (the "
+                                           "broker is down: the sweeper sends it)")
+    deadline_at: datetime | None = Field(None, description="past it, an action still in "
+                                         "flight is settled from the sites' journals")
     created_at: datetime
     applied_at: datetime | None
     finished_at: datetime | None
@@ -68,6 +76,13 @@ class AppliedOut(BaseModel):
     @classmethod
     def of(cls, row) -> AppliedOut:
         return cls.model_validate(row, from_attributes=True)
+
+
+def _engine(session) -> Engine | None:
+    """Where the hand-over is recorded: the request's database (a test's session bound to a
+    connection: the configured one)."""
+    bind = session.get_bind()
+    return bind if isinstance(bind, Engine) else None
 
 
 @router.get("/topologies/{topology_id}/apply-plan", response_model=ApplyPlanOut,
@@ -87,7 +102,11 @@ def post_apply(topology_id: Id, request: Request, session: SessionDep,
                                  seconds=body.seconds, watch=body.watch, hold_s=body.hold_s,
                                  site_hosts=bool(request.app.state.settings.broker_url))
     commit(session)
-    apply_flow.dispatch(row.id, row.plan, "apply", request.app.state.settings)
+    # sent now, or owed (the broker is down): 202 with the row either way, `dispatched_at`
+    # says which
+    apply_flow.dispatch(row.id, row.plan, "apply", request.app.state.settings,
+                        engine=_engine(session))
+    session.refresh(row)
     return AppliedOut.of(row)
 
 
@@ -103,7 +122,11 @@ def post_rollback(topology_id: Id, request: Request, response: Response,
     if row.state != "rolling_back":  # a repeated rollback: the first one ran meanwhile
         response.status_code = status.HTTP_200_OK
         return AppliedOut.of(row)
-    apply_flow.dispatch(row.id, row.plan, "rollback", request.app.state.settings)
+    # sent now, or owed (the broker is down): 202 with the row either way, `dispatched_at`
+    # says which
+    apply_flow.dispatch(row.id, row.plan, "rollback", request.app.state.settings,
+                        engine=_engine(session))
+    session.refresh(row)
     return AppliedOut.of(row)
 
 

@@ -19,9 +19,9 @@ force", and N can still be rolled back. Applies and rollbacks of a topology are 
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from models import AppliedAnswer
@@ -31,15 +31,16 @@ from probes.ports import choose_port_triple
 
 from ..db import session_scope
 from ..errors import Conflict
-from ..settings import Settings
+from ..settings import Settings, get_settings
 from ..store import applied
-from . import failover_watch
+from ..store import apply_outbox as outbox_store
+from . import apply_outbox, apply_settle, failover_watch
 from .apply_plan import build_plan
 from .dispatch import _celery_client, site_queue
 
 log = logging.getLogger(__name__)
 
-APPLY_TASK = "mpcoa.apply_site"
+APPLY_TASK = apply_outbox.APPLY_TASK
 #: a row in one of these states blocks a new apply or rollback of its topology
 BUSY = {"applying": "still applying", "rolling_back": "rolling back"}
 CONFIRM_SECONDS = 10.0
@@ -48,12 +49,14 @@ CONFIRM_WARMUP_S = 3.0
 
 def start_apply(session: Session, *, topology_id: int, confirm: bool = True,
                 seconds: float = CONFIRM_SECONDS, site_hosts: bool = False,
-                watch: bool = True, hold_s: float = failover_watch.HOLD_S) -> AppliedAnswer:
+                watch: bool = True, hold_s: float = failover_watch.HOLD_S,
+                by_hand: bool = False) -> AppliedAnswer:
     """A new apply of the topology's newest answer (409 while another one is applying).
 
     `site_hosts`: real sites may be in the plan, because their own workers (Celery queues) or
     their operators (`mpcoa apply ID --site NAME` on each host) apply them; without it only
-    the testbed's namespaces may be (this process must never change its own host for a site)."""
+    the testbed's namespaces may be (this process must never change its own host for a site).
+    `by_hand`: each site's operator runs its side (`--site`): no hand-over, no deadline."""
     applied.lock_topology(session, topology_id=topology_id)
     busy = applied.busy_apply(session, topology_id=topology_id, states=tuple(BUSY))
     if busy is not None:
@@ -64,23 +67,28 @@ def start_apply(session: Session, *, topology_id: int, confirm: bool = True,
                        "(MPCOA_BROKER_URL) or by `mpcoa apply ID --site NAME` on each host")
     plan["confirm"] = {"wanted": confirm, "seconds": seconds}
     plan["watch"] = {"wanted": watch, "hold_s": hold_s}
-    return applied.add_apply(session, topology_id=topology_id,
-                             recommendation_id=plan["recommendation_id"], plan=plan)
+    row = applied.add_apply(session, topology_id=topology_id,
+                            recommendation_id=plan["recommendation_id"], plan=plan)
+    if not by_hand:  # sent once committed (`dispatch`), else by the sweeper
+        outbox_store.owe(row, "apply", deadline_s=get_settings().apply_deadline_s)
+    return row
 
 
-def dispatch(apply_id: int, plan: dict[str, Any], action: str, settings: Settings) -> None:
-    """Hand an apply (or a rollback) to the sites' workers, after the row was committed."""
-    if settings.broker_url:
-        client = _celery_client(settings.broker_url)
-        for site in plan["sites"]:
-            client.send_task(APPLY_TASK, args=[apply_id, site["site"], action],
-                             queue=site_queue(site["site"]))
-        return
-    if action == "watch":
+def dispatch(apply_id: int, plan: dict[str, Any], action: str, settings: Settings, *,
+             engine: Engine | None = None) -> bool:
+    """Hand an apply (or a rollback) to the sites' workers, after the row was committed
+    (`apply_outbox`: False when the broker is down, the sweeper sends it later); `watch`
+    asks each site's Celery worker to start its watcher."""
+    if action != "watch":
+        return apply_outbox.hand_over(apply_id, plan, action, settings, engine=engine,
+                                      runners=RUNNERS)
+    if not settings.broker_url:
         raise ValueError("embedded: the watchers start in run_apply, in this process")
-    target = run_apply if action == "apply" else run_rollback
-    threading.Thread(target=target, args=(apply_id,), name=f"mpcoa-{action}-{apply_id}",
-                     daemon=True).start()
+    client = _celery_client(settings.broker_url)
+    for site in plan["sites"]:
+        client.send_task(APPLY_TASK, args=[apply_id, site["site"], action],
+                         queue=site_queue(site["site"]))
+    return True
 
 
 def _site_entry(plan: dict[str, Any], site: str) -> dict[str, Any]:
@@ -94,16 +102,24 @@ def apply_site(apply_id: int, site: str, *, namespace: str | None = "plan") -> d
     """One site's side: apply its target, report the journal's outcome into the row.
     `namespace`: "plan" = where the plan says (the testbed's namespace); None = this host."""
     with session_scope() as s:
-        plan = applied.get_apply(s, apply_id=apply_id).plan
+        row = applied.get_apply(s, apply_id=apply_id)
+        plan, state = row.plan, row.state
     entry = _site_entry(plan, site)
     ns = entry["namespace"] if namespace == "plan" else namespace
     if ns is None and namespace == "plan":
         raise ProbeError(f"site {site!r} is a real host: only its own worker (or `mpcoa apply "
                          f"ID --site {site}` on it) applies there")
-    failover_watch.stop(ns, reason=f"a new apply ({apply_id})")  # it watches the old answer
+    if state not in ("applying", "failed"):  # delivered again after the row was settled
+        return {"state": "skipped", "namespace": ns, "why": f"apply {apply_id} is {state}"}
+    mine = apply_settle.site_journal(ns, apply_id)
     try:
-        journal = siteapply.apply(entry["target"], ns=ns, allow_host=ns is None,
-                                  label=f"apply {apply_id}")
+        if mine is not None and mine["phase"] == "applied":
+            journal = mine  # delivered again after its worker died: as planned already
+        else:
+            failover_watch.stop(ns, reason=f"a new apply ({apply_id})")  # it watches the old
+            journal = siteapply.apply(entry["target"], ns=ns, allow_host=ns is None,
+                                      label=apply_settle.label(apply_id),
+                                      hold_after=get_settings().apply_hold_after_steps)
         report = _report(journal, ns, "applied")
     except (ProbeError, OSError) as exc:
         state = siteapply.read_journal(siteapply.state_dir(ns)) or {}
@@ -180,9 +196,16 @@ def confirm_when_both_applied(apply_id: int) -> None:
         done = all((row.sites.get(e["site"]) or {}).get("state") == "applied"
                    for e in row.plan["sites"])
         if not (done and _can_confirm(row.plan)
-                and applied.claim_confirmation(s, apply_id=apply_id)):
+                and applied.claim_confirmation(s, apply_id=apply_id,
+                                               stale_after_s=confirm_lasts_s(row.plan))):
             return
     confirm(apply_id)
+
+
+def confirm_lasts_s(plan: dict[str, Any]) -> float:
+    """How long a confirmation may run before another runner may take it over (its runner
+    died): the transfer, its warm-up and a margin for a busy machine."""
+    return float(plan.get("confirm", {}).get("seconds", CONFIRM_SECONDS)) + CONFIRM_WARMUP_S + 60
 
 
 def _report(journal: dict[str, Any], ns: str | None, state: str) -> dict[str, Any]:
@@ -207,12 +230,18 @@ def run_apply(apply_id: int, *, watch_here: bool = True) -> None:
     the sites' watchers as children of this process (`watch_here`; the CLI without --watch
     exits at once, so nobody would hold them: it says so)."""
     try:
+        apply_outbox.running_here(apply_id, "apply")
         with session_scope() as s:
             plan = applied.get_apply(s, apply_id=apply_id).plan
         for entry in plan["sites"]:
             if apply_site(apply_id, entry["site"])["state"] != "applied":
                 return
         if _can_confirm(plan):
+            with session_scope() as s:
+                claimed = applied.claim_confirmation(
+                    s, apply_id=apply_id, stale_after_s=confirm_lasts_s(plan))
+            if not claimed:  # another runner of this apply (resumed) is confirming it
+                return
             confirm(apply_id)
         with session_scope() as s:
             row = applied.claim_watch(s, apply_id=apply_id)
@@ -227,10 +256,9 @@ def run_apply(apply_id: int, *, watch_here: bool = True) -> None:
                 failover_watch.not_watching(
                     apply_id, entry["site"], "nobody holds a watcher: the CLI returned (run "
                     "`mpcoa apply ID --watch` in the foreground, or apply through the API)")
-    except Exception as exc:
+    except Exception as exc:  # settled from the journals: the sites as before or as planned
         log.exception("apply %s", apply_id)
-        with session_scope() as s:
-            applied.finish(s, applied.get_apply(s, apply_id=apply_id), "failed", error=str(exc))
+        apply_outbox.fail_now(apply_id, f"the apply failed: {exc}", get_settings())
 
 
 def watch_when_applied(apply_id: int, settings: Settings) -> bool:
@@ -264,23 +292,38 @@ def confirm(apply_id: int) -> dict[str, Any]:
                            confirmation=figures)
         return figures
     sender, receiver = plan["sites"][0], plan["sites"][1]
-    measured = mptcpapp.confirm(
-        sender_ns=sender["namespace"], receiver_ns=receiver["namespace"],
-        source=plan["connect"]["source"], destination=plan["connect"]["destination"],
-        port=choose_port_triple([sender["namespace"], receiver["namespace"]]),
-        seconds=float(want.get("seconds", CONFIRM_SECONDS)),
-        warmup_s=CONFIRM_WARMUP_S)
-    figures = judge(measured, answer)
+    try:
+        measured = mptcpapp.confirm(
+            sender_ns=sender["namespace"], receiver_ns=receiver["namespace"],
+            source=plan["connect"]["source"], destination=plan["connect"]["destination"],
+            port=choose_port_triple([sender["namespace"], receiver["namespace"]]),
+            seconds=float(want.get("seconds", CONFIRM_SECONDS)),
+            warmup_s=CONFIRM_WARMUP_S)
+        figures = judge(measured, answer)
+    except Exception as exc:  # no figures: an answer nobody confirmed is not left in force
+        log.exception("apply %s: the confirmation could not run", apply_id)
+        figures = {"passed": False, "error": f"the confirmation could not run: {exc}"}
     with session_scope() as s:
         row = applied.get_apply(s, apply_id=apply_id)
         if figures["passed"]:
             applied.finish(s, row, "applied", confirmation=figures)
             return figures
-    for entry in plan["sites"]:  # back to the previous apply, if one was in force
-        siteapply.revert(ns=entry["namespace"], label=f"apply {apply_id}")
+    try:
+        for entry in plan["sites"]:  # back to the previous apply, if one was in force
+            siteapply.revert(ns=entry["namespace"], label=f"apply {apply_id}")
+    except Exception as exc:
+        log.exception("apply %s: the revert after the missed confirmation", apply_id)
+        with session_scope() as s:  # the settler reads the miss from here
+            applied.get_apply(s, apply_id=apply_id).confirmation = figures
+        apply_outbox.fail_now(apply_id, f"the revert after a missed confirmation failed: "
+                              f"{exc}", get_settings())
+        return figures
     with session_scope() as s:
         row = applied.get_apply(s, apply_id=apply_id)
-        applied.finish(s, row, "unconfirmed", confirmation=figures)
+        applied.finish(s, row, "unconfirmed", confirmation=figures,
+                       error=figures.get("error"))
+        if "goodput_mbps" not in figures:
+            return figures
         flag = (f"apply_unconfirmed:measured={figures['goodput_mbps']:.3f},"
                 f"needed={figures['threshold_mbps']:.3f}")
         if row.recommendation_id is not None:
@@ -314,12 +357,13 @@ def judge(measured: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def start_rollback(session: Session, *, topology_id: int,
-                   site_hosts: bool = False) -> AppliedAnswer:
+def start_rollback(session: Session, *, topology_id: int, site_hosts: bool = False,
+                   by_hand: bool = False) -> AppliedAnswer:
     """The apply in force, in state ``rolling_back`` (dispatch it after the commit): the newest,
     passing over a failed one that left the previous in force everywhere. Any other state
     returned means nothing to do (already rolled back); a rollback under way is returned as it
-    is (each site's rollback is idempotent). 409 while applying."""
+    is (each site's rollback is idempotent, and it is sent again). 409 while applying.
+    `by_hand` as for `start_apply`."""
     applied.lock_topology(session, topology_id=topology_id)
     busy = applied.busy_apply(session, topology_id=topology_id, states=("applying",))
     if busy is not None:
@@ -334,6 +378,8 @@ def start_rollback(session: Session, *, topology_id: int,
         raise Conflict("the sites are real hosts: they roll back through their workers' "
                        "queues or by `mpcoa apply ID --rollback --site NAME` on each host")
     applied.finish(session, row, "rolling_back")
+    if not by_hand:  # sent once committed (`dispatch`), else by the sweeper
+        outbox_store.owe(row, "rollback", deadline_s=get_settings().apply_deadline_s)
     return row
 
 
@@ -391,7 +437,15 @@ def rollback_site(apply_id: int, site: str, *, namespace: str | None = "plan") -
 
 
 def run_rollback(apply_id: int) -> None:
-    with session_scope() as s:
-        plan = applied.get_apply(s, apply_id=apply_id).plan
-    for entry in plan["sites"]:
-        rollback_site(apply_id, entry["site"])
+    try:
+        apply_outbox.running_here(apply_id, "rollback")
+        with session_scope() as s:
+            plan = applied.get_apply(s, apply_id=apply_id).plan
+        for entry in plan["sites"]:
+            rollback_site(apply_id, entry["site"])
+    except Exception as exc:
+        log.exception("rollback of apply %s", apply_id)
+        apply_outbox.fail_now(apply_id, f"the rollback failed: {exc}", get_settings())
+
+
+RUNNERS = {"apply": run_apply, "rollback": run_rollback}  # embedded: the sweeper's too

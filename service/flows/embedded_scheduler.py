@@ -4,8 +4,10 @@ Every `beat_interval_s` a background thread ticks. A tick takes (or renews) the 
 scheduler lease and, only while it holds it, queues the campaigns whose schedule is due
 (`recalibration.queue_due_campaigns`, the code beat's `recalibrate_due` runs), then hands on
 stalled campaigns and the hand-overs still owed (`dispatch.recover_stalled`, `send_owed`: beat's
-`resume_campaigns`). Of several API processes on one database (`mpcoa serve --workers N`, or
-several `mpcoa serve` on one SQLite file) exactly one holds the lease; the others tick, find it
+`resume_campaigns`), and sweeps the applies (`apply_outbox.sweep`: owed hand-overs, an apply
+whose process died run again here, one past its deadline settled; beat's `resume_applies`).
+Of several API processes on one database (`mpcoa serve --workers N`, or several `mpcoa serve`
+on one SQLite file) exactly one holds the lease; the others tick, find it
 taken and do nothing. The due schedules are queued in the transaction that renewed the lease,
 so a holder that lost its lease while paused cannot queue them too (the row stays locked until
 commit). Campaigns it queues go to this process's in-process executor like any other
@@ -34,7 +36,8 @@ from sqlalchemy import Engine
 from ..db import get_engine, session_scope
 from ..settings import Settings
 from ..store import leases
-from . import dispatch, recalibration
+from . import apply_outbox, dispatch, recalibration
+from .apply import RUNNERS
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,7 @@ class Tick:
     queued: list[int] = field(default_factory=list)
     recovered: list[int] = field(default_factory=list)
     sent: list[int] = field(default_factory=list)
+    applies: dict[str, list[int]] = field(default_factory=dict)
 
 
 def tick(
@@ -72,7 +76,8 @@ def tick(
         recovered = dispatch.recover_stalled(s, settings=settings)
     with session_scope(engine) as s:
         sent = dispatch.send_owed(s, settings=settings)
-    return Tick(leader=True, queued=queued, recovered=recovered, sent=sent)
+    applies = apply_outbox.sweep(settings, engine=engine, now=now, runners=RUNNERS)
+    return Tick(leader=True, queued=queued, recovered=recovered, sent=sent, applies=applies)
 
 
 class EmbeddedScheduler:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select, update
@@ -137,15 +138,26 @@ def finish(session: Session, row: AppliedAnswer, state: str, *, error: str | Non
         row.applied_at = now
     if state != "applying":
         row.finished_at = now
+    if state not in ("applying", "rolling_back"):
+        row.action = None  # settled: nothing in flight (the outbox's, `store.apply_outbox`)
     session.flush()
 
 
-def claim_confirmation(session: Session, *, apply_id: int) -> bool:
-    """True for exactly one caller: marks the confirmation as running if nobody did."""
-    result = session.execute(
-        update(AppliedAnswer).where(AppliedAnswer.id == apply_id,
-                                    AppliedAnswer.state == "applying",
-                                    AppliedAnswer.confirmation.is_(None))
-        .values(confirmation={"running": True}))
+def claim_confirmation(session: Session, *, apply_id: int,
+                       stale_after_s: float | None = None) -> bool:
+    """True for exactly one caller: marks the confirmation as running if nobody did, or if
+    the one running started over `stale_after_s` ago (its runner died: a task delivered again
+    takes it over instead of leaving the row applying)."""
+    row = lock_apply(session, apply_id=apply_id)
+    now = utcnow()
+    conf = row.confirmation
+    if row.state != "applying":
+        return False
+    if conf is not None:
+        since = conf.get("running_since")
+        if not (conf.get("running") and since and stale_after_s is not None
+                and datetime.fromisoformat(since) + timedelta(seconds=stale_after_s) <= now):
+            return False
+    row.confirmation = {"running": True, "running_since": now.isoformat()}
     session.flush()
-    return result.rowcount == 1
+    return True
