@@ -1,6 +1,6 @@
 """No apply stuck for ever, embedded (no broker): `mpcoa serve` killed in the middle of an
 apply's journal steps resumes it when it starts again; a confirmation that raises, and a
-rollback after a missed confirmation that raises, settle the row with every site as it was.
+revert after a missed confirmation that raises, settle the row with every site as it was.
 Each time the sites are compared value by value with how they were, and the next apply or
 rollback is accepted."""
 
@@ -17,7 +17,6 @@ from probes.netns import list_netns
 from probes.spec import parse_spec
 from service import db
 from service.db import session_scope
-from service.errors import Conflict
 from service.flows import apply as flow
 from service.settings import get_settings
 from service.store import applied
@@ -164,29 +163,29 @@ def test_a_confirmation_that_raises_rolls_back_and_says_why(bed, embedded):
         assert flow.start_apply(s, topology_id=tid, confirm=False, watch=False).id > apply_id
 
 
-def test_a_rollback_that_raises_after_a_missed_confirmation_settles_from_the_journals(
+def test_a_revert_that_raises_after_a_missed_confirmation_settles_from_the_journals(
         bed, embedded, monkeypatch):
     tid, before = embedded
-    real = siteapply.rollback
+    real = siteapply.revert
     calls = []
 
     def refused_once(**kwargs):
         # the one fault here not caused for real: a host refusing the first undo
         calls.append(kwargs["ns"])
         if len(calls) == 1:
-            raise OSError("the site refused the rollback")
+            raise OSError("the site refused the revert")
         return real(**kwargs)
 
-    monkeypatch.setattr(siteapply, "rollback", refused_once)
+    monkeypatch.setattr(siteapply, "revert", refused_once)
     apply_id = _start(tid, destination="192.0.2.1")
     flow.run_apply(apply_id, watch_here=False)
     row = _row(apply_id)
     assert row.state == "unconfirmed" and row.action is None, (row.state, row.error)
-    assert "the rollback after a missed confirmation failed" in row.error
+    assert "the revert after a missed confirmation failed" in row.error
     assert "settled from the sites' journals" in row.error
     assert [e["kind"] for e in row.events] == ["settled"]
     assert _values(bed) == before
     with session_scope() as s:
-        with pytest.raises(Conflict, match="nothing to roll back"):
-            flow.start_rollback(s, topology_id=tid)
+        # nothing to roll back: the answer was reverted (the rollback says so, changes nothing)
+        assert flow.start_rollback(s, topology_id=tid).state == "unconfirmed"
         assert flow.start_apply(s, topology_id=tid, confirm=False, watch=False).id > apply_id
