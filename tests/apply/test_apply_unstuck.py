@@ -20,9 +20,10 @@ from service.db import session_scope
 from service.flows import apply as flow
 from service.settings import get_settings
 from service.store import applied
+from tests.builders import site
 from tests.support import free_port, wait_for
 
-from .test_apply_live import _serve, _site, _stored_answer, _up
+from .test_apply_live import SITES, _serve, _stored_answer, _up
 
 pytestmark = pytest.mark.netns
 PARTS = ("sysctls", "endpoints", "limits", "available_ccs")
@@ -31,7 +32,7 @@ PARTS = ("sysctls", "endpoints", "limits", "available_ccs")
 @pytest.fixture(scope="module")
 def bed():
     name = f"au{secrets.token_hex(3)}"
-    spec = parse_spec({"name": name, "sites": [_site("A"), _site("B")],
+    spec = parse_spec({"name": name, "sites": [site("A", SITES["A"]), site("B", SITES["B"])],
                        "defaults": {"delay_ms": 10}})
     try:
         yield tbmod.up(spec)
