@@ -13,14 +13,10 @@ from pathlib import Path
 from probes.localsite import LocalSite, capability_report
 from probes.siteconfig import read_state
 from service.algorithm.topology import TopologySpec
+from tests.builders import site
 
 BIN = Path(sys.executable).parent
 LOCAL, REMOTE = f"A{secrets.token_hex(3)}", f"B{secrets.token_hex(3)}"
-
-
-def _site(name: str, labels: str) -> dict:
-    return {"name": name, "isps": [{"name": f"isp{lb}", "label": lb, "down_kbps": 8000,
-                                    "up_kbps": 8000} for lb in labels]}
 
 
 def _database(tmp_path) -> tuple[int, dict[str, str]]:
@@ -33,7 +29,8 @@ def _database(tmp_path) -> tuple[int, dict[str, str]]:
     engine = make_engine(url)
     with session_scope(engine) as s:
         tid = ensure_topology(s, spec=TopologySpec.model_validate(
-            {"local": _site(LOCAL, "UK"), "remote": _site(REMOTE, "C")})).id
+            {"local": site(LOCAL, [("U", 8000), ("K", 8000)]),
+             "remote": site(REMOTE, [("C", 8000)])})).id
         for name, isps in ((LOCAL, {"U": "192.0.2.1", "K": "192.0.2.2"}),
                            (REMOTE, {"C": "198.51.100.1"})):
             report = capability_report(LocalSite(name, isps))

@@ -11,9 +11,10 @@ import pytest
 
 from probes import siteconfig as sc
 from service.algorithm.topology import TopologySpec
+from tests.builders import site
 from tests.support import wait_for
 
-from .test_apply_live import _serve, _site, _up, bed  # noqa: F401 -- bed: the module's testbed
+from .test_apply_live import SITES, _serve, _up, bed  # noqa: F401 -- bed: the module's testbed
 
 pytestmark = pytest.mark.netns
 
@@ -26,7 +27,8 @@ def _database(tmp_path, bed_name: str) -> tuple[int, str, dict]:
     url = f"sqlite:///{tmp_path / 'mpcoa.sqlite3'}"
     upgrade(url)
     engine = make_engine(url)
-    spec = TopologySpec.model_validate({"local": _site("A"), "remote": _site("B")})
+    spec = TopologySpec.model_validate({"local": site("A", SITES["A"]),
+                                        "remote": site("B", SITES["B"])})
     with session_scope(engine) as s:
         tid = ensure_topology(s, spec=spec,
                               rtts_ms={n: 20.0 for n in spec.subflow_names()}).id
