@@ -40,6 +40,13 @@ def _print_plan(plan: dict) -> None:
                "~ for applications that set their own socket buffers")
     if plan["notes"]:
         typer.echo(f"notes: {', '.join(plan['notes'])}")
+    if not plan["measured"]["measured"]:
+        typer.echo(f"not measured: {plan['measured']['why']} (apply refuses it without "
+                   "--allow-unmeasured)")
+    buffer = plan["buffer"]
+    if buffer.get("capped_by"):
+        typer.echo(f"buffer: {buffer['planned_bytes']} bytes instead of the answer's "
+                   f"{buffer['answer_bytes']}: {buffer['why']}")
 
 
 def apply(
@@ -64,6 +71,9 @@ def apply(
     timeout_s: Annotated[float, typer.Option("--timeout", min=1, max=3600,
                                              help="with site workers: how long to wait for "
                                              "every site's report, s")] = 600.0,
+    allow_unmeasured: Annotated[bool, typer.Option(
+        "--allow-unmeasured", help="apply an answer no probe measured (a provisional one) "
+        "too; without it such an answer is refused")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Apply the topology's newest answer to its sites (endpoints, limits, CC, buffers)."""
@@ -88,6 +98,7 @@ def apply(
                 row = flow.start_apply(s, topology_id=topology_id, confirm=confirm,
                                        seconds=seconds, watch=watch is not False,
                                        hold_s=hold_s, by_hand=site is not None,
+                                       allow_unmeasured=allow_unmeasured,
                                        site_hosts=site is not None or bool(settings.broker_url))
             else:
                 from service.store import applied

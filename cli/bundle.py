@@ -36,21 +36,26 @@ def export(
 ) -> None:
     """Write a campaign's bundle: metadata, every measurement with its evidence and raw outputs,
     the derived Ω, selection, fits and answer (docs/formats.md)."""
-    from service.flows.bundle_export import export_bundle
+    import shutil
+
+    from service.flows.bundle_export import spooled_bundle
 
     ready_database()
     try:
         with session_scope() as s:
-            data = export_bundle(s, campaign_id=campaign_id)
+            spool = spooled_bundle(s, campaign_id=campaign_id)
     except ServiceError as exc:
         fail(exc.message)
     except DBAPIError as exc:
         fail(database_problem(exc))
-    try:
-        output.write_bytes(data)
-    except OSError as exc:
-        fail(f"{output}: {exc.strerror or exc}")
-    typer.echo(f"campaign {campaign_id}: {output} ({len(data)} bytes)")
+    with spool:
+        try:
+            with output.open("wb") as f:
+                shutil.copyfileobj(spool, f)
+                size = f.tell()
+        except OSError as exc:
+            fail(f"{output}: {exc.strerror or exc}")
+    typer.echo(f"campaign {campaign_id}: {output} ({size} bytes)")
 
 
 def import_(

@@ -57,7 +57,11 @@ class Settings(BaseSettings):
     broker_url: str | None = Field(
         default=None, description="Celery broker URL (redis://...); unset: in-process execution"
     )
-    reads_need_token: bool = Field(default=False, description="GET endpoints need a token too")
+    reads_need_token: bool | None = Field(
+        default=None, validate_default=False,
+        description="GET endpoints need a token too (or the dashboard's session cookie); "
+        "unset: yes, unless the server is the embedded kind (a SQLite file, no broker)",
+    )
     auto_migrate: bool = Field(default=True, description="`mpcoa serve` upgrades the schema first")
     host: str = "127.0.0.1"
     # The reverse proxies (TLS terminators) whose X-Forwarded-Proto/-For are believed: comma-
@@ -123,6 +127,9 @@ class Settings(BaseSettings):
     # A finished probe's result is stored again with a backoff for this long while the database
     # is away (a restart); past it the attempt fails and its probe runs again.
     store_retry_s: float = Field(default=60.0, ge=0, le=3600)
+    # The largest socket buffer an apply writes to a host (MiB; the sysctls are C ints holding
+    # twice it): an answer above it, or above what its campaign measured, is planned lower.
+    apply_buffer_ceiling_mib: float = Field(default=128.0, gt=0, lt=1024)
     # A hand-over owed for longer than this (the broker was down) is sent by the sweeper.
     redispatch_after_s: float = Field(default=5.0, ge=0, le=3600)
     # An apply or rollback still in flight this long after it started (a worker or the server
@@ -151,10 +158,19 @@ class Settings(BaseSettings):
             entries.append(str(net) if "/" in entry else str(net.network_address))
         return ",".join(entries)
 
-    @field_validator("database_url", "broker_url", mode="before")
+    @field_validator("database_url", "broker_url", "reads_need_token", mode="before")
     @classmethod
     def _empty_is_unset(cls, value):
         return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _reads_need_token_by_default(self) -> Settings:
+        """Reads show the sites' addresses, kernels and every measurement, and some cost CPU: a
+        shared server (PostgreSQL or a broker: several hosts reach it) wants a token for them.
+        The embedded demo (one SQLite file, on 127.0.0.1 by default) stays open."""
+        if self.reads_need_token is None:
+            self.reads_need_token = not self.is_single_host
+        return self
 
     @model_validator(mode="after")
     def _check_secrets(self) -> Settings:
@@ -239,6 +255,11 @@ class Settings(BaseSettings):
     @property
     def is_embedded(self) -> bool:
         return self.database_url is None
+
+    @property
+    def is_single_host(self) -> bool:
+        """A SQLite file and no broker: nothing but this host's processes share the data."""
+        return self.effective_database_url.startswith("sqlite") and not self.broker_url
 
     @property
     def scheduler_lease_ttl_s(self) -> float:

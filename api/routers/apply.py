@@ -18,7 +18,8 @@ from service.store import applied
 
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]
 ERRORS = {401: {"description": "no valid token"}, 404: {"description": "unknown topology"},
-          409: {"description": "no answer yet, sites not reachable, or an apply in progress"}}
+          409: {"description": "no answer yet, sites not reachable, an apply in progress, or "
+                "(apply) an answer no probe measured without allow_unmeasured"}}
 
 router = APIRouter(tags=["apply"])
 
@@ -34,6 +35,8 @@ class ApplyPlanOut(BaseModel):
     dropped: list[str]
     connect: dict[str, str]
     notes: list[str]
+    measured: dict[str, Any]
+    buffer: dict[str, Any]
     scopes: dict[str, Any]
     sites: list[dict[str, Any]]
 
@@ -50,6 +53,9 @@ class ApplyIn(BaseModel):
                           le=failover_watch.HOLD_S_RANGE[1], allow_inf_nan=False,
                           description="how long a failed link must stay up again before "
                           "the watcher uses it again, s")
+    allow_unmeasured: bool = Field(False, description="apply an answer no probe measured (a "
+                                   "provisional one: no CC, a rule-of-thumb buffer); without "
+                                   "it such an answer is refused with 409")
 
 
 class AppliedOut(BaseModel):
@@ -100,6 +106,7 @@ def post_apply(topology_id: Id, request: Request, session: SessionDep,
     body = body or ApplyIn()
     row = apply_flow.start_apply(session, topology_id=topology_id, confirm=body.confirm,
                                  seconds=body.seconds, watch=body.watch, hold_s=body.hold_s,
+                                 allow_unmeasured=body.allow_unmeasured,
                                  site_hosts=bool(request.app.state.settings.broker_url))
     commit(session)
     # sent now, or owed (the broker is down): 202 with the row either way, `dispatched_at`

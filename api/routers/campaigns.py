@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
+from collections.abc import Iterator
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
+from fastapi.responses import StreamingResponse
 
 from api.deps import Limit, Offset, SessionDep, commit, require_read, require_write
 from api.schemas import (
@@ -21,7 +24,7 @@ from probes.base import ARTIFACT_NAME_PATTERN
 from probes.vocabulary import CongestionControl, PathManager
 from service.errors import Conflict
 from service.flows import measurement_table
-from service.flows.bundle_export import export_bundle
+from service.flows.bundle_export import spooled_bundle
 from service.flows.dispatch import start_campaign
 from service.flows.plan import CampaignParameters
 from service.store import artifacts as artifact_store
@@ -122,7 +125,7 @@ def cancel_campaign(campaign_id: Id, session: SessionDep):
     "/campaigns/{campaign_id}/bundle",
     tags=["campaigns"],
     dependencies=[Depends(require_read)],
-    response_class=Response,
+    response_class=StreamingResponse,
     responses={200: {"description": "the campaign bundle, a .tar.gz (docs/formats.md)",
                      "content": {"application/gzip": {}}},
                404: {"description": "unknown id"}},
@@ -130,9 +133,21 @@ def cancel_campaign(campaign_id: Id, session: SessionDep):
 def download_bundle(campaign_id: Id, session: SessionDep):
     """Everything about one campaign in one file: metadata, every measurement with its evidence
     and raw outputs, the derived Omegas, selection, fits and answer; `mpcoa import` loads it."""
-    data = export_bundle(session, campaign_id=campaign_id)
-    return Response(content=data, media_type="application/gzip", headers={
+    spool = spooled_bundle(session, campaign_id=campaign_id)
+    size = spool.seek(0, io.SEEK_END)
+    spool.seek(0)
+    return StreamingResponse(_chunks(spool), media_type="application/gzip", headers={
+        "Content-Length": str(size),
         "Content-Disposition": f'attachment; filename="mpcoa-campaign-{campaign_id}.tar.gz"'})
+
+
+def _chunks(spool, size: int = 256 * 1024) -> Iterator[bytes]:
+    """The spooled bundle in pieces, then closed (also when the client went away)."""
+    try:
+        while chunk := spool.read(size):
+            yield chunk
+    finally:
+        spool.close()
 
 
 TableFormat = Literal[measurement_table.FORMATS]

@@ -17,8 +17,9 @@ Every other subflow is still established, as backup: the standbys the failover p
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from itertools import combinations
 from typing import Any
+
+import numpy as np
 
 from .topology import TopologySpec
 
@@ -79,6 +80,8 @@ class ApplyPlan:
     connect: dict[str, str]  # where an application's connection starts: source, destination
     sites: list[SitePlan]
     notes: list[str] = field(default_factory=list)
+    # the answer's buffer, what is planned, and which bound lowered it and why (`buffer_bound`)
+    buffer: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,23 +90,52 @@ class ApplyPlan:
 def largest_product(used: list[str], local: list[str], remote: list[str]) -> tuple[list[str],
                                                                                    list[str]]:
     """The local and remote labels whose product is the largest subset of `used` (ties: the one
-    whose subflows come first in `used`, the answer's own order)."""
+    whose subflows come first in `used`, the answer's own order; then the fewest local labels,
+    then the first in `itertools.combinations` order of `local`).
+
+    The largest product inside a set of pairs is a maximum edge biclique, NP-hard in general; but
+    a site has at most MAX_ISPS_PER_SITE (16) ISPs, so every subset of the local labels is
+    scored at once, vectorised: each subset's common remote labels built from a smaller subset's
+    by one AND (2^16 entries), areas from population counts, and the ranks summed only for the
+    subsets of the largest area. 16 x 16 takes milliseconds (benchmarks/apply_plan_search.py),
+    and it picks exactly what trying every combination in turn picks (tests/apply)."""
     pairs = set(used)
     rank = {s: i for i, s in enumerate(used)}
-    cand_local = [lo for lo in local if any(f"{lo}-{r}" in pairs for r in remote)]
-    best: tuple[int, int] = (0, 0)
-    best_ls: list[str] = []
-    best_rs: list[str] = []
-    for k in range(1, len(cand_local) + 1):
-        for ls in combinations(cand_local, k):
-            rs = [r for r in remote if all(f"{lo}-{r}" in pairs for lo in ls)]
-            if not rs:
-                continue
-            size = len(ls) * len(rs)
-            score = (size, -sum(rank[f"{lo}-{r}"] for lo in ls for r in rs))
-            if not best_ls or score > best:
-                best, best_ls, best_rs = score, list(ls), rs
-    return best_ls, best_rs
+    cand = [lo for lo in local if any(f"{lo}-{r}" in pairs for r in remote)]
+    n, m = len(cand), len(remote)
+    if n == 0:
+        return [], []
+    member = np.array([[f"{lo}-{r}" in pairs for r in remote] for lo in cand])
+    weight = 1 << np.arange(m, dtype=np.int64)
+    neighbours = (member * weight).sum(axis=1)
+    common = np.empty(1 << n, dtype=np.int64)  # subset (bit i: cand[i]) -> its common remotes
+    count = np.empty(1 << n, dtype=np.int64)  # subset -> how many local labels
+    common[0], count[0] = (1 << m) - 1, 0
+    for i in range(n):
+        half = 1 << i
+        common[half:2 * half] = common[:half] & neighbours[i]
+        count[half:2 * half] = count[:half] + 1
+    area = count * _popcount(common, m)
+    area[0] = 0
+    tied = np.flatnonzero(area == area.max())
+    bits_l = (tied[:, None] >> np.arange(n)) & 1
+    bits_r = (common[tied][:, None] >> np.arange(m)) & 1
+    ranks = np.array([[rank.get(f"{lo}-{r}", 0) for r in remote] for lo in cand])
+    rank_sum = np.einsum("ti,ij,tj->t", bits_l, ranks, bits_r)
+    # within one size, combinations() comes first to the subset holding the lowest index where
+    # two differ: the one whose bit-reversed mask is larger
+    reversed_mask = (bits_l << np.arange(n - 1, -1, -1)).sum(axis=1)
+    pick = tied[np.lexsort((-reversed_mask, count[tied], rank_sum))[0]]
+    ls = [cand[i] for i in range(n) if pick >> i & 1]
+    rs = [r for j, r in enumerate(remote) if common[pick] >> j & 1]
+    return ls, rs
+
+
+def _popcount(masks: np.ndarray, width: int) -> np.ndarray:
+    bits = np.zeros(masks.shape, dtype=np.int64)
+    for j in range(width):
+        bits += (masks >> j) & 1
+    return bits
 
 
 def plan_sites(
@@ -118,9 +150,11 @@ def plan_sites(
     remote_addrs: dict[str, str],
     builtin_ccs: set[str] | frozenset[str] = frozenset(),
     bpf_ccs: set[str] | frozenset[str] = frozenset(),
+    caps_mib: dict[str, float] | None = None,
 ) -> ApplyPlan:
     """Per site what the answer needs. `*_addrs`: ISP label -> the site's address on it;
-    `builtin_ccs`: controls the kernel has of its own; `bpf_ccs`: the ones a BPF port provides."""
+    `builtin_ccs`: controls the kernel has of its own; `bpf_ccs`: the ones a BPF port provides;
+    `caps_mib`: bounds on the buffer written, by name (`buffer_bound`)."""
     local = [isp.label for isp in spec.local.isps]
     remote = [isp.label for isp in spec.remote.isps]
     for site, labels, addrs in ((spec.local.name, local, local_addrs),
@@ -147,12 +181,12 @@ def plan_sites(
     first = used[0].split("-")
     connect = {"source": local_addrs[first[0]], "destination": remote_addrs[first[1]],
                "source_label": first[0], "destination_label": first[1]}
-    buf = None if obs_mib is None or obs_mib <= 0 else round(obs_mib * MIB)
+    buffer = buffer_bound(obs_mib, caps_mib or {})
+    buf = buffer["planned_bytes"]
     if buf is None:
         notes.append("no_buffer_in_answer")
-    elif 2 * buf > INT_MAX:  # the sysctls and SO_SNDBUF are C ints
-        buf = INT_MAX // 2
-        notes.append(f"buffer_capped_to_kernel_int:{buf}")
+    elif buffer["capped_by"]:
+        notes.append(f"buffer_capped:{buffer['capped_by']}={buf}")
     bpf = None
     if occ and occ not in builtin_ccs:
         if occ in bpf_ccs:
@@ -203,7 +237,35 @@ def plan_sites(
         standby_endpoints=standby_order([e.label for e in receiver_eps if e.backup], 1, r_ids),
     )
     return ApplyPlan(opm=opm, occ=occ, obs_mib=obs_mib, used=used, standbys=standbys,
-                     dropped=dropped, connect=connect, sites=[sender, receiver], notes=notes)
+                     dropped=dropped, connect=connect, sites=[sender, receiver], notes=notes,
+                     buffer=buffer)
+
+
+# Why each bound exists, as the plan states it when the bound lowered the answer's buffer.
+CAP_REASONS = {
+    "largest_measured": "no probe of the answer's campaign ran above this buffer: a larger one "
+                        "is an extrapolation of the fitted curve, not a measured figure",
+    "ceiling": "the configured ceiling (MPCOA_APPLY_BUFFER_CEILING_MIB) on what an apply "
+               "writes to a host",
+    "kernel_int": "the sysctls and SO_SNDBUF are C ints, and the kernel doubles the buffer",
+}
+
+
+def buffer_bound(obs_mib: float | None, caps_mib: dict[str, float]) -> dict[str, Any]:
+    """The buffer a plan writes: the answer's OBS, lowered to the smallest of `caps_mib`
+    (name -> MiB, e.g. largest_measured, ceiling) and to what a C int holds twice; with the
+    bound that lowered it and why."""
+    answer = None if obs_mib is None or obs_mib <= 0 else round(obs_mib * MIB)
+    bounds = {name: round(mib * MIB) for name, mib in caps_mib.items() if mib is not None}
+    bounds["kernel_int"] = INT_MAX // 2
+    out: dict[str, Any] = {"answer_bytes": answer, "planned_bytes": answer, "capped_by": None,
+                           "why": None, "bounds_bytes": bounds}
+    if answer is None:
+        return out
+    name, limit = min(bounds.items(), key=lambda kv: kv[1])
+    if answer > limit:
+        out.update(planned_bytes=limit, capped_by=name, why=CAP_REASONS.get(name, name))
+    return out
 
 
 # ---- against what a site has now ----------------------------------------------------------------

@@ -35,7 +35,7 @@ from ..store import applied
 from ..store import apply_outbox as outbox_store
 from . import apply_outbox, apply_settle, failover_watch
 from .apply_confirm import CONFIRM_SECONDS, confirm, confirm_lasts_s
-from .apply_plan import build_plan
+from .apply_plan import build_plan, refuse_unmeasured
 from .dispatch import _celery_client, site_queue
 
 log = logging.getLogger(__name__)
@@ -48,18 +48,21 @@ BUSY = {"applying": "still applying", "rolling_back": "rolling back"}
 def start_apply(session: Session, *, topology_id: int, confirm: bool = True,
                 seconds: float = CONFIRM_SECONDS, site_hosts: bool = False,
                 watch: bool = True, hold_s: float = failover_watch.HOLD_S,
-                by_hand: bool = False) -> AppliedAnswer:
+                by_hand: bool = False, allow_unmeasured: bool = False) -> AppliedAnswer:
     """A new apply of the topology's newest answer (409 while another one is applying).
 
     `site_hosts`: real sites may be in the plan, because their own workers (Celery queues) or
     their operators (`mpcoa apply ID --site NAME` on each host) apply them; without it only
     the testbed's namespaces may be (this process must never change its own host for a site).
-    `by_hand`: each site's operator runs its side (`--site`): no hand-over, no deadline."""
+    `by_hand`: each site's operator runs its side (`--site`): no hand-over, no deadline.
+    `allow_unmeasured`: apply an answer no probe measured (a provisional one) too."""
     applied.lock_topology(session, topology_id=topology_id)
     busy = applied.busy_apply(session, topology_id=topology_id, states=tuple(BUSY))
     if busy is not None:
         raise Conflict(f"topology {topology_id}: apply {busy.id} is {BUSY[busy.state]}")
     plan = build_plan(session, topology_id)
+    refuse_unmeasured(plan, allow_unmeasured=allow_unmeasured)
+    plan["allow_unmeasured"] = allow_unmeasured
     if not site_hosts and not _can_confirm(plan):
         raise Conflict("the sites are real hosts: they apply through their workers' queues "
                        "(MPCOA_BROKER_URL) or by `mpcoa apply ID --site NAME` on each host")

@@ -24,7 +24,7 @@ from probes.base import ProbeError
 from ..algorithm import apply_plan as algo_plan
 from ..errors import Conflict
 from ..settings import get_settings
-from ..store import applied
+from ..store import applied, measurements
 from .probing import find_testbed
 from .snapshot import TopologySnapshot, snapshot_by_id
 
@@ -74,6 +74,32 @@ def answer_of(session: Session, topology_id: int) -> Recommendation:
     return rec
 
 
+def measured(session: Session, rec: Recommendation) -> dict[str, Any]:
+    """Whether probes measured the answer, and the largest buffer its campaign ran at."""
+    largest = (measurements.largest_buffer(session, campaign_id=rec.campaign_id)
+               if rec.campaign_id is not None else None)
+    if rec.kind != "calibrated":
+        why = (f"answer {rec.id} is {rec.kind}: no probe measured it (its CC is "
+               f"{rec.occ or 'unknown'}, its buffer a rule of thumb)")
+    elif largest is None:
+        why = (f"answer {rec.id} has no measurements to show for it (its campaign is "
+               + ("gone)" if rec.campaign_id is None else f"{rec.campaign_id}, no probe ok)"))
+    else:
+        why = None
+    return {"measured": why is None, "why": why, "largest_buffer_mib": largest}
+
+
+def refuse_unmeasured(plan: dict[str, Any], *, allow_unmeasured: bool) -> None:
+    """An apply writes only what probes measured, unless it asked for the answer as it is."""
+    check = plan["measured"]
+    if check["measured"] or allow_unmeasured:
+        return
+    raise Conflict(f"{check['why']}; refusing to write it to the sites. Calibrate first "
+                   f"(`mpcoa calibrate {plan['topology_id']}`, or wait for the campaign that "
+                   "POST /recommendations queued), or apply it anyway: allow_unmeasured: true "
+                   "(`mpcoa apply --allow-unmeasured`)")
+
+
 def _builtin_ccs(current: dict[str, Any] | None) -> set[str]:
     """What the sender's kernel offers of its own: the available CCs less our BPF ports."""
     have = set((current or {}).get("available_ccs", []))
@@ -91,6 +117,10 @@ def build_plan(session: Session, topology_id: int) -> dict[str, Any]:
     where = places(session, snap)
     local, remote = where[snap.spec.local.name], where[snap.spec.remote.name]
     outputs = rec.outputs or {}
+    check = measured(session, rec)
+    caps = {"ceiling": get_settings().apply_buffer_ceiling_mib}
+    if check["largest_buffer_mib"] is not None:
+        caps["largest_measured"] = check["largest_buffer_mib"]
     try:
         plan = algo_plan.plan_sites(
             snap.spec, opm=rec.opm, occ=rec.occ, obs_mib=rec.obs_mib,
@@ -98,6 +128,7 @@ def build_plan(session: Session, topology_id: int) -> dict[str, Any]:
             standby_subflows=list(outputs.get("standby_subflows") or []),
             local_addrs=local.addresses, remote_addrs=remote.addresses,
             builtin_ccs=_builtin_ccs(local.current), bpf_ccs=set(bpf_cc.SUPPORTED),
+            caps_mib=caps,
         )
     except ValueError as exc:
         raise Conflict(str(exc)) from exc
@@ -133,6 +164,8 @@ def build_plan(session: Session, topology_id: int) -> dict[str, Any]:
         "dropped": plan.dropped,
         "connect": plan.connect,
         "notes": plan.notes,
+        "measured": check,
+        "buffer": plan.buffer,
         "scopes": {"kernel": platform.release(), "per_netns": list(algo_plan.PER_NETNS),
                    "host_wide": list(algo_plan.HOST_WIDE)},
         "sites": sites,

@@ -19,8 +19,9 @@ import json
 import re
 import tarfile
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel
 
@@ -50,15 +51,23 @@ def write(bundle: Bundle) -> bytes:
     """The bundle as .tar.gz bytes (members in a fixed order, mtime 0: the same rows give the
     same file apart from gzip's header)."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-        _add(tar, DOCUMENT, json.dumps(bundle.document, indent=1, allow_nan=False).encode())
-        for name in TABLES:
-            if name in bundle.tables:
-                _add(tar, name, bundle.tables[name])
-        for index in sorted(bundle.artifacts):
-            for name, data in sorted(bundle.artifacts[index].items()):
-                _add(tar, f"artifacts/{index}/{name}", data)
+    write_to(buf, bundle.document, bundle.tables,
+             ((index, name, data) for index in sorted(bundle.artifacts)
+              for name, data in sorted(bundle.artifacts[index].items())))
     return buf.getvalue()
+
+
+def write_to(fileobj: BinaryIO, document: dict[str, Any], tables: dict[str, bytes],
+             artifacts: Iterable[tuple[int, str, bytes]]) -> None:
+    """Write the bundle into `fileobj` as `write` does, the artifacts taken one at a time from
+    `artifacts` ((index, name, content), in order): only one raw output is held at once."""
+    with tarfile.open(fileobj=fileobj, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        _add(tar, DOCUMENT, json.dumps(document, indent=1, allow_nan=False).encode())
+        for name in TABLES:
+            if name in tables:
+                _add(tar, name, tables[name])
+        for index, name, data in artifacts:
+            _add(tar, f"artifacts/{index}/{name}", data)
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import platform
-from typing import Any
+import tempfile
+from typing import Any, BinaryIO
 
 from sqlalchemy.orm import Session
 
@@ -19,25 +21,63 @@ from . import bundle_archive as archive
 from . import measurement_table
 from .selected import selection_note
 
+# A bundle is built in a temporary file: in memory up to this size, on disk beyond it.
+SPOOL_BYTES = 8 * 2**20
+
 
 def export_bundle(session: Session, *, campaign_id: int) -> bytes:
     """The campaign's bundle (.tar.gz bytes); NotFound for an unknown campaign."""
-    return archive.write(build_bundle(session, campaign_id=campaign_id))
+    buf = io.BytesIO()
+    write_bundle(session, campaign_id=campaign_id, fileobj=buf)
+    return buf.getvalue()
+
+
+def spooled_bundle(session: Session, *, campaign_id: int) -> BinaryIO:
+    """The campaign's bundle in a temporary file, at its start: memory stays bounded however
+    many raw outputs the campaign holds (the caller closes it; NotFound before anything is
+    written for an unknown campaign)."""
+    spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115 -- the caller's
+    try:
+        write_bundle(session, campaign_id=campaign_id, fileobj=spool)
+        spool.seek(0)
+    except BaseException:
+        spool.close()
+        raise
+    return spool
+
+
+def write_bundle(session: Session, *, campaign_id: int, fileobj: BinaryIO) -> None:
+    """Write the bundle into `fileobj`, reading each raw output from the database only when its
+    turn comes (the rows, the tables and one raw output are in memory at once)."""
+    document, tables, listed = _contents(session, campaign_id=campaign_id)
+    archive.write_to(fileobj, document, tables, (
+        (k, name, artifact_store.get_artifact(session, measurement_id=mid, name=name)[1])
+        for k, mid, name in listed))
 
 
 def build_bundle(session: Session, *, campaign_id: int) -> archive.Bundle:
+    """The bundle with every raw output in memory (`export_bundle`'s contents, to inspect)."""
+    document, tables, listed = _contents(session, campaign_id=campaign_id)
+    artifacts: dict[int, dict[str, bytes]] = {}
+    for k, mid, name in listed:
+        artifacts.setdefault(k, {})[name] = artifact_store.get_artifact(
+            session, measurement_id=mid, name=name)[1]
+    return archive.Bundle(document=document, artifacts=artifacts, tables=tables)
+
+
+def _contents(session: Session, *, campaign_id: int):
+    """The document, the tables, and the raw outputs to add: (index in the document,
+    measurement id, name), in the archive's order."""
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
     topology = inventory.get_topology(session, topology_id=campaign.topology_id)
     measured = measurements.list_runs(session, campaign_id=campaign.id,
                                       phases=measurement_table.PHASES)
     index_of = {m.id: k for k, m in enumerate(measured)}
-    artifacts: dict[int, dict[str, bytes]] = {}
+    to_add: list[tuple[int, int, str]] = []
     listed: dict[int, list[dict[str, Any]]] = {}
     for a in rows.artifact_rows(session, measurement_ids=list(index_of)):
-        _media, data = artifact_store.get_artifact(
-            session, measurement_id=a.measurement_id, name=a.name)
         k = index_of[a.measurement_id]
-        artifacts.setdefault(k, {})[a.name] = data
+        to_add.append((k, a.measurement_id, a.name))
         listed.setdefault(k, []).append(
             {"name": a.name, "media_type": a.media_type, "size": a.size,
              "path": f"artifacts/{k}/{a.name}"})
@@ -71,12 +111,9 @@ def build_bundle(session: Session, *, campaign_id: int) -> archive.Bundle:
         "events": [rows.to_json(e) for e in rows.event_rows(session, campaign_id=campaign.id)],
     }
     table = measurement_table.table_rows(measured)
-    return archive.Bundle(
-        document=document,
-        artifacts=artifacts,
-        tables={"measurements.csv": measurement_table.to_csv(table),
-                "measurements.parquet": measurement_table.to_parquet(table)},
-    )
+    tables = {"measurements.csv": measurement_table.to_csv(table),
+              "measurements.parquet": measurement_table.to_parquet(table)}
+    return document, tables, sorted(to_add)
 
 
 def topology_document(topology: Topology) -> dict[str, Any]:

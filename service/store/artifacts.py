@@ -86,8 +86,11 @@ def artifact_names(session: Session, *, measurement_ids: list[int]) -> dict[int,
 
 def get_artifact(session: Session, *, measurement_id: int, name: str) -> tuple[str, bytes]:
     """(media type, decompressed content); NotFound when the measurement or name is absent."""
-    row = session.scalar(select(MeasurementArtifact).where(
-        MeasurementArtifact.measurement_id == measurement_id, MeasurementArtifact.name == name))
+    # columns, not the row: a loaded row would keep its bytes in the session for as long as it
+    # lives (a bundle reads every artifact of a campaign through one session)
+    row = session.execute(select(MeasurementArtifact.media_type, MeasurementArtifact.gzip_data)
+                          .where(MeasurementArtifact.measurement_id == measurement_id,
+                                 MeasurementArtifact.name == name)).first()
     if row is None:
         raise NotFound(f"measurement {measurement_id} has no artifact {name!r}")
     return row.media_type, gzip.decompress(row.gzip_data)

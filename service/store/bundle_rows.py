@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import inspect, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from models import (
     ImpactFactor,
@@ -63,9 +63,11 @@ def event_rows(session: Session, *, campaign_id: int) -> list[RecalibrationEvent
 def artifact_rows(session: Session, *, measurement_ids: list[int]) -> list[MeasurementArtifact]:
     if not measurement_ids:
         return []
+    # their content is read one at a time when written (artifacts.get_artifact), never all
     return list(session.scalars(
         select(MeasurementArtifact)
         .where(MeasurementArtifact.measurement_id.in_(measurement_ids))
+        .options(defer(MeasurementArtifact.gzip_data))
         .order_by(MeasurementArtifact.measurement_id, MeasurementArtifact.name)
     ))
 

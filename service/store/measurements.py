@@ -304,3 +304,9 @@ def failure_entry(m: Measurement) -> dict[str, Any]:
         "excluded_subflow": m.excluded_subflow,
         "error": m.error,
     }
+
+
+def largest_buffer(session: Session, *, campaign_id: int) -> float | None:
+    """The largest buffer (MiB) a probe of the campaign ran at and measured; None: none did."""
+    return session.scalar(select(func.max(Measurement.bs_mib)).where(
+        Measurement.campaign_id == campaign_id, Measurement.status == "ok"))

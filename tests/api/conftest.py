@@ -43,9 +43,13 @@ HAW = {
 
 @pytest.fixture
 def settings(tmp_path, database_url) -> Settings:
-    # The API's own tests only queue campaigns; running them is tests/workers' business.
+    # The API's own tests only queue campaigns; running them is tests/workers' business. On
+    # PostgreSQL reads need a token by default: these tests read the pages and answers
+    # themselves, so reads are open here; the policy has tests of its own
+    # (test_read_tokens.py, test_browser_session.py).
     return Settings(
-        database_url=database_url, data_dir=tmp_path, run_campaigns=False, _env_file=None
+        database_url=database_url, data_dir=tmp_path, run_campaigns=False,
+        reads_need_token=False, _env_file=None
     )
 
 

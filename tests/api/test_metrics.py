@@ -110,7 +110,14 @@ def test_queue_depths_come_from_the_broker(tmp_path, pg_database_url, session_fa
         client.rpush("mpcoa.control", b"{}")
         settings = Settings(database_url=pg_database_url, broker_url=url, data_dir=tmp_path,
                             run_campaigns=False, _env_file=None)
+        # a broker: a shared server, whose reads (the metrics too) need a token
+        from service.store import tokens
+
+        reader = tokens.create_token(db_session, name="metrics-reader", scope="read")
+        db_session.commit()
         with TestClient(create_app(settings, session_factory=session_factory)) as c:
+            assert c.get("/metrics").status_code == 401
+            c.headers["Authorization"] = f"Bearer {reader}"
             samples = scrape(c)
         client.close()
     assert value(samples, "mpcoa_queue_depth", queue="site.SRL") == 2

@@ -59,7 +59,7 @@ def test_parallel_site_and_topology_creation_is_201_or_409(race, race_url):
     codes = Counter(r.status_code for r in _parallel(client, posts))
     assert codes == {201: 1, 409: PARALLEL - 1}, codes
     hu = client.post("/sites", json=HU, headers=auth).json()["id"]
-    srl = client.get("/sites").json()["items"][0]["id"]
+    srl = client.get("/sites", headers=auth).json()["items"][0]["id"]
     body = {"local_site_id": srl, "remote_site_id": hu}
     posts = [lambda c: c.post("/topologies", json=body, headers=auth)] * PARALLEL
     replies = _parallel(client, posts)

@@ -317,8 +317,9 @@ def _stored_answer(tmp_path: Path, bed) -> tuple[int, str, dict]:
     """A SQLite database with the testbed's topology and an answer that uses U (U-C, U-D)
     with K standing by, a write token, and the environment `mpcoa` runs with against it."""
     from service.db import make_engine, session_scope, upgrade
-    from service.store import recommendations, tokens
+    from service.store import tokens
     from service.store.inventory import ensure_topology
+    from tests.apply.measured import measured_answer
 
     url = f"sqlite:///{tmp_path / 'mpcoa.sqlite3'}"
     upgrade(url)
@@ -326,11 +327,8 @@ def _stored_answer(tmp_path: Path, bed) -> tuple[int, str, dict]:
     with session_scope(engine) as s:
         tid = ensure_topology(s, spec=TopologySpec.model_validate(
             {"local": site("A", SITES["A"]), "remote": site("B", SITES["B"])})).id
-        recommendations.add_recommendation(
-            s, topology_id=tid, kind="calibrated", delta=0.07, bs_min_mib=0.0625,
-            bs_max_mib=4.0, inputs={}, opm="PCDC", occ="reno", obs_mib=0.5, otp_mbps=7.0,
-            tp_max_mbps=7.5, traditional={}, provenance={},
-            outputs={"subflows_used": ["U-C", "U-D"], "standby_subflows": ["K-C", "K-D"]})
+        measured_answer(s, tid, outputs={"subflows_used": ["U-C", "U-D"],
+                                         "standby_subflows": ["K-C", "K-D"]})
         token = tokens.create_token(s, name=f"live{secrets.token_hex(3)}")
     engine.dispose()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPCOA_")}

@@ -85,7 +85,10 @@ def live(dashboard_db, tmp_path_factory) -> Iterator[Live]:
     url, seeded, token = dashboard_db
     data_dir = tmp_path_factory.mktemp("dashboard-data")
     # Campaigns are recorded but never run here: the tests play the workers themselves.
-    settings = Settings(database_url=url, data_dir=data_dir, run_campaigns=False, _env_file=None)
+    # Reads open: these tests look at the pages, not at the login (test_browser_session.py
+    # and test_read_tokens.py: the pages behind PostgreSQL's default, closed reads).
+    settings = Settings(database_url=url, data_dir=data_dir, run_campaigns=False,
+                        reads_need_token=False, _env_file=None)
     app = create_app(settings)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

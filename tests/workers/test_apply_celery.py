@@ -139,7 +139,7 @@ def test_each_site_worker_watches_its_own_site(committed_db, broker_url, worker_
     from probes import pidfile, siteapply
     from probes import siteconfig as sc
     from probes import testbed as tbmod
-    from service.store import recommendations
+    from tests.apply.measured import measured_answer
     from tests.support import wait_for
 
     local, remote = site_names()
@@ -153,12 +153,8 @@ def test_each_site_worker_watches_its_own_site(committed_db, broker_url, worker_
         engine = make_engine(committed_db)
         with session_scope(engine) as s:
             tid = ensure_topology(s, spec=TopologySpec.model_validate(topo)).id
-            recommendations.add_recommendation(
-                s, topology_id=tid, kind="calibrated", delta=0.07, bs_min_mib=0.0625,
-                bs_max_mib=4.0, inputs={}, opm="PCDC", occ="reno", obs_mib=0.5,
-                otp_mbps=7.0, tp_max_mbps=7.5, traditional={}, provenance={},
-                outputs={"subflows_used": ["U-C", "U-D"],
-                         "standby_subflows": ["U-E", "K-C", "K-D", "K-E"]})
+            measured_answer(s, tid, outputs={"subflows_used": ["U-C", "U-D"],
+                                             "standby_subflows": ["U-E", "K-C", "K-D", "K-E"]})
         engine.dispose()
         env = worker_env(committed_db, broker_url, tmp_path, MPCOA_APPLY_STATE=str(state),
                          MPCOA_TESTBED=name)

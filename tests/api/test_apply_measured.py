@@ -1,0 +1,117 @@
+"""Only measured answers are applied unless asked for, and a plan's buffer stays within what the
+answer's campaign measured and the configured ceiling. Real sites known by their workers'
+reports: nothing here changes a host."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from probes.localsite import LocalSite, capability_report
+from probes.siteconfig import read_state
+from service.errors import Conflict
+from service.flows import apply as apply_flow
+from service.settings import get_settings
+from service.store import artifacts
+from tests.apply.measured import measured_answer
+
+from .conftest import HU, SRL
+
+pytestmark = pytest.mark.postgres
+
+LOCAL, REMOTE = f"SRL{secrets.token_hex(3)}", f"HU{secrets.token_hex(3)}"
+MIB = 2**20
+
+
+@pytest.fixture
+def tid(client, auth, db_session) -> int:
+    a = client.post("/sites", json={**SRL, "name": LOCAL}, headers=auth).json()
+    b = client.post("/sites", json={**HU, "name": REMOTE}, headers=auth).json()
+    rtts = {f"{lo}-{r}": 300.0 for lo in "UKPT" for r in ("C", "CU")}
+    r = client.post("/topologies", json={"local_site_id": a["id"], "remote_site_id": b["id"],
+                                         "rtts_ms": rtts}, headers=auth)
+    for name, isps in ((LOCAL, {"U": "192.0.2.1", "K": "192.0.2.2", "P": "192.0.2.3",
+                                "T": "192.0.2.4"}),
+                       (REMOTE, {"C": "198.51.100.1", "CU": "198.51.100.2"})):
+        report = capability_report(LocalSite(name, isps))
+        report["config"] = read_state(None)
+        artifacts.save_capabilities(db_session, site_name=name, report=report)
+    db_session.commit()
+    return r.json()["id"]
+
+
+def _changes(plan: dict) -> dict:
+    return {c["key"]: c for c in plan["sites"][0]["changes"]}
+
+
+def test_a_provisional_answer_is_refused_unless_asked_for(client, auth, db_session, tid):
+    ans = client.post("/recommendations", json={"topology_id": tid}, headers=auth)
+    assert ans.status_code == 202 and ans.json()["provisional"], ans.text
+    plan = client.get(f"/topologies/{tid}/apply-plan", headers=auth).json()
+    assert plan["measured"]["measured"] is False
+    assert "provisional: no probe measured it" in plan["measured"]["why"]
+
+    r = client.post(f"/topologies/{tid}/apply", json={}, headers=auth)
+    assert r.status_code == 409, r.text
+    detail = r.json()["detail"]
+    assert "provisional: no probe measured it" in detail and "allow_unmeasured" in detail
+    assert client.get(f"/topologies/{tid}/applied", headers=auth).json() == []
+    r = client.post(f"/topologies/{tid}/apply", json={"allow_unmeasured": "perhaps"},
+                    headers=auth)
+    assert r.status_code == 422
+    # asked for: past the check (these sites then apply through their own workers only)
+    r = client.post(f"/topologies/{tid}/apply", json={"allow_unmeasured": True}, headers=auth)
+    assert r.status_code == 409 and "real hosts" in r.json()["detail"]
+    with pytest.raises(Conflict, match="allow_unmeasured"):
+        apply_flow.start_apply(db_session, topology_id=tid, site_hosts=True)
+    row = apply_flow.start_apply(db_session, topology_id=tid, site_hosts=True,
+                                 allow_unmeasured=True)
+    assert row.state == "applying" and row.plan["allow_unmeasured"] is True
+    assert row.plan["answer"]["kind"] == "provisional"
+    db_session.rollback()
+
+
+def test_a_calibrated_answer_without_measurements_is_unmeasured(client, auth, db_session, tid):
+    rec = measured_answer(db_session, tid, outputs={"subflows_used": ["U-C"]})
+    rec.campaign_id = None  # its campaign deleted: nothing shows what was measured
+    db_session.commit()
+    r = client.post(f"/topologies/{tid}/apply", json={}, headers=auth)
+    assert r.status_code == 409 and "no measurements to show for it" in r.json()["detail"]
+
+
+def test_an_answer_of_a_million_mib_is_planned_within_its_measurements(client, auth,
+                                                                       db_session, tid):
+    """As an imported answer with obs_mib 1e6 was planned: rmem_max 1 GiB, tcp_rmem 2 GiB."""
+    measured_answer(db_session, tid, largest_mib=30.0, obs_mib=1e6,
+                    outputs={"subflows_used": ["U-C", "K-C"]})
+    db_session.commit()
+    plan = client.get(f"/topologies/{tid}/apply-plan", headers=auth).json()
+    assert plan["measured"] == {"measured": True, "why": None, "largest_buffer_mib": 30.0}
+    assert plan["buffer"]["capped_by"] == "largest_measured"
+    assert plan["buffer"]["answer_bytes"] == round(1e6 * MIB)
+    assert f"buffer_capped:largest_measured={30 * MIB}" in plan["notes"]
+    changes = _changes(plan)
+    assert changes["net.core.rmem_max"]["minimum"] == 30 * MIB
+    assert changes["net.ipv4.tcp_rmem"]["after"].split()[2] == str(60 * MIB)
+    assert plan["sites"][0]["socket_buffer_bytes"] == 30 * MIB
+
+
+def test_the_configured_ceiling_bounds_a_plan(client, auth, db_session, tid, monkeypatch):
+    measured_answer(db_session, tid, largest_mib=30.0, obs_mib=24.0,
+                    outputs={"subflows_used": ["U-C"]})
+    db_session.commit()
+    monkeypatch.setenv("MPCOA_APPLY_BUFFER_CEILING_MIB", "16")
+    get_settings.cache_clear()
+    try:
+        plan = client.get(f"/topologies/{tid}/apply-plan", headers=auth).json()
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+    assert plan["buffer"]["capped_by"] == "ceiling" and plan["buffer"]["planned_bytes"] == \
+        16 * MIB
+    assert "MPCOA_APPLY_BUFFER_CEILING_MIB" in plan["buffer"]["why"]
+    assert _changes(plan)["net.ipv4.tcp_wmem"]["after"].split()[2] == str(32 * MIB)
+    # the default ceiling (128 MiB) leaves a measured 24 MiB as it is
+    plan = client.get(f"/topologies/{tid}/apply-plan", headers=auth).json()
+    assert plan["buffer"]["capped_by"] is None and plan["buffer"]["planned_bytes"] == 24 * MIB
