@@ -316,9 +316,10 @@ def worker(
     ])
 
 
-def _served_elsewhere(app, queue: str, timeout_s: float = 1.0) -> list[str]:
-    """The live workers on other hosts that consume `queue` (a broadcast to every worker): a
-    second host started as the same site would run, and apply, that site's tasks too."""
+def _served_elsewhere(app, queue: str, timeout_s: float = 3.0) -> list[str]:
+    """The live workers on other hosts that consume `queue` (a broadcast to every worker, given
+    3 s: a worker on a busy host answered 1 s too late): a second host started as the same site
+    would run, and apply, that site's tasks too."""
     import socket
 
     try:

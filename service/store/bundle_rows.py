@@ -26,7 +26,7 @@ from .results import finite_json
 # Columns that name rows of one database, or a campaign's life in flight: never exported.
 _LOCAL = {
     "id", "campaign_id", "topology_id", "measurement_id", "recommendation_id",
-    "previous_campaign_id", "lease_id", "lease_step", "lease_until", "task_id",
+    "previous_campaign_id", "lease_id", "lease_owner", "lease_step", "lease_until", "task_id",
     "dispatched_at", "site_wait_at", "updated_at",
 }
 

@@ -143,6 +143,9 @@ def test_plain_tcp_is_reno(testbed2x2, coupled_ccs, cc):
     """Without the MPTCP ULP there is no connection to couple with: Reno's halving on loss,
     and nothing is stored in the coupling map."""
     C.ensure_loaded([cc])
+    # entries of connections that are not this test's (an MPTCP connection of an earlier
+    # registration still closing) may be in a map of that name: this flow must add none
+    held = _map_entries(f"mpcoa_c_{cc}")
     for _attempt in range(2):
         out = tcp_flow(testbed2x2, cc, 4.0, 5321)
         assert out["cc"] == cc
@@ -152,7 +155,7 @@ def test_plain_tcp_is_reno(testbed2x2, coupled_ccs, cc):
     assert len(ev) >= 3, (len(ev), out["samples"][-1])
     ratios = [round(ssth / w, 3) for w, ssth, _ in ev if w]
     assert abs(statistics.median(ratios) - 0.5) <= 0.04, ratios
-    assert _map_entries(f"mpcoa_c_{cc}") == 0
+    assert _map_entries(f"mpcoa_c_{cc}") <= held
 
 
 def _map_entries(name: str) -> int:

@@ -21,8 +21,9 @@ from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope
 from service.flows import apply_outbox
 from service.settings import Settings, get_settings
-from service.store import recommendations, tokens
+from service.store import tokens
 from service.store.inventory import ensure_topology
+from tests.apply.measured import measured_answer
 from tests.support import wait_for
 
 from .conftest import topology_body, worker_env
@@ -48,11 +49,8 @@ def topology(committed_db, sites) -> int:
     engine = make_engine(committed_db)
     with session_scope(engine) as s:
         tid = ensure_topology(s, spec=TopologySpec.model_validate(topology_body(*sites))).id
-        recommendations.add_recommendation(
-            s, topology_id=tid, kind="calibrated", delta=0.07, bs_min_mib=0.0625,
-            bs_max_mib=4.0, inputs={}, opm="PCDC", occ="reno", obs_mib=0.5, otp_mbps=1.0,
-            tp_max_mbps=1.5, traditional={}, provenance={},
-            outputs={"subflows_used": ["F-U"], "standby_subflows": ["A-U"]})
+        measured_answer(s, tid, otp_mbps=1.0, tp_max_mbps=1.5,
+                        outputs={"subflows_used": ["F-U"], "standby_subflows": ["A-U"]})
     engine.dispose()
     return tid
 
