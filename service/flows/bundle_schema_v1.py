@@ -31,6 +31,8 @@ from .bundle_fields import STRICT, Int, Items, Json, JsonObject, Num, Raw, Text,
 
 CC = Annotated[str, Field(pattern=CC_PATTERN)]
 Mib = Num(0, 1_000_000, gt=True)  # the API's buffer bound (flows/plan.Mib)
+# a probe's buffer: 0 where it ran on the kernel's autotuned buffers (the impact phase)
+ProbeMib = Num(0, 1_000_000)
 Mbps = Num(0, lim.MAX_MBPS)
 Ms = Num(0, lim.MAX_RTT_MS)
 Bytes = Int(0, lim.MAX_BYTES)
@@ -224,7 +226,7 @@ class MeasurementRow(BaseModel):
     phase: Literal[MEASUREMENT_PHASES]
     pm: PathManager
     cc: CC
-    bs_mib: Mib
+    bs_mib: ProbeMib
     run: Int(0, lim.MAX_RUN_INDEX)
     excluded_subflow: Variant = ""
     subflows: Subflows
