@@ -4,6 +4,7 @@ memory a download takes stays bounded however many raw outputs the campaign hold
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import io
 import os
 import tarfile
@@ -50,7 +51,10 @@ def _drain(response: StreamingResponse) -> tuple[int, int]:
             total, chunks = total + len(chunk), chunks + 1
         return total, chunks
 
-    return asyncio.run(read())
+    # a thread of its own: a test before this one in the process may have left an event loop
+    # running in this thread, where asyncio.run refuses to start
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, read()).result()
 
 
 def test_the_route_streams_from_a_spooled_file_in_bounded_memory(db_session, heavy,

@@ -137,7 +137,7 @@ def test_every_sequence_rolls_back_to_the_site_before_the_first_apply(site, tmp_
     assert sc.read_state(ns) == before
 
 
-def test_the_issues_case_apply_twice_then_roll_back(site, tmp_path):
+def test_apply_twice_then_roll_back_restores_what_the_second_did_not_change(site, tmp_path):
     """Apply A, apply A again (nothing left to change), roll back: the values from before
     the first apply, including those the second apply no longer journaled as changes."""
     ns, addrs = site
