@@ -303,10 +303,6 @@ def worker(
         set_local_site(resolve_local_site(site[0], list(isp)))  # validated by the report
     from workers.app import CONTROL_QUEUE, app, site_queue
 
-    for name in site:
-        if others := _served_elsewhere(app, site_queue(name)):
-            fail(f"site {name} is already served from another host ({', '.join(others)}): each "
-                 "host is one site, give this one its own --site (compose: MPCOA_SITE)")
     queues = [site_queue(n) for n in site] + ([CONTROL_QUEUE] if control else [])
     # solo pool: the probe runs in the worker process itself, one at a time per site, and a
     # killed worker takes its probe with it (the task is delivered again: acks_late).
@@ -314,22 +310,6 @@ def worker(
         "worker", "-Q", ",".join(queues), "-P", "solo",
         "-n", f"mpcoa-{'-'.join(site)}@%h", "--loglevel", "INFO",
     ])
-
-
-def _served_elsewhere(app, queue: str, timeout_s: float = 3.0) -> list[str]:
-    """The live workers on other hosts that consume `queue` (a broadcast to every worker, given
-    3 s: a worker on a busy host answered 1 s too late): a second host started as the same site
-    would run, and apply, that site's tasks too."""
-    import socket
-
-    try:
-        replies = app.control.inspect(timeout=timeout_s).active_queues() or {}
-    except Exception:  # the broker is down: the worker's own start reports that
-        return []
-    here = socket.gethostname()
-    return sorted(worker for worker, queues in replies.items()
-                  if worker.rpartition("@")[2] != here
-                  and any(isinstance(q, dict) and q.get("name") == queue for q in queues or []))
 
 
 def _site_report(name: str, isp_options: list[str]) -> dict:
