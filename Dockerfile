@@ -1,7 +1,11 @@
 # The one image of mpcoa: API, workers, beat (docker-compose.yml picks the command).
 FROM python:3.11-slim-bookworm
+# Probe tools, and the BPF toolchain a site worker compiles and registers its congestion
+# controls with (probes/bpf_cc: clang, bpftool, libbpf's headers); the same list as
+# scripts/debian-packages.txt's for the product (not its tests').
 RUN apt-get update \
- && apt-get install -y --no-install-recommends iproute2 procps iperf3 mptcpize \
+ && apt-get install -y --no-install-recommends iproute2 procps kmod iperf3 mptcpize \
+      clang bpftool libbpf-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml README.md alembic.ini ./
@@ -13,6 +17,8 @@ COPY workers workers
 COPY probes probes
 COPY cli cli
 RUN pip install --no-cache-dir . "celery[redis]>=5.3" "flower>=2.0"
+# The control host's services run unprivileged; docker-compose.yml's site-worker runs as root
+# with the capabilities it lists (it writes the host's sysctls and registers BPF controls).
 RUN useradd --system --uid 10001 mpcoa
 USER mpcoa
 EXPOSE 8000

@@ -32,8 +32,10 @@ class PrivatePostgres:
         subprocess.run(["runuser", "-u", "postgres", "--", *argv], check=True,
                        capture_output=True, timeout=120)
 
-    def start(self) -> None:
-        opts = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+    def start(self, *extra: str) -> None:
+        """`extra`: more server options (`-c name=value`), e.g. TLS."""
+        opts = " ".join([f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1",
+                         "-c fsync=off", *extra])
         self._as_postgres([str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", opts, "-w",
                            "-l", str(self.root / "log"), "start"])
 
@@ -49,17 +51,23 @@ class PrivatePostgres:
 
 
 class PrivateRedis:
-    """redis-server on a free port with an append-only file: a restart keeps queued tasks."""
+    """redis-server on a free port with an append-only file: a restart keeps queued tasks.
+    `tls`: the port speaks TLS only, with `tls`'s server.crt/server.key (no plain port)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: Path | None = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="mpcoa-redis-"))
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.tls = tls
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
+        ports = ["--port", str(self.port)] if self.tls is None else [
+            "--port", "0", "--tls-port", str(self.port), "--tls-cert-file",
+            str(self.tls / "server.crt"), "--tls-key-file", str(self.tls / "server.key"),
+            "--tls-ca-cert-file", str(self.tls / "ca.crt"), "--tls-auth-clients", "no"]
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
+            ["redis-server", *ports, "--bind", "127.0.0.1", "--dir",
              str(self.dir), "--appendonly", "yes", "--save", ""],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(lambda: listening(self.port), 20, "redis to listen")

@@ -18,16 +18,17 @@ def _depends(service: dict) -> dict:
     return deps if isinstance(deps, dict) else {d: {} for d in deps}
 
 
+MPCOA_SERVICES = ("api", "control-worker", "site-worker", "beat", "flower")
+
+
 def test_services_images_and_healthchecks():
     services = _compose()["services"]
-    workers = {n: s for n, s in services.items() if n.startswith("worker-")}
-    assert {"postgres", "redis", "api", "beat", "flower"} <= set(services)
-    assert len(workers) >= 2
+    assert {"postgres", "redis", *MPCOA_SERVICES} == set(services)
     assert services["postgres"]["image"].startswith("postgres:15")
     assert services["redis"]["image"].startswith("redis:")
     for name, service in services.items():
         assert "healthcheck" in service and service["healthcheck"]["test"], name
-    mpcoa = [services[n] for n in ("api", "beat", "flower", *workers)]
+    mpcoa = [services[n] for n in MPCOA_SERVICES]
     assert all(s["image"] == "${MPCOA_IMAGE:-mpcoa:latest}" for s in mpcoa)
     assert (REPO / "Dockerfile").exists()
 
@@ -35,17 +36,13 @@ def test_services_images_and_healthchecks():
 def test_commands_and_queues():
     services = _compose()["services"]
     assert services["api"]["command"][:2] == ["mpcoa", "serve"]
-    queues = []
-    for name, service in services.items():
-        if name.startswith("worker-"):
-            cmd = service["command"]
-            assert cmd[:4] == ["celery", "-A", "workers.app", "worker"]
-            # Its own site's queue, plus the shared control queue (resume, beat's tasks).
-            own = [q for q in cmd[cmd.index("-Q") + 1].split(",") if q != "mpcoa.control"]
-            assert len(own) == 1 and own[0].startswith("site."), own
-            queues.append(own[0])
-            assert cmd[cmd.index("-P") + 1] == "solo"  # one probe at a time per site
-    assert len(queues) == len(set(queues)), "one queue per site"
+    # The control host's worker takes the control queue only: no site's probes run there (a
+    # worker without its ISPs would look for an emulated testbed that a real host does not have).
+    cmd = services["control-worker"]["command"]
+    assert cmd[:4] == ["celery", "-A", "workers.app", "worker"]
+    assert cmd[cmd.index("-Q") + 1] == "mpcoa.control"
+    site = [n for n, s in services.items() if "--site" in s.get("command", [])]
+    assert site == ["site-worker"]
     beats = [n for n, s in services.items() if "beat" in s.get("command", [])]
     assert beats == ["beat"] and services["beat"]["deploy"]["replicas"] == 1
     assert "flower" in services["flower"]["command"]
@@ -57,7 +54,7 @@ def test_dependencies_wait_for_health():
     assert api["postgres"]["condition"] == "service_healthy"
     assert api["redis"]["condition"] == "service_healthy"
     for name, service in services.items():
-        if name.startswith("worker-") or name == "beat":
+        if name in ("control-worker", "beat"):
             deps = _depends(service)
             assert {"postgres", "redis", "api"} <= set(deps), name
             assert all(d["condition"] == "service_healthy" for d in deps.values())
@@ -127,15 +124,53 @@ def test_compose_config_fails_without_secrets(tmp_path):
 
 
 def test_site_worker_profile():
-    """A real site's worker (issue 11 item 7): host networking, NET_ADMIN, the ISP map, only
-    under the `site` profile (the central stack's `up` does not start it)."""
+    """A real site's worker: host networking, the privileges probing and applying need, the ISP
+    map with no default, the journal on the host, only under the `site` profile (the central
+    stack's `up` does not start it)."""
     site = _compose()["services"]["site-worker"]
     assert site["profiles"] == ["site"]
-    assert site["network_mode"] == "host" and "NET_ADMIN" in site["cap_add"]
+    assert site["network_mode"] == "host" and site["user"] == "0"
+    assert {"NET_ADMIN", "BPF", "PERFMON"} <= set(site["cap_add"])
+    assert "privileged" not in site  # the capabilities it needs, named, not all of them
+    assert "systempaths=unconfined" in site["security_opt"]  # /proc/sys/net is written by apply
     cmd = site["command"]
     assert cmd[:3] == ["mpcoa", "worker", "--site"] and cmd.count("--isp") >= 2
     assert cmd[3] == "${MPCOA_SITE:-}"  # no default site: two hosts never both become SRL
+    assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--isp"] == [
+        "${MPCOA_SITE_FIRST_ISP:-}", "${MPCOA_SITE_SECOND_ISP:-}"]  # no default ISP either
     assert "depends_on" not in site  # the database and broker are on the central host
+    # The apply journal outlives the container (a recreated one still knows what to roll back).
+    env = site["environment"]
+    assert env["MPCOA_APPLY_STATE"].startswith("/run/mpcoa/")
+    assert "/run/mpcoa:/run/mpcoa" in site["volumes"]
+    assert env["MPCOA_DATABASE_URL"] == _compose()["x-mpcoa"]["environment"]["MPCOA_DATABASE_URL"]
+
+
+def test_image_has_the_bpf_toolchain():
+    """A site worker compiles and registers its BPF congestion controls in the container."""
+    text = (REPO / "Dockerfile").read_text()
+    for package in ("clang", "bpftool", "libbpf-dev", "iperf3", "mptcpize"):
+        assert f" {package}" in text, package
+
+
+def test_api_metrics_add_up_across_its_processes():
+    """`--workers 2` needs prometheus_client's multiprocess mode, in a directory that starts
+    empty."""
+    api = _compose()["services"]["api"]
+    cmd = api["command"]
+    assert int(cmd[cmd.index("--workers") + 1]) > 1
+    directory = api["environment"]["PROMETHEUS_MULTIPROC_DIR"]
+    assert directory in api["tmpfs"]
+    # The shared environment is kept beside it (a service's own `environment` replaces it).
+    assert api["environment"]["MPCOA_SECRET_KEY"].startswith("${MPCOA_SECRET_KEY:?")
+
+
+def test_database_and_broker_are_published_only_where_env_says():
+    services = _compose()["services"]
+    for name, port in (("postgres", 5432), ("redis", 6379)):
+        (published,) = services[name]["ports"]
+        assert published.startswith("${MPCOA_PUBLISH_ADDR:-127.0.0.1}:"), published
+        assert published.endswith(f":{port}")
 
 
 def test_compose_config_with_the_site_profile(tmp_path):
@@ -153,3 +188,36 @@ def test_compose_config_with_the_site_profile(tmp_path):
 
     site = yaml.safe_load(out.stdout)["services"]["site-worker"]
     assert site["command"][3:7] == ["HU", "--isp", "C=@eth1", "--isp"]
+
+
+def test_compose_config_with_tls(tmp_path):
+    """The control host's file with docker-compose.tls.yml: Redis on TLS only, PostgreSQL with
+    ssl on and TLS-only TCP clients, published on the address .env gives."""
+    import subprocess
+
+    for name in ("docker-compose.yml", "docker-compose.tls.yml"):
+        (tmp_path / name).write_text((REPO / name).read_text())
+    secrets = "\n".join(f"{name}=not-a-placeholder-{k}" for k, name in enumerate(SECRETS))
+    (tmp_path / ".env").write_text(secrets + "\nMPCOA_PUBLISH_ADDR=192.0.2.10\n")
+    out = subprocess.run(
+        [*_compose_command(), "-f", str(tmp_path / "docker-compose.yml"), "-f",
+         str(tmp_path / "docker-compose.tls.yml"), "--env-file", str(tmp_path / ".env"),
+         "config"], capture_output=True, text=True, check=False,
+        env={"PATH": "/usr/bin:/bin:/usr/local/bin"}, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    import yaml
+
+    services = yaml.safe_load(out.stdout)["services"]
+    redis = services["redis"]["command"]
+    assert redis[redis.index("--port") + 1] == "0" and "--tls-port" in redis
+    assert "--tls" in services["redis"]["healthcheck"]["test"]
+    assert "ssl=on" in services["postgres"]["command"]
+    for name in ("api", "control-worker", "beat", "flower"):
+        url = services[name]["environment"]["MPCOA_BROKER_URL"]
+        assert url.startswith("rediss://") and "ssl_cert_reqs=required" in url, (name, url)
+        assert services[name]["environment"]["MPCOA_SECRET_KEY"]  # merged, not replaced
+    ports = str(services["postgres"]["ports"])
+    assert "192.0.2.10" in ports
+    hba = (REPO / "deploy" / "pg_hba.conf").read_text().splitlines()
+    rules = [line.split() for line in hba if line.strip() and not line.startswith("#")]
+    assert all(rule[0] in ("local", "hostssl") for rule in rules), rules
