@@ -1,4 +1,5 @@
-"""Coupled MPTCP congestion controls (BPF LIA, OLIA, BALIA, wVegas): RFC 6356's three goals.
+"""Coupled MPTCP congestion controls (BPF LIA, OLIA, BALIA, wVegas; seed 002's EWTCP and cs218):
+RFC 6356's three goals.
 
 Run as root: ``.venv/bin/python benchmarks/coupling.py [--runs 2] [--duration 15]``. Registers
 the BPF controls it needs (and unregisters exactly those at the end), brings up the three small
@@ -29,7 +30,7 @@ import sys
 from probes import bpf_cc
 from probes import bpf_cc_coupling as C
 
-ROWS = ("lia", "olia", "balia", "wvegas", "reno", "vegas")
+ROWS = ("lia", "olia", "balia", "wvegas", "ewtcp", "cs218", "reno", "vegas")
 
 
 GOALS = ("harm", "improve", "balance")

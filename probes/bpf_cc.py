@@ -9,11 +9,12 @@ SHA-256 recorded when it was built: ``probes.bpf_cache``); they then appear in
 ``tcp_available_congestion_control`` and can be chosen per socket (``TCP_CONGESTION``,
 ``iperf3 -C``).
 
-Coupled MPTCP controls (``lia``, ``olia``, ``balia``, ``wvegas``; ``COUPLED``) are written from
-RFC 6356 and the papers' equations (``probes/bpf_cc/mpcoa_mptcp_cc.h``): each subflow finds its
-MPTCP connection through BTF (``mptcp_subflow_context->conn``) and shares per-connection state in
-a BPF hash map ``mpcoa_c_<cc>`` keyed by it; entries go when subflows are released, the map with
-the programs when the control is unregistered. On a plain TCP socket they are Reno (wVegas:
+Coupled MPTCP controls (``lia``, ``olia``, ``balia``, ``wvegas``, and seed 002's ``ewtcp`` and
+``cs218``; ``COUPLED``) are written from RFC 6356, the papers' equations and seed 002's text
+(``probes/bpf_cc/mpcoa_mptcp_cc.h``): each subflow finds its MPTCP connection through BTF
+(``mptcp_subflow_context->conn``) and shares per-connection state in a BPF hash map
+``mpcoa_c_<cc>`` keyed by it; entries go when subflows are released, the map with the programs
+when the control is unregistered. On a plain TCP socket they are Reno (wVegas:
 Vegas). ``probes/bpf_cc_coupling.py`` measures RFC 6356's goals on the testbed.
 
 Registrations are HOST-WIDE (every network namespace sees them). Our struct_ops maps are named
@@ -41,9 +42,10 @@ from probes.base import CC_PATTERN, CapabilityError, ProbeError
 SOURCE_DIR = Path(__file__).resolve().parent / "bpf_cc"
 HEADER = SOURCE_DIR / "mpcoa_tcp_ca.h"
 #: the congestion controls we can build, in the paper's order
-SUPPORTED: tuple[str, ...] = ("hybla", "scalable", "vegas", "lia", "olia", "balia", "wvegas")
+SUPPORTED: tuple[str, ...] = ("hybla", "scalable", "vegas", "lia", "olia", "balia", "wvegas",
+                               "ewtcp", "cs218")
 #: the coupled MPTCP controls among them (shared per-connection state in a BPF hash map)
-COUPLED: tuple[str, ...] = ("lia", "olia", "balia", "wvegas")
+COUPLED: tuple[str, ...] = ("lia", "olia", "balia", "wvegas", "ewtcp", "cs218")
 #: clang flags (v3: the coupled controls claim subflow slots with BPF atomics)
 CFLAGS: tuple[str, ...] = ("-O2", "-g", "-target", "bpf", "-mcpu=v3", "-Wall", "-Werror")
 MAP_PREFIX = "mpcoa_"

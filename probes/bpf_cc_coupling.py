@@ -48,7 +48,8 @@ DELAY_MS = 20
 DURATION_S = 12.0
 WARMUP_S = 3.0
 #: the uncoupled base of each coupled control (what it is on a plain TCP socket)
-BASE_CC = {"lia": "reno", "olia": "reno", "balia": "reno", "wvegas": "vegas"}
+BASE_CC = {"lia": "reno", "olia": "reno", "balia": "reno", "wvegas": "vegas", "ewtcp": "reno",
+           "cs218": "reno"}
 
 FLOW_SCRIPT = r"""
 import ctypes, json, socket, struct, sys, time

@@ -22,34 +22,6 @@
 
 char _license[] SEC("license") = "GPL";
 
-/* D = (sum_k w_k/rtt_k)^2 / max_k(w_k/rtt_k^2), in segments (see above) */
-static __always_inline __u64 lia_denominator(const struct conn_state *st)
-{
-	__u32 wm = 0, rm = 1;
-	__u64 t;
-	int i;
-
-	/* m = argmax w_k / rtt_k^2: compare w_a * r_b^2 with w_b * r_a^2 */
-	for (i = 0; i < MAX_SUBFLOWS; i++) {
-		const struct sf_slot *s = &st->sf[i];
-		__u32 w;
-
-		if (!slot_live(s))
-			continue;
-		w = clamp_cwnd(s->cwnd);
-		if (!wm || (__u64)w * rm * rm > (__u64)wm * s->srtt_us * s->srtt_us) {
-			wm = w;
-			rm = s->srtt_us;
-		}
-	}
-	if (!wm)
-		return 0;
-	t = sum_rate_ref(st, rm) >> 4;            /* sum_k w_k rtt_m / rtt_k, 4-bit fixed point */
-	if (t > 0xffffffffULL)
-		t = 0xffffffffULL;
-	return ((t * t) / wm) >> 8;
-}
-
 SEC("struct_ops")
 void BPF_PROG(lia_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {

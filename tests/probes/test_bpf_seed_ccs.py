@@ -1,0 +1,139 @@
+"""Seed 002's congestion controls as BPF struct_ops, live: EWTCP (a/w_r per ACK, a = 1/sqrt(n))
+and the seed's own design, "cs218" (LIA's increase plus a delay window, bestRTT/lastRTT, once a
+subflow has had more than five ACKs in a row).
+
+The same checks as the coupled controls' (tests/probes/test_bpf_coupled.py, whose helpers and
+beds these share): every subflow of an MPTCP connection runs the control, a plain TCP socket
+halves on loss, over two disjoint paths the connection gets >= 0.9 of the better path's TCP
+goodput, the coupling map empties when the subflows go. And what each is for, as an order
+measured back to back: EWTCP's subflows are coupled only through n, so at one bottleneck it
+takes more than LIA (n^(3/4) of a TCP flow in theory, 1.68 for two subflows, against LIA's 1);
+the delay window grows cs218's window faster than Reno's in congestion avoidance on the same
+path. benchmarks/coupling.py prints their figures (docs/testbed.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+
+import pytest
+
+from probes import bpf_cc
+from probes import bpf_cc_coupling as C
+from tests.probes.test_bpf_cc import tcp_flow
+from tests.probes.test_bpf_coupled import (
+    IMPROVE_MIN,
+    _bed,
+    _coupled_run_ok,
+    _map_entries,
+    judged,
+)
+from tests.support import host_lock
+
+pytestmark = pytest.mark.netns
+
+SEED = ("ewtcp", "cs218")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _bpf_registrations_alone():
+    with host_lock("congestion-controls", exclusive=True):
+        yield
+
+
+@pytest.fixture(scope="module")
+def seed_ccs():
+    before = dict(C.LOADED)
+    try:
+        C.ensure_loaded([*SEED, "lia"])
+        yield
+    finally:
+        mine = {k: v for k, v in C.LOADED.items() if before.get(k) != v}
+        bpf_cc.unload(list(mine), map_ids=mine)
+        for k in mine:
+            C.LOADED.pop(k, None)
+        left = bpf_cc.ours()
+        assert not any(i in mine.values() for ids in left.values() for i in ids), left
+
+
+@pytest.fixture(scope="module")
+def shared_bed():
+    yield from _bed(C.shared_spec)
+
+
+@pytest.fixture(scope="module")
+def disjoint_bed():
+    yield from _bed(C.disjoint_spec)
+
+
+def test_names_are_buildable():
+    for cc in SEED:
+        assert bpf_cc.check_name(cc) == cc and cc in bpf_cc.COUPLED
+        assert len(bpf_cc.map_name(cc)) <= 15 and len(f"mpcoa_c_{cc}") <= 15
+
+
+@pytest.mark.parametrize("cc", SEED)
+def test_every_subflow_runs_it_and_the_map_empties(shared_bed, seed_ccs, cc):
+    r = C.do_no_harm(shared_bed, cc, "reno", 4.0, port=5490)
+    _coupled_run_ok(r, cc)
+    assert r["mptcp_mbps"] > 0, r
+    deadline = time.monotonic() + 10
+    while _map_entries(f"mpcoa_c_{cc}") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _map_entries(f"mpcoa_c_{cc}") == 0
+
+
+@pytest.mark.parametrize("cc", SEED)
+def test_improve_throughput(disjoint_bed, seed_ccs, cc):
+    ratio, runs = judged(lambda: C.improve_throughput(disjoint_bed, cc, C.BASE_CC[cc], 12.0),
+                         "ratio", lambda v: v >= IMPROVE_MIN)
+    for r in runs:
+        _coupled_run_ok(r, cc)
+        assert r["tcp_d_mbps"] > r["tcp_o_mbps"] > 0, r
+    assert ratio >= IMPROVE_MIN, runs
+
+
+def test_ewtcp_takes_more_than_lia_at_one_bottleneck(shared_bed, seed_ccs):
+    def pair() -> dict:
+        e = C.do_no_harm(shared_bed, "ewtcp", "reno", 15.0)
+        lia = C.do_no_harm(shared_bed, "lia", "reno", 15.0)
+        return {"gap": e["ratio"] - lia["ratio"], "ewtcp": e, "lia": lia}
+
+    gap, runs = judged(pair, "gap", lambda v: v > 0)
+    for r in runs:
+        _coupled_run_ok(r["ewtcp"], "ewtcp")
+        _coupled_run_ok(r["lia"], "lia")
+    assert gap > 0, runs
+
+
+def _ca_growth_per_rtt(samples: list) -> float:
+    """Median growth of the window, in segments per smoothed RTT, over the stretches where the
+    flow is in congestion avoidance (state Open, cwnd >= ssthresh) after its first loss."""
+    rates = []
+    started = False
+    for a, b in itertools.pairwise(samples):
+        started = started or b[1] in (2, 3, 4)
+        if not started or a[1] != 0 or b[1] != 0 or a[2] < a[3] or b[0] <= a[0]:
+            continue
+        if b[2] > a[2] and a[4]:
+            rates.append((b[2] - a[2]) / (b[0] - a[0]) * (a[4] / 1e6))
+        elif b[2] == a[2]:
+            rates.append(0.0)
+    assert len(rates) >= 50, f"too few congestion-avoidance samples: {len(rates)}"
+    return statistics.fmean(rates)
+
+
+def test_cs218_grows_faster_than_reno_in_congestion_avoidance(testbed2x2, seed_ccs):
+    def pair() -> dict:
+        reno = tcp_flow(testbed2x2, "reno", 6.0, 5331)
+        cs = tcp_flow(testbed2x2, "cs218", 6.0, 5332)
+        assert reno["cc"] == "reno" and cs["cc"] == "cs218"
+        g_reno, g_cs = _ca_growth_per_rtt(reno["samples"]), _ca_growth_per_rtt(cs["samples"])
+        return {"ratio": g_cs / g_reno, "reno": g_reno, "cs218": g_cs}
+
+    ratio, runs = judged(pair, "ratio", lambda v: v >= 1.2)
+    print("cs218 / reno growth per RTT:", [(round(r["cs218"], 2), round(r["reno"], 2))
+                                           for r in runs])
+    assert ratio >= 1.2, runs
