@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -136,5 +137,15 @@ def create_app(
             "executor": settings.executor,
             "reads_need_token": settings.reads_need_token,
         }
+
+    # A browser pointed at the server's address lands on the dashboard, and its icon request
+    # finds one (instead of a 404 in every page's console).
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        return RedirectResponse("/dashboard/", status_code=307)
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> RedirectResponse:
+        return RedirectResponse(f"{docs.ASSETS_URL}/favicon.png", status_code=308)
 
     return app

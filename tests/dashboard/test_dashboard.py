@@ -321,6 +321,15 @@ def test_a_campaign_of_another_topology_or_a_bad_delta_is_not_a_500(live):
     assert r.status_code == 308 and r.headers["location"] == "/dashboard/"
 
 
+def test_the_servers_address_opens_the_dashboard_in_a_browser(live, tab):
+    """What a user types first: the server's address; and the icon every browser asks for."""
+    response = tab.page.goto(live.url("/"))
+    assert response is not None and response.status == 200
+    assert tab.page.url == live.url("/dashboard/")
+    icon = httpx.get(live.url("/favicon.ico"), follow_redirects=True)
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/png"
+
+
 def test_chart_library_is_served_from_the_project(live):
     r = httpx.get(live.url("/dashboard/static/vendor/chart.umd.js"))
     assert r.status_code == 200
