@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import secrets
 import statistics
 import sys
 
 from probes import bpf_cc
 from probes import bpf_cc_coupling as C
+from probes.base import CC_PATTERN
 
 ROWS = ("lia", "olia", "balia", "wvegas", "ewtcp", "cs218", "reno", "vegas")
 
@@ -42,13 +44,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=15.0)
     ap.add_argument("--ccs", nargs="*", default=list(ROWS))
     ap.add_argument("--goals", nargs="*", choices=GOALS, default=list(GOALS))
+    ap.add_argument("--against", default=None, metavar="CC",
+                    help="do no harm against a TCP flow of this CC (e.g. cubic, Linux's default, "
+                         "as a shared path's competing traffic is) instead of each control's base")
     args = ap.parse_args(argv)
+    if args.against is not None and not re.fullmatch(CC_PATTERN, args.against):
+        ap.error(f"--against {args.against!r}: not a congestion control name")
+
+    def rival(cc: str) -> str:
+        return args.against or C.BASE_CC.get(cc, cc)
+
     tag = secrets.token_hex(2)
     res: dict[str, dict[str, list[dict]]] = {cc: {} for cc in args.ccs}
     # (goal, testbed, one measurement)
     plan = {
         "harm": (C.shared_spec(f"cbh{tag}"),
-                 lambda bed, cc: C.do_no_harm(bed, cc, C.BASE_CC.get(cc, cc), args.duration)),
+                 lambda bed, cc: C.do_no_harm(bed, cc, rival(cc), args.duration)),
         "improve": (C.disjoint_spec(f"cbi{tag}"),
                     lambda bed, cc: C.improve_throughput(bed, cc, C.BASE_CC.get(cc, cc),
                                                          args.duration - 3)),
@@ -77,11 +88,11 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"{args.runs} runs x {args.duration:g} s per cell (mean, range); goodput after a "
           f"{C.WARMUP_S:g} s warm-up; {C.DELAY_MS} ms one-way delay on every path\n")
-    print("| CC | base | do no harm: MPTCP / TCP | MPTCP, TCP Mbit/s | improve: MPTCP / best "
-          "path | MPTCP, best TCP Mbit/s | balance: share on congested path | MPTCP Mbit/s |")
+    print("| CC | TCP flow's CC | do no harm: MPTCP / TCP | MPTCP, TCP Mbit/s | improve: MPTCP / "
+          "best path | MPTCP, best TCP Mbit/s | balance: share on congested path | MPTCP Mbit/s |")
     print("|---|---|---|---|---|---|---|---|")
     for cc in args.ccs:
-        print(f"| {cc} | {C.BASE_CC.get(cc, cc)} | {cell(cc, 'harm', 'ratio')} | "
+        print(f"| {cc} | {rival(cc)} | {cell(cc, 'harm', 'ratio')} | "
               f"{mean(cc, 'harm', 'mptcp_mbps')}, {mean(cc, 'harm', 'tcp_mbps')} | "
               f"{cell(cc, 'improve', 'ratio')} | {mean(cc, 'improve', 'mptcp_mbps')}, "
               f"{mean(cc, 'improve', 'best_tcp_mbps')} | "
