@@ -34,7 +34,7 @@ from probes.capabilities import check_host
 from probes.clocksync import ClockOffset
 from probes.context import HostPair
 from probes.frames import FRAMES_ARTIFACT, FrameRecord, frame_stats, frames_csv, goodput_series
-from probes.paced_tool import VERSION
+from probes.paced_tool import DEFAULT_SYNC, VERSION
 from probes.ports import choose_port_triple
 from probes.runner import RunOutput, ToolRun, assemble, run_probe
 from probes.subflowctl import SubflowPlan, plan_subflows
@@ -46,7 +46,9 @@ DRAIN_S = 5.0
 
 def build_commands(request: MeasurementRequest, *, port: int, server_addr: str,
                    bind_addr: str | None, python: str = sys.executable,
-                   ) -> tuple[list[str], list[str]]:
+                   sync: int = DEFAULT_SYNC) -> tuple[list[str], list[str]]:
+    """(receiver, sender) command lines; `sync`: clock exchanges before and after the stream
+    (each one control round trip: one clock needs but a sanity check)."""
     p = request.profile
     if p.kind != "paced":
         raise ProbeError("paced backend: only paced profiles (bulk probes run on iperf3)")
@@ -59,7 +61,7 @@ def build_commands(request: MeasurementRequest, *, port: int, server_addr: str,
     client = [python, TOOL, "send", "--connect", server_addr, "--port", str(port),
               "--rate", f"{p.frame_rate_hz:g}", "--size", str(p.frame_size_bytes),
               "--duration", f"{request.duration_s:g}", "--cc", request.cc, "--buffer", buffer,
-              "--clock", "monotonic"]
+              "--clock", "monotonic", "--sync", str(sync), "--deadline", str(deadline)]
     if bind_addr:
         client += ["--bind", bind_addr]
     return server, client
@@ -181,7 +183,7 @@ class PacedBackend:
         port = choose_port_triple([self.pair.sender_ns, self.pair.receiver_ns])
         server_argv, client_argv = build_commands(
             request, port=port, server_addr=plan.server_addr, bind_addr=plan.bind_addr,
-            python=self.python)
+            python=self.python, sync=1 if self.shared_clock else DEFAULT_SYNC)
         out = run_probe(self.pair, plan, ToolRun(
             tool="mpcoa-paced", server_argv=[*self.receiver_wrapper, *server_argv],
             client_argv=client_argv, data_port=port, listen_port=port,

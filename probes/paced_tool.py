@@ -8,7 +8,9 @@ echoed messages, not one-way delay; see docs/testbed.md).
                                      [--clock C] [--sync N]
 
 Two connections per probe. The **control connection** (plain TCP to port ``P + 1``) carries
-NTP-style clock exchanges before and after the stream and, at the end, the receiver's report;
+the probe's hello (its buffer and read deadline: a long-lived receiver listens anew with the
+buffer asked), NTP-style clock exchanges before and after the stream and, at the end, the
+receiver's report;
 the **data connection** (port ``P``) carries the frames. Its socket is MPTCP itself
 (``IPPROTO_MPTCP``, 262), not made one by mptcpize. Each frame is a 16-byte header (sequence
 number, send time in µs), its 4-byte size and filler, written at its scheduled time
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import select
 import socket
 import struct
@@ -133,28 +136,49 @@ class FrameReader:
             self.header = None
 
 
-def _listeners(port: int, buffer: int) -> tuple[socket.socket, socket.socket]:
-    ctrl = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    ctrl.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ctrl.bind(("0.0.0.0", port + CONTROL_OFFSET))  # noqa: S104 - any of the site's ISP addresses
-    ctrl.listen(4)
-    data = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
-    data.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    _buffers(data, buffer)  # before listen: the window scale is chosen at the handshake
-    # every local address: the sender's subflows reach any of the site's ISP addresses
-    data.bind(("0.0.0.0", port))  # noqa: S104
-    data.listen(4)
-    return ctrl, data
+class Listeners:
+    """The control listener and the data listener, the latter made again when a probe asks for
+    another buffer (the window scale is chosen from the listener's buffer at the handshake)."""
+
+    def __init__(self, port: int, buffer: int) -> None:
+        self.port = port
+        self.ctrl = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.ctrl.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # any of the site's ISP addresses
+        self.ctrl.bind(("0.0.0.0", port + CONTROL_OFFSET))  # noqa: S104
+        self.ctrl.listen(4)
+        self.data = self._data(buffer)
+        self.buffer = buffer
+
+    def _data(self, buffer: int) -> socket.socket:
+        data = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
+        data.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        _buffers(data, buffer)  # before listen: the window scale is chosen at the handshake
+        # every local address: the sender's subflows reach any of the site's ISP addresses
+        data.bind(("0.0.0.0", self.port))  # noqa: S104
+        data.listen(4)
+        return data
+
+    def use_buffer(self, buffer: int) -> None:
+        if buffer != self.buffer:
+            self.data.close()
+            self.data = self._data(buffer)
+            self.buffer = buffer
+
+    def close(self) -> None:
+        self.ctrl.close()
+        self.data.close()
 
 
-def serve_one(ctrl_l: socket.socket, data_l: socket.socket, buffer: int, deadline_s: float,
-              accept_s: float) -> dict[str, Any]:
-    """One probe: the sender's control connection, its exchanges, its data connection until
-    the sender closes it or `deadline_s` after it came (frames not complete by then are lost),
-    the report on the control connection when asked, the exchanges after."""
-    if not select.select([ctrl_l], [], [], accept_s)[0]:
+def serve_one(lis: Listeners, deadline_s: float, accept_s: float) -> dict[str, Any]:
+    """One probe: the sender's control connection, its hello (the probe's buffer and
+    deadline), its exchanges, its data connection until the sender closes it or the deadline
+    after it came (frames not complete by then are lost), the report on the control connection
+    when asked, the exchanges after."""
+    if not select.select([lis.ctrl], [], [], None if math.isinf(accept_s) else accept_s)[0]:
         return {"error": f"no connection within {accept_s:g} s"}
-    cs, _ = ctrl_l.accept()
+    cs, _ = lis.ctrl.accept()
+    buffer = lis.buffer
     cs.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     ctrl = Lines(cs)
     conn: socket.socket | None = None
@@ -185,7 +209,7 @@ def serve_one(ctrl_l: socket.socket, data_l: socket.socket, buffer: int, deadlin
                 reported = True
             watch: list[socket.socket] = [cs]
             if conn is None:
-                watch.append(data_l)
+                watch.append(lis.data)
             elif reading:
                 watch.append(conn)
             ready, _, _ = select.select(watch, [], [], 0.2)
@@ -201,6 +225,11 @@ def serve_one(ctrl_l: socket.socket, data_l: socket.socket, buffer: int, deadlin
                     if msg.get("op") == "sync":
                         ctrl.send({"t2": t2, "t3": now_us()})
                         exchanges += 1
+                    elif msg.get("op") == "hello" and conn is None:
+                        buffer = max(0, int(msg.get("buffer", buffer)))
+                        deadline_s = max(1.0, float(msg.get("deadline", deadline_s)))
+                        lis.use_buffer(buffer)
+                        ctrl.send({"ready": True})
                     elif msg.get("op") == "report":
                         report_wanted = True
                 continue  # stamps first: the frames wait for the next round
@@ -211,8 +240,8 @@ def serve_one(ctrl_l: socket.socket, data_l: socket.socket, buffer: int, deadlin
                     eof = True
                 else:
                     reader.feed(chunk, t)
-            if data_l in ready and conn is None:
-                conn, addr = data_l.accept()
+            if conn is None and lis.data in ready:
+                conn, addr = lis.data.accept()
                 # the listener stays open: the other subflows' MP_JOIN SYNs arrive on it
                 peer = list(addr)
                 buffers = _buffers(conn, buffer)
@@ -227,14 +256,13 @@ def serve_one(ctrl_l: socket.socket, data_l: socket.socket, buffer: int, deadlin
 
 def receive(port: int, buffer: int, deadline_s: float, accept_s: float = 30.0,
             serve: bool = False) -> dict[str, Any]:
-    ctrl_l, data_l = _listeners(port, buffer)
+    lis = Listeners(port, buffer)
     print(json.dumps({"listening": port, "control": port + CONTROL_OFFSET}), file=sys.stderr,
           flush=True)
     try:
         while True:
             try:
-                out = serve_one(ctrl_l, data_l, buffer, deadline_s,
-                                accept_s=float("inf") if serve else accept_s)
+                out = serve_one(lis, deadline_s, accept_s=float("inf") if serve else accept_s)
             except (OSError, ValueError) as exc:  # a sender gone mid-probe, or not a sender
                 out = {"error": f"receiver: {exc}"}
             if not serve:
@@ -242,8 +270,7 @@ def receive(port: int, buffer: int, deadline_s: float, accept_s: float = 30.0,
             # a long-lived receiver logs each probe (the sender has the whole report)
             print(json.dumps({k: v for k, v in out.items() if k != "frames"}), flush=True)
     finally:
-        ctrl_l.close()
-        data_l.close()
+        lis.close()
 
 
 def _exchanges(ctrl: Lines, n: int, timeout_s: float) -> list[list[int]]:
@@ -259,7 +286,11 @@ def _exchanges(ctrl: Lines, n: int, timeout_s: float) -> list[list[int]]:
 
 def send(address: str, port: int, *, rate_hz: float, size: int, duration_s: float,
          bind: str | None, cc: str | None, buffer: int, sync: int = DEFAULT_SYNC,
-         report_wait_s: float = 30.0) -> dict[str, Any]:
+         report_wait_s: float = 30.0, deadline_s: float | None = None) -> dict[str, Any]:
+    """`deadline_s`: how long after the data connection the receiver reads (default the
+    duration plus 5 s of drain)."""
+    if deadline_s is None:
+        deadline_s = duration_s + 5.0
     if size < MIN_FRAME + 4:
         raise SystemExit(f"--size: at least {MIN_FRAME + 4} bytes")
     cs = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -270,6 +301,10 @@ def send(address: str, port: int, *, rate_hz: float, size: int, duration_s: floa
     cs.connect((address, port + CONTROL_OFFSET))
     cs.settimeout(None)
     ctrl = Lines(cs)
+    # the receiver listens with this probe's buffer (a long-lived one served others before)
+    ctrl.send({"op": "hello", "buffer": buffer, "deadline": deadline_s})
+    if not ctrl.recv(10.0).get("ready"):
+        raise ValueError("the receiver did not get ready")
     before = _exchanges(ctrl, sync, 10.0)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
     if cc:
@@ -336,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--sync", type=int, default=DEFAULT_SYNC, choices=range(1, 65),
                    metavar="N", help="clock exchanges before and after the stream (1-64)")
     s.add_argument("--report-wait", type=float, default=30.0)
+    s.add_argument("--deadline", type=float, help="the receiver reads for this long")
     a = ap.parse_args(argv)
     global _clock
     _clock = CLOCKS[a.clock]
@@ -345,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             out = send(a.connect, a.port, rate_hz=a.rate, size=a.size, duration_s=a.duration,
                        bind=a.bind, cc=a.cc, buffer=a.buffer, sync=a.sync,
-                       report_wait_s=a.report_wait)
+                       report_wait_s=a.report_wait, deadline_s=a.deadline)
         except (OSError, ValueError) as exc:  # TimeoutError and ConnectionError are OSErrors
             out = {"error": f"sender: {exc}"}
     json.dump(out, sys.stdout)
