@@ -258,6 +258,8 @@ def test_one_way_delays_between_two_clocks_answer_as_one_way_with_their_uncertai
     st = r.json()["stream"]
     assert st["delay_clock"] == "one_way" and st["clock_offset_uncertainty_ms"] == 1.0
     assert st["p99_ms"] == pytest.approx(68.25)  # the same answer as on one clock
+    notes = r.json()["notes"]
+    assert any("offset known within 1 ms: one-way delays" in n for n in notes), notes
 
 
 def test_one_probe_whose_clock_offset_is_too_uncertain_makes_the_answer_relative(
@@ -273,3 +275,5 @@ def test_one_probe_whose_clock_offset_is_too_uncertain_makes_the_answer_relative
     assert st["delay_clock"] == "relative_to_minimum"
     assert st["clock_offset_uncertainty_ms"] == 10.0
     assert st["p99_ms"] == pytest.approx(10.0) and st["best_p99_ms"] == pytest.approx(10.0)
+    notes = r.json()["notes"]
+    assert any("within 10 ms: more than delta" in n for n in notes), notes
