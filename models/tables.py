@@ -272,6 +272,10 @@ class Measurement(Base):
     warmup_s: Mapped[float] = mapped_column(Float, default=0.0)
     # How long the probe ran and why (the timing rule's inputs and result), when a rule chose it.
     timing: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
+    # A stream probe between two hosts' clocks: the receiver's clock minus the sender's as the
+    # control connection's exchanges estimated it, and its uncertainty (ms); None: one clock.
+    clock_offset_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    clock_offset_uncertainty_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     status: Mapped[str] = mapped_column(String(16), default="ok")
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)

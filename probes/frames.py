@@ -5,7 +5,11 @@ the send time (the sender's clock when it was written), the receive time of its 
 receiver's clock), hence its one-way delay, and whether it never arrived. From the records:
 
 - **delay**: receive - send. In the emulated testbed both ends share one clock, so this is the
-  one-way delay. Between real sites the clocks differ by an unknown offset: ``clock="relative"``
+  one-way delay (``clock="shared"``). Between hosts the clocks differ: the receive stamps are
+  put on the sender's clock by the offset estimated on the probe's control connection
+  (`probes.clocksync`), and the delays are one-way within its uncertainty (``clock="offset"``,
+  the offset and uncertainty beside them). Where that uncertainty is more than ``delta`` of the
+  least delay, the one-way figures would be mostly the offset's error: ``clock="relative"``
   then reports every delay relative to the flow's minimum (the offset cancels; what remains is
   queueing and reassembly wait, not the path's propagation delay).
 - **jitter**: RFC 3550's estimator J += (|D| - J) / 16 over consecutive received frames, D the
@@ -18,9 +22,10 @@ receiver's clock), hence its one-way delay, and whether it never arrived. From t
   queueing on its own path plus reassembly wait behind data on slower subflows. It is a lower
   bound on neither alone; it is the delay a single fast path would not have added.
 - **lost**: frames sent but never completely received within the run.
-- **floor** (``delay_floor_ms``, shared clocks only): the least one-way delay the paths can have,
-  where it is known. A minimum delay below it (less ``FLOOR_TOLERANCE_MS``) is no measurement
-  but a wrong clock or a wrong path: the probe fails with that reason (``below_floor``).
+- **floor** (``delay_floor_ms``, one-way delays only): the least one-way delay the paths can
+  have, where it is known. A minimum delay below it (less ``FLOOR_TOLERANCE_MS`` and the clock
+  offset's uncertainty) is no measurement but a wrong clock or a wrong path: the probe fails
+  with that reason (``below_floor``).
 """
 
 from __future__ import annotations
@@ -32,7 +37,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-Clock = Literal["shared", "relative"]
+from probes.clocksync import ClockOffset
+
+Clock = Literal["shared", "offset", "relative"]
+#: one-way delays only while the clock offset's uncertainty is at most this share of the least
+#: delay (the answer's default δ; a campaign's answer applies its own, `flows.stream_answer`)
+DELTA = 0.07
 FRAMES_ARTIFACT = "frames.csv"
 _CSV_HEADER = "seq,send_us,recv_us,size_bytes,delay_ms,hol_ms"
 #: how far below the path's floor a minimum delay may read (clock reads, rounding to µs)
@@ -76,11 +86,16 @@ class FrameStats(BaseModel):
     hol_p99_ms: float | None = None
     hol_max_ms: float | None = None
     delay_floor_ms: float | None = None  #: the paths' least one-way delay, where known
+    #: the receiver's clock minus the sender's as estimated, and its uncertainty (hosts apart)
+    clock_offset_ms: float | None = None
+    clock_offset_uncertainty_ms: float | None = None
 
     def below_floor(self) -> str | None:
         """Why the delays cannot be true: the fastest frame beat the fastest path."""
-        if (self.clock != "shared" or self.delay_floor_ms is None or self.delay_min_ms is None
-                or self.delay_min_ms >= self.delay_floor_ms - FLOOR_TOLERANCE_MS):
+        if self.clock == "relative" or self.delay_floor_ms is None or self.delay_min_ms is None:
+            return None
+        slack = FLOOR_TOLERANCE_MS + (self.clock_offset_uncertainty_ms or 0.0)
+        if self.delay_min_ms >= self.delay_floor_ms - slack:
             return None
         return (f"one-way delay below the path's floor: minimum {self.delay_min_ms:.2f} ms, "
                 f"no path is faster than {self.delay_floor_ms:g} ms")
@@ -118,24 +133,40 @@ def after_warmup(records: Sequence[FrameRecord], warmup_s: float) -> list[FrameR
     return [r for r in records if r.send_us - start >= warmup_s * 1e6]
 
 
+def one_way_trusted(min_delay_ms: float, uncertainty_ms: float, delta: float = DELTA) -> bool:
+    """Whether delays whose clocks are known within `uncertainty_ms` read as one-way: the
+    uncertainty is at most `delta` of the least delay."""
+    return uncertainty_ms <= delta * max(0.0, min_delay_ms)
+
+
 def frame_stats(records: Sequence[FrameRecord], *, budget_ms: float | None = None,
                 clock: Clock = "shared", unit: Literal["frame", "message"] = "frame",
-                warmup_s: float = 0.0, floor_ms: float | None = None) -> FrameStats:
+                warmup_s: float = 0.0, floor_ms: float | None = None,
+                offset: ClockOffset | None = None, delta: float = DELTA) -> FrameStats:
     """The figures of the frames sent after `warmup_s` (see `after_warmup`); `floor_ms`: the
-    paths' least one-way delay, where known."""
+    paths' least one-way delay, where known. `offset`: the clock offset the records' receive
+    stamps were corrected by (hosts apart): one-way delays within its uncertainty, or relative
+    ones where it is more than `delta` of the least delay."""
     records = after_warmup(records, warmup_s)
+    if offset is not None:
+        clock = "offset"
     received = [r for r in sorted(records, key=lambda r: r.seq) if r.recv_us is not None]
     sent = len(records)
     lost = sent - len(received)
     base = dict(unit=unit, clock=clock, frames_sent=sent, frames_received=len(received),
                 frames_lost=lost, lost_fraction=lost / sent if sent else 0.0, budget_ms=budget_ms,
                 delay_floor_ms=floor_ms)
+    if offset is not None:
+        base.update(clock_offset_ms=offset.offset_ms,
+                    clock_offset_uncertainty_ms=offset.uncertainty_ms)
     if not received:
         return FrameStats(**base)
     delays = [r.delay_ms for r in received]
     assert all(d is not None for d in delays)
     raw = [float(d) for d in delays if d is not None]
     lowest = min(raw)
+    if offset is not None and not one_way_trusted(lowest, offset.uncertainty_ms, delta):
+        clock = base["clock"] = "relative"
     # relative clocks: only differences mean anything, so the minimum is the zero
     shown = [d - lowest for d in raw] if clock == "relative" else raw
     ordered = sorted(shown)

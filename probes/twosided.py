@@ -6,7 +6,8 @@ reports what the server saw; the sender site's active half (`active_measure`) ru
 against the reported port and addresses under its own subflow control, observes its subflows,
 aborts its own connections and assembles the one result from both reports. The two halves
 meet through the caller (the service's probe_sessions table); nothing here knows the database.
-Only iperf3 so far: the NetPerfMeter passive side is not split yet.
+iperf3 here; the paced tool's halves are `probes.twosided_paced` (its passive side a site's
+long-lived receiver); the NetPerfMeter passive side is not split yet.
 """
 
 from __future__ import annotations

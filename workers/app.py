@@ -74,3 +74,11 @@ def _stop_watchers(**_kwargs) -> None:
     from service.flows import failover_watch
 
     failover_watch.stop_all("the site worker is stopping")
+
+
+@worker_shutdown.connect
+def _stop_paced_receivers(**_kwargs) -> None:
+    """The site's long-lived paced receiver stops with its worker (SIGKILL: PR_SET_PDEATHSIG)."""
+    from probes import paced_server
+
+    paced_server.stop_all()

@@ -3,6 +3,8 @@ returns (its schemas import these instead of re-declaring them)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel
 
 from probes.vocabulary import PathManager
@@ -104,6 +106,11 @@ class StreamOutcome(BaseModel):
     not_carrying: dict[str, str] = {}
     alternatives: list[StreamAlternative] = []
     points: list[dict] = []  #: per (PM, CC, buffer): the runs' p99, goodput, lost fraction
+    #: what the delays are: ``one_way``, or ``relative_to_minimum`` (each probe's delays less
+    #: its flow's least one: the two hosts' clock offset was not known within delta of them)
+    delay_clock: Literal["one_way", "relative_to_minimum"] = "one_way"
+    #: the largest clock offset uncertainty (ms) of the probes between two hosts' clocks
+    clock_offset_uncertainty_ms: float | None = None
 
 
 class Outputs(BaseModel):

@@ -38,6 +38,8 @@ MAX_SERIES = math.ceil(MAX_PROBE_S / MIN_INTERVAL_S)
 MAX_MBPS = MAX_KBPS / 1000 * MAX_ISPS_PER_SITE  # every link of a site at the largest rate
 MAX_BYTES = 2**62  # a byte count (Parquet's int64, with room for a sum over subflows)
 MAX_RTT_MS = 600_000.0  # the API's bound on an RTT (api/schemas.RttMs)
+#: two hosts' monotonic clocks (time since each one's boot) differ by at most ~a century
+MAX_CLOCK_OFFSET_MS = 100 * 365.25 * 86400 * 1000.0
 MAX_RAW_OUTPUT = MAX_ARTIFACT_BYTES  # a probe's raw summary is held to a raw output's size
 MAX_TEXT = 64 * 1024  # an error message, a warning
 

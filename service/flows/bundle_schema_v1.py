@@ -246,6 +246,8 @@ class MeasurementRow(BaseModel):
     quiet_check: QuietCheck | None = None
     warmup_s: Seconds = 0.0
     timing: JsonObject | None = None
+    clock_offset_ms: Num(-lim.MAX_CLOCK_OFFSET_MS, lim.MAX_CLOCK_OFFSET_MS) | None = None
+    clock_offset_uncertainty_ms: Ms | None = None
     status: Literal["ok", "failed"] = "ok"
     error: Raw(lim.MAX_TEXT) | None = None
     started_at: Timestamp

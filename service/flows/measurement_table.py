@@ -90,6 +90,9 @@ COLUMNS: list[tuple[str, pa.DataType, Callable[[Measurement], Any]]] = [
     ("receiver_rcvbuf_bytes", pa.int64(), _buffer("receiver_rcvbuf")),
     ("quiet", pa.bool_(), _quiet("quiet")),
     ("quiet_wait_s", pa.float64(), _quiet("waited_s")),
+    # two hosts' clocks: the receiver's minus the sender's, and its uncertainty (stream probes)
+    ("clock_offset_ms", pa.float64(), lambda m: m.clock_offset_ms),
+    ("clock_offset_uncertainty_ms", pa.float64(), lambda m: m.clock_offset_uncertainty_ms),
     ("tool", pa.string(), lambda m: m.tool),
     ("tool_version", pa.string(), lambda m: m.tool_version),
     ("started_at", pa.timestamp("us", tz="UTC"), lambda m: m.started_at),

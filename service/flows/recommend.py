@@ -239,6 +239,12 @@ def _store_stream(
     if d.skipped_edge_mib is not None:
         notes.append(f"{d.skipped_edge_mib:g} MiB was within the limit but at the edge of "
                      "carrying the stream (the buffer below did not): one step up is kept")
+    if (u := answer.clock_offset_uncertainty_ms) is not None:
+        notes.append(
+            f"frame delays between two hosts' clocks, their offset known within {u:.3g} ms: "
+            + ("one-way delays" if answer.delay_clock == "one_way" else
+               "more than delta of the least delay, so every delay is relative to its flow's "
+               "minimum (propagation delay left out)"))
     outputs = Outputs(subflows_used=used, standby_subflows=standby, notes=notes,
                       stream=StreamOutcome.model_validate(answer.outputs()))
     rec = recommendations.add_recommendation(

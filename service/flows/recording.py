@@ -47,6 +47,7 @@ def from_result(
     error = result.failure_reason()
     observed = [o.model_dump(mode="json") for o in result.observed_subflows]
     times = [t for t, _ in result.goodput_series]
+    frames = result.frames
     return MeasurementRecord(
         **_key(campaign_id, step),
         # The subflows that carried data, as observed (not the ones asked for).
@@ -63,6 +64,8 @@ def from_result(
         effective_buffers=dict(result.effective_buffers),
         quiet_check=result.quiet_check.model_dump(mode="json") if result.quiet_check else None,
         warmup_s=result.warmup_s,
+        clock_offset_ms=frames.clock_offset_ms if frames else None,
+        clock_offset_uncertainty_ms=frames.clock_offset_uncertainty_ms if frames else None,
         tool=result.tool,
         tool_version=result.tool_version,
         raw_output=json.dumps(result.to_dict(), default=str),

@@ -9,6 +9,12 @@ and writes `done` with the receiver's report (or `failed`). The active side wait
 runs, waits for `done` and assembles the result. A redelivered passive task of a session finds
 its killed predecessor's server (pid, start time and boot, so never a process that got the pid
 since) and ends it before anything else.
+
+A paced probe (a stream's buffer probe: iperf3 measures no frame) runs on the paced tool. Its
+passive side serves it with the site's long-lived receiver (`probes.paced_server`, started at
+the site's first paced probe and kept): it writes `ready` with that receiver's port and `done`
+with the site's MPTCP settings at once, since the frames reach the sender on the probe's own
+control connection and nothing is left to wait for or end.
 """
 
 from __future__ import annotations
@@ -21,9 +27,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from models import utcnow
-from probes import cc_users
+from probes import cc_users, paced_server
 from probes import twosided as ts
+from probes import twosided_paced as paced_ts
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError
+from probes.context import mptcp_settings
 from probes.localsite import LocalSite
 from probes.testbed import available_congestion_controls
 
@@ -69,8 +77,27 @@ def passive_side(*, campaign_id: int, lease_id: str, key: str, request: Measurem
         deadline = row.deadline
     if not _lease_live(campaign_id, lease_id):
         return _fail(campaign_id, lease_id, key, "the probe's lease is gone")
+    if request.profile.kind == "paced":
+        return _serve_paced(campaign_id, lease_id, key, site)
     with cc_users.using([request.cc], f"receiving side of probe {key}"):
         return _serve(campaign_id, lease_id, key, request, site, settings, deadline)
+
+
+def _serve_paced(campaign_id: int, lease_id: str, key: str, site: LocalSite) -> str:
+    try:
+        ts.prepare_receiver(None, len(site.isps))
+        receiver, started = paced_server.ensure()
+    except Exception as exc:
+        return _fail(campaign_id, lease_id, key, f"paced receiver: {exc}")
+    report = {"tool": "mpcoa-paced", "settings": mptcp_settings(None),
+              "receiver_started": started, "receiver_starts": receiver.starts}
+    with session_scope() as s:
+        row = sessions.get_session(s, campaign_id=campaign_id, lease_id=lease_id, step_key=key,
+                                   lock=True)
+        sessions.mark_ready(s, row=row, port=receiver.port, receiver_addrs=site.isps,
+                            pid=receiver.server.pid, report=report)
+        sessions.mark_done(s, row=row, report=report)
+    return "done"
 
 
 def _serve(campaign_id: int, lease_id: str, key: str, request: MeasurementRequest,
@@ -149,12 +176,19 @@ def active_side(*, campaign_id: int, lease_id: str, key: str, request: Measureme
     try:
         ready = _wait_state(campaign_id, lease_id, key, ("ready", "done"),
                             settings.passive_ready_timeout_s)
+
+        def wait_report() -> dict[str, Any]:
+            return _wait_state(campaign_id, lease_id, key, ("done",),
+                               settings.two_sided_margin_s)["report"]
+
         with cc_users.using([request.cc], f"sending side of probe {key}"):
+            if request.profile.kind == "paced":
+                return paced_ts.active_measure(
+                    request, sender_addrs=site.isps, receiver_addrs=ready["receiver_addrs"],
+                    port=ready["port"], wait_report=wait_report)
             return ts.active_measure(
                 request, sender_addrs=site.isps, receiver_addrs=ready["receiver_addrs"],
-                port=ready["port"], binary=settings.iperf3_binary,
-                wait_report=lambda: _wait_state(campaign_id, lease_id, key, ("done",),
-                                                settings.two_sided_margin_s)["report"])
+                port=ready["port"], binary=settings.iperf3_binary, wait_report=wait_report)
     except Exception as exc:
         # this attempt is over: its session must not look alive (a late passive task of it
         # then finds it failed and starts nothing)

@@ -52,6 +52,8 @@ class MeasurementRecord:
     quiet_check: Mapping[str, Any] | None = None
     warmup_s: float = 0.0
     timing: Mapping[str, Any] | None = None  # the timing rule's inputs and figures
+    clock_offset_ms: float | None = None  # receiver's clock minus sender's (two clocks)
+    clock_offset_uncertainty_ms: float | None = None
 
 
 def record_measurement(session: Session, record: MeasurementRecord) -> tuple[Measurement, bool]:
@@ -101,6 +103,8 @@ def record_measurement(session: Session, record: MeasurementRecord) -> tuple[Mea
         quiet_check=dict(r.quiet_check) if r.quiet_check is not None else None,
         warmup_s=float(r.warmup_s),
         timing=dict(r.timing) if r.timing is not None else None,
+        clock_offset_ms=r.clock_offset_ms,
+        clock_offset_uncertainty_ms=r.clock_offset_uncertainty_ms,
         tool=r.tool,
         tool_version=r.tool_version,
         raw_output=r.raw_output,

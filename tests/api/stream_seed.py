@@ -5,6 +5,7 @@ slow frames, lost frames at one point), stored through the service as the worker
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from models import Campaign
@@ -47,8 +48,11 @@ def frame_records(p99: float, lost: int) -> list[FrameRecord]:
     return out
 
 
-def seed_stream(session, topology_id: int) -> Campaign:
-    """A finished stream campaign: paced buffer probes whose stored results carry frames."""
+def seed_stream(session, topology_id: int,
+                clock_of: Callable[[str, float, int], dict] | None = None) -> Campaign:
+    """A finished stream campaign: paced buffer probes whose stored results carry frames.
+    `clock_of(cc, bs, run)`: more frame figures of that probe (its clock, offset, least
+    delay)."""
     objective = Objective.model_validate(STREAM)
     campaign = new_campaign(session, topology_id, ccs=["cubic", "bbr"], pms=["FullMesh"],
                             buffer_grid_mib=GRID, runs=2, duration_s=5, mode="grid",
@@ -62,7 +66,8 @@ def seed_stream(session, topology_id: int) -> Campaign:
                 gp, p99 = truth(cc, bs)
                 p99 += 0.5 * run
                 frames = FrameStats(frames_sent=125, frames_received=125, frames_lost=0,
-                                    lost_fraction=0.0, delay_p99_ms=p99, delay_p50_ms=p99 - 5)
+                                    lost_fraction=0.0, delay_p99_ms=p99, delay_p50_ms=p99 - 5,
+                                    **(clock_of(cc, bs, run) if clock_of else {}))
                 start = t0 + timedelta(seconds=10 * n)
                 row, _ = recording.record(session, MeasurementRecord(
                     campaign_id=campaign.id, phase="buffer", pm="FullMesh", cc=cc, bs_mib=bs,

@@ -24,7 +24,7 @@ from tests.dashboard.crawl import chart_data
 
 from .calibration import seed_srl_hu
 from .conftest import HU, SRL
-from .stream_seed import GRID, LOST_AT, STREAM, WARMUP_DELAY_MS, seed_stream
+from .stream_seed import GRID, LOST_AT, STREAM, WARMUP_DELAY_MS, seed_stream, truth
 from .test_recommendations import _topology
 
 pytestmark = pytest.mark.postgres
@@ -237,3 +237,43 @@ def test_stream_pages_draw_frame_delay_cdfs_a_hol_timeline_and_p99_per_buffer(
     shown = client.get(f"/dashboard/topologies/{topo['id']}/fits?campaign_id={campaign.id}",
                        headers=auth)
     assert shown.status_code == 200 and f'data-campaign-id="{campaign.id}"' in shown.text
+
+
+def two_clocks(uncertain: tuple[str, float, int] | None = None):
+    """Probes between two hosts' clocks: offset 5 s known within 1 ms (delays from about
+    50 ms: within delta = 0.07 of them), `uncertain`'s within 10 ms."""
+    def clock_of(cc: str, bs: float, run: int) -> dict:
+        _, p99 = truth(cc, bs)
+        return {"clock": "offset", "clock_offset_ms": 5000.0, "delay_min_ms": p99 + 0.5 * run - 10,
+                "clock_offset_uncertainty_ms": 10.0 if (cc, bs, run) == uncertain else 1.0}
+    return clock_of
+
+
+def test_one_way_delays_between_two_clocks_answer_as_one_way_with_their_uncertainty(
+        client, auth, db_session):
+    topo = _topology(client, auth, SRL, HU)
+    seed_stream(db_session, topo["id"], clock_of=two_clocks())
+    r = ask(client, auth, topo["id"], objective=STREAM)
+    assert r.status_code == 200, r.text
+    st = r.json()["stream"]
+    assert st["delay_clock"] == "one_way" and st["clock_offset_uncertainty_ms"] == 1.0
+    assert st["p99_ms"] == pytest.approx(68.25)  # the same answer as on one clock
+    notes = r.json()["notes"]
+    assert any("offset known within 1 ms: one-way delays" in n for n in notes), notes
+
+
+def test_one_probe_whose_clock_offset_is_too_uncertain_makes_the_answer_relative(
+        client, auth, db_session):
+    """One probe's offset known within 10 ms, more than delta (0.07) of its least delay
+    (~130 ms): no answer mixes its delays with one-way ones, so every probe's p99 is taken
+    relative to its flow's minimum (here 10 ms each), and the answer says so."""
+    topo = _topology(client, auth, SRL, HU)
+    seed_stream(db_session, topo["id"], clock_of=two_clocks(("cubic", 2.0, 1)))
+    r = ask(client, auth, topo["id"], objective=STREAM)
+    assert r.status_code == 200, r.text
+    st = r.json()["stream"]
+    assert st["delay_clock"] == "relative_to_minimum"
+    assert st["clock_offset_uncertainty_ms"] == 10.0
+    assert st["p99_ms"] == pytest.approx(10.0) and st["best_p99_ms"] == pytest.approx(10.0)
+    notes = r.json()["notes"]
+    assert any("within 10 ms: more than delta" in n for n in notes), notes

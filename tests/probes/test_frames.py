@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from probes.clocksync import ClockOffset
 from probes.frames import (
     FrameRecord,
     delay_cdf,
@@ -198,3 +199,42 @@ def test_a_minimum_delay_below_the_paths_floor_is_no_measurement():
     assert stats([31.2, 29.2, 30.8]).below_floor() is None  # within FLOOR_TOLERANCE_MS
     assert stats([31.2, 24.06], clock="relative").below_floor() is None
     assert frame_stats([FrameRecord(0, 0, 24_060, 1200)]).below_floor() is None  # no floor
+
+
+def test_an_offset_clock_below_the_floor_fails_within_its_uncertainty():
+    """The same check on delays put on the sender's clock by an estimated offset: 24.06 ms on
+    a 30 ms path still fails; the offset's uncertainty widens the tolerance by itself."""
+    def stats(delays_ms, uncertainty_ms):
+        offset = ClockOffset(offset_ms=5000.0, uncertainty_ms=uncertainty_ms, rtt_ms=60.0,
+                             before_ms=5000.0, after_ms=5000.0, exchanges=10)
+        records = [FrameRecord(k, k * 20_000, k * 20_000 + round(d * 1000), 1200)
+                   for k, d in enumerate(delays_ms)]
+        return frame_stats(records, floor_ms=30.0, offset=offset)
+
+    low = stats([31.2, 24.06, 30.8], 0.5)
+    assert low.clock == "offset" and low.clock_offset_ms == 5000.0
+    assert low.clock_offset_uncertainty_ms == 0.5
+    assert "minimum 24.06 ms, no path is faster than 30 ms" in (low.below_floor() or "")
+    assert stats([31.2, 28.7, 30.8], 0.5).below_floor() is None  # 1 ms + 0.5 ms of slack
+    assert stats([31.2, 28.7, 30.8], 0.1).below_floor() is not None
+
+
+def test_one_way_delays_fall_back_to_relative_when_the_offset_is_too_uncertain():
+    """δ = 0.07 of the least delay (30 ms): 2.1 ms of uncertainty still reads one-way, 2.2 ms
+    falls back to delays relative to the flow's minimum, and says so (clock)."""
+    records = [FrameRecord(k, k * 20_000, k * 20_000 + d, 1200)
+               for k, d in enumerate([30_000, 34_000, 32_000])]
+
+    def with_uncertainty(u: float, **kw):
+        return frame_stats(records, offset=ClockOffset(
+            offset_ms=0.0, uncertainty_ms=u, rtt_ms=60.0, before_ms=0.0, after_ms=0.0,
+            exchanges=2), **kw)
+
+    trusted = with_uncertainty(2.1)
+    assert trusted.clock == "offset" and trusted.delay_min_ms == 30.0
+    assert trusted.delay_max_ms == 34.0
+    fallback = with_uncertainty(2.2)
+    assert fallback.clock == "relative" and fallback.clock_offset_uncertainty_ms == 2.2
+    assert fallback.delay_min_ms == 0.0 and fallback.delay_max_ms == 4.0
+    assert fallback.below_floor() is None
+    assert with_uncertainty(2.2, delta=0.1).clock == "offset"

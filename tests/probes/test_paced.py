@@ -28,7 +28,8 @@ def test_commands():
                       "1048576", "--deadline", "9", "--clock", "monotonic"]
     assert client[2:] == ["send", "--connect", "10.9.0.1", "--port", "23000", "--rate", "25",
                           "--size", "20000", "--duration", "4", "--cc", "reno", "--buffer",
-                          "1048576", "--clock", "monotonic", "--bind", "10.1.0.1"]
+                          "1048576", "--clock", "monotonic", "--sync", "5", "--deadline", "9",
+                          "--bind", "10.1.0.1"]
     _, auto = build_commands(req(), port=23000, server_addr="10.9.0.1", bind_addr=None)
     assert auto[auto.index("--buffer") + 1] == "0" and "--bind" not in auto
     with pytest.raises(ProbeError, match="only paced"):

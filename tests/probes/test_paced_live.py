@@ -4,6 +4,7 @@ line, one-way delay against the configured path delay (needs root: marker netns)
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -55,6 +56,11 @@ def test_one_way_delay_is_the_configured_delay(delay_bed):
     f = r.frames
     assert f is not None and f.clock == "shared"
     assert f.delay_floor_ms == FAST_MS  # the fastest path the testbed emulates
+    # one clock: the exchanges are a sanity check, not applied, and find no offset beyond a
+    # few ms (the symmetric 30 ms control path; a busy host's scheduling)
+    est = r.raw["clock_offset"]
+    assert est["applied"] is False and est["exchanges"] == 2
+    assert abs(est["offset_ms"]) < 5, est
     # the figures leave out the first second (warm-up), frames.csv has every frame
     assert f.frames_sent == 150 and f.frames_lost == 0 and f.frames_received == 150
     assert FAST_MS <= f.delay_min_ms < FAST_MS + 3, f
@@ -121,3 +127,42 @@ def test_a_delay_below_the_paths_floor_fails_the_probe(delay_bed):
         assert ("one-way delay below the path's floor" in why) is fails, why
         if fails:
             assert f"no path is faster than {claimed:g} ms" in why
+
+
+def test_a_receiver_clock_offset_by_a_known_amount_is_estimated_and_taken_out(delay_bed):
+    """Two clocks for real: the receiver runs in its own Linux time namespace whose
+    CLOCK_MONOTONIC is `SHIFT_S` ahead of the sender's (`unshare --time --monotonic`), as
+    another host's would be. The exchanges on the control connection (over the symmetric
+    30 ms path) find that offset, and the frames' one-way delay is the configured path delay
+    again, within the offset's uncertainty; without the correction every frame would read
+    SHIFT_S late."""
+    shift_s = 4321
+    request = MeasurementRequest(
+        sender="A", receiver="B", cc="cubic", duration_s=3.0, warmup_s=1,
+        allowed_subflows=["U-D"], path_manager="PCDC", profile=TrafficProfile.paced(50.0, 1200))
+    backend = PacedBackend(delay_bed.context(request), shared_clock=False,
+                           receiver_wrapper=("unshare", "--time", f"--monotonic={shift_s}"))
+    with delay_bed.lock():
+        delay_bed.set_direction("A", "B")
+        r = backend.measure(request)
+    assert r.failure_reason() is None, r.failure_reason()
+    f = r.frames
+    est = r.raw["clock_offset"]
+    print(f"offset {est['offset_ms']:.3f} ms (true {shift_s * 1000} ms), uncertainty "
+          f"{est['uncertainty_ms']:.3f} ms, rtt {est['rtt_ms']:.2f} ms; one-way min "
+          f"{f.delay_min_ms:.2f} p50 {f.delay_p50_ms:.2f} ms")
+    assert est["applied"] is True and est["exchanges"] == 10
+    # the control path is 30 ms each way: the quickest exchange of each batch is symmetric
+    # within what the delay line and a busy host's scheduling add (a few ms at worst)
+    assert est["offset_ms"] == pytest.approx(shift_s * 1000, abs=3.0), est
+    assert est["rtt_ms"] >= 2 * FAST_MS, est
+    assert f is not None and f.clock == "offset", f
+    assert f.clock_offset_ms == est["offset_ms"]
+    assert f.clock_offset_uncertainty_ms == est["uncertainty_ms"]
+    assert f.clock_offset_uncertainty_ms <= 0.07 * FAST_MS, f
+    assert f.delay_floor_ms == FAST_MS and f.below_floor() is None
+    assert FAST_MS - 3 <= f.delay_min_ms < FAST_MS + 4, f
+    assert f.delay_p50_ms < FAST_MS + 6, f
+    receiver = json.loads(r.artifacts["paced-receiver.json"])
+    raw_min = min(rx - tx for _, tx, rx, _ in receiver["frames"]) / 1000
+    assert raw_min > shift_s * 1000 - 1, raw_min  # the stamps themselves are SHIFT_S apart

@@ -2,7 +2,9 @@
 own `mpcoa worker --site NAME --isp ...` reaching PostgreSQL and Redis through its management
 link only. Campaigns A->B and C->B requested together both complete from their own two-sided
 probes and never overlap on B; a SIGKILLed B worker mid passive side loses and duplicates
-nothing and leaves no server running."""
+nothing and leaves no server running. B's host has a clock of its own: its worker runs in a Linux
+time namespace whose CLOCK_MONOTONIC is `B_CLOCK_SHIFT_S` ahead of the others', so a stream
+campaign's paced probes (two-sided, B's long-lived receiver) must find that offset."""
 
 from __future__ import annotations
 
@@ -40,6 +42,8 @@ PLAN = {"ccs": ["cubic"], "buffer_grid_mib": [0.0625, 0.25, 1.0], "runs": 1, "du
         "mode": "grid"}  # exact probe counts: the paper's procedure
 PROBES = 1 * 3 + 2 * 1 * 3  # impact: 1 + 2 subflows; buffers: 2 PMs x 1 CC x 3 buffers
 BUDGET = PROBES * PLAN["duration_s"]
+B_CLOCK_SHIFT_S = 7200  # B's monotonic clock: two hours ahead of A's and C's
+STREAM = {"kind": "stream", "bitrate_mbps": 2}
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +91,10 @@ def forwarder(network):
 
 
 class SiteWorkers:
-    def __init__(self, tmp: Path, network, db_url: str, redis_db: int) -> None:
+    def __init__(self, tmp: Path, network, db_url: str, redis_db: int,
+                 clock_shift_s: dict[str, int] | None = None) -> None:
         self.tmp, self.network, self.db_url, self.redis_db = tmp, network, db_url, redis_db
+        self.clock_shift_s = clock_shift_s or {}
         self.procs: dict[str, subprocess.Popen] = {}
         self.all: list[subprocess.Popen] = []
 
@@ -107,6 +113,8 @@ class SiteWorkers:
             "MPCOA_PASSIVE_READY_TIMEOUT_S": "12", "MPCOA_TWO_SIDED_MARGIN_S": "10",
         })
         argv = ["ip", "netns", "exec", host.ns, str(BIN / "mpcoa"), "worker", "--site", site]
+        if site in self.clock_shift_s:  # a host whose clock is not the others'
+            argv[4:4] = ["unshare", "--time", f"--monotonic={self.clock_shift_s[site]}"]
         for label, addr in host.isps.items():
             argv += ["--isp", f"{label}={addr}"]
         log = open(self.tmp / f"worker-{site}-{len(self.all)}.log", "w")  # noqa: SIM115
@@ -129,7 +137,8 @@ class SiteWorkers:
 
 @pytest.fixture(scope="module")
 def site_workers(network, forwarder, db, redis_db, names, tmp_path_factory):
-    w = SiteWorkers(tmp_path_factory.mktemp("sites"), network, db, redis_db)
+    w = SiteWorkers(tmp_path_factory.mktemp("sites"), network, db, redis_db,
+                    clock_shift_s={names["B"]: B_CLOCK_SHIFT_S})
     try:
         for site in names.values():
             w.start(site)
@@ -171,8 +180,8 @@ def topology(hosts_api, site_ids, local: str, remote: str) -> int:
     return r.json()["id"]
 
 
-def start(hosts_api, tid: int) -> int:
-    body = {"topology_id": tid, **PLAN, "probe_seconds_budget": BUDGET}
+def start(hosts_api, tid: int, **extra) -> int:
+    body = {"topology_id": tid, **PLAN, "probe_seconds_budget": BUDGET, **extra}
     r = hosts_api.post("/campaigns", json=body)
     assert r.status_code == 202, r.text
     return r.json()["id"]
@@ -269,3 +278,55 @@ def test_sigkill_b_during_passive_side(hosts_api, site_ids, names, site_workers,
         # the probe of the killed passive side was retried, under a later attempt, and done
         assert len(retried) == 1 and int(retried[0].step_key.rsplit("#", 1)[1]) > int(attempt)
     assert no_server_left(network, names["B"])
+
+
+def test_a_stream_campaign_runs_paced_two_sided_between_two_clocks(
+        hosts_api, site_ids, names, site_workers, db, network):
+    """A stream campaign A->B: its buffer probes run on the paced tool, each end at its own
+    site (B's long-lived receiver, started once), its bulk phases on iperf3; every paced
+    probe finds B's clock offset, stores it with its uncertainty, and reports delays corrected
+    by it (one-way, or relative to the flow's minimum where the uncertainty is too large: the
+    answer says which)."""
+    tops = hosts_api.get("/topologies").json()["items"]
+    tid = next((t["id"] for t in tops if t["local_site"]["id"] == site_ids["A"]), None)
+    # 3 s: a paced probe's goodput needs a whole 1 s interval after its warm-up (half of it)
+    cid = start(hosts_api, tid or topology(hosts_api, site_ids, "A", "B"), objective=STREAM,
+                duration_s=3.0, probe_seconds_budget=PROBES * 3.0)
+    d = wait_for(lambda: finished(hosts_api, cid), 300, f"campaign {cid}")
+    why = [(m.phase, m.status, m.error) for m in measurements(db, cid) if m.status != "ok"]
+    assert d["state"] == "done", (d.get("error"), why, site_workers.logs())
+    assert d["probes_done"] == d["probes_total"] == PROBES
+    rows = measurements(db, cid)
+    paced = [m for m in rows if m.phase == "buffer"]
+    assert {m.tool for m in rows if m.phase != "buffer"} == {"iperf3"}
+    assert len(paced) == 2 * 3 and {m.tool for m in paced} == {"mpcoa-paced"}
+    ok = [m for m in paced if m.status == "ok"]
+    # as for the bulk campaigns: one probe of a loaded machine may fail, saying why
+    assert len(ok) >= len(paced) - 1, [(m.status, m.error) for m in paced]
+    started = 0
+    for m in ok:
+        raw = json.loads(m.raw_output)
+        assert raw["raw"]["two_sided"] is True
+        started += bool(raw["raw"]["receiver_started"])
+        est = raw["raw"]["clock_offset"]
+        print(f"{m.pm} {m.bs_mib} MiB: offset {m.clock_offset_ms:.3f} ms (true "
+              f"{B_CLOCK_SHIFT_S * 1000}), uncertainty {m.clock_offset_uncertainty_ms:.3f} ms, "
+              f"rtt {est['rtt_ms']:.3f} ms, clock {raw['frames']['clock']}, delay p99 "
+              f"{raw['frames']['delay_p99_ms']:.2f} ms")
+        # the paths are 20 Mbit/s with no added delay: a quick exchange is well within 5 ms
+        assert m.clock_offset_ms == pytest.approx(B_CLOCK_SHIFT_S * 1000, abs=5.0), est
+        assert m.clock_offset_uncertainty_ms is not None and est["applied"] is True
+        f = raw["frames"]
+        assert f["clock"] in ("offset", "relative") and f["frames_received"] > 0
+        assert f["clock_offset_ms"] == m.clock_offset_ms
+        assert f["delay_min_ms"] > -1 and f["delay_max_ms"] < 1000, f  # not 7200 s late
+    assert started == 1  # B's receiver started at the first paced probe, then reused
+    with session_scope(get_engine(Settings(database_url=db, _env_file=None))) as s:
+        rec = s.get(Recommendation, s.get(Campaign, cid).recommendation_id)
+        assert rec is not None and rec.campaign_id == cid
+        stream = rec.outputs["stream"]
+    assert stream["delay_clock"] in ("one_way", "relative_to_minimum")
+    assert stream["clock_offset_uncertainty_ms"] == max(
+        m.clock_offset_uncertainty_ms for m in ok)
+    print(f"answer: {rec.opm}/{rec.occ} at {rec.obs_mib} MiB, p99 {stream['p99_ms']:.2f} ms "
+          f"({stream['delay_clock']})")
