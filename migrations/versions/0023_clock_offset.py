@@ -1,7 +1,7 @@
 """clock offset: a stream probe's estimated clock offset between its two hosts and its
 uncertainty
 
-Revision ID: 0025
+Revision ID: 0023
 Revises: 0022
 Create Date: 2026-11-27 15:10:00
 """
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0025"
+revision: str = "0023"
 down_revision: str | None = "0022"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
