@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 from ..algorithm.objective import objective_of
 from ..store import campaigns as campaign_store
 from ..store import measurements
-from .recalibration import record_events
+from .recalibration_events import record_events
 from .recommend import recommend
 
 
