@@ -13,7 +13,7 @@ topology); the topology is found or created; an RTT stored for a subflow is kept
 takes the bundle's.
 
 The bundle's answer is never stored as an answer: the imported campaign is answered again by
-`recommend.campaign_answer`, the code a finishing campaign runs, on the question the bundle's
+`stored_answer.campaign_answer`, the code a finishing campaign runs, on the question the bundle's
 answer was given for; that answer (its provenance keeps the bundle's, and what differs) is the
 topology's calibrated answer. A tampered answer therefore never reaches `apply`.
 """
@@ -45,7 +45,7 @@ from ..store import inventory
 from ..store import recommendations as recommendation_store
 from . import bundle_archive as archive
 from .campaign_answer import CampaignSolution, solve_campaign
-from .recommend import campaign_answer
+from .stored_answer import campaign_answer
 
 #: Where a bundle's answer and the one derived again may differ (what `apply` reads of an answer).
 COMPARED = ("opm", "occ", "obs_mib", "otp_mbps", "tp_max_mbps", "subflows_used",
