@@ -47,8 +47,9 @@ def frame_records(p99: float, lost: int) -> list[FrameRecord]:
     return out
 
 
-def seed_stream(session, topology_id: int) -> Campaign:
-    """A finished stream campaign: paced buffer probes whose stored results carry frames."""
+def seed_stream(session, topology_id: int, *, done: bool = True) -> Campaign:
+    """A finished stream campaign: paced buffer probes whose stored results carry frames
+    (`done=False`: still running, for the caller to finish)."""
     objective = Objective.model_validate(STREAM)
     campaign = new_campaign(session, topology_id, ccs=["cubic", "bbr"], pms=["FullMesh"],
                             buffer_grid_mib=GRID, runs=2, duration_s=5, mode="grid",
@@ -76,6 +77,7 @@ def seed_stream(session, topology_id: int) -> Campaign:
                 n += 1
     results.store_fits(session, campaign_id=campaign.id,
                        fits=fit_from_runs(session, campaign=campaign).fits)
-    campaigns.set_state(session, campaign_id=campaign.id, state="done")
+    if done:
+        campaigns.set_state(session, campaign_id=campaign.id, state="done")
     session.commit()
     return campaign
