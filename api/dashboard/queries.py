@@ -1,16 +1,19 @@
 """Read-only queries behind the dashboard pages.
 
 Everything here reads the database through the store (`service.store`, the dashboard's own reads
-in `service.store.dashboard`) and answers through the same flow as the API
-(`service.flows.campaign_answer.solve_campaign`), so a page never shows another buffer than the
-answer a user got. Nothing here writes. Each function returns plain dicts/lists that the
+in `service.store.dashboard`). Answers are read as stored: a stream campaign's answer is its
+stored recommendation, an adaptive campaign's is its sweep's stored decision
+(`service.flows.decided`); the Fits page's other deltas are solved through the same flow as the
+API (`service.flows.campaign_answer.solve_campaign`), so a page never shows another buffer than
+the answer a user got. Progress is the campaign's stored counters (`flows.budget.progress`).
+Nothing here writes. Each function returns plain dicts/lists that the
 templates render and that are safe to serialise to JSON for the charts.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -20,7 +23,9 @@ from probes.frames import FrameRecord, after_warmup, delay_cdf, hol_timeline, re
 from service.algorithm.impact import sign_changes
 from service.algorithm.objective import objective_of
 from service.algorithm.stream_choice import StreamRun, carries
+from service.flows import budget
 from service.flows.campaign_answer import CampaignSolution, solve_campaign
+from service.flows.decided import decided_question, decided_solution
 from service.flows.stream_answer import stream_answer
 from service.store import applied, inventory, recommendations, results
 from service.store import artifacts as artifact_store
@@ -222,6 +227,10 @@ def fits_page(
     page["other_kinds"] = sorted(all_kinds - {campaign.model_kind})
     page["fits"] = fits
     solved = solve_campaign(session, campaign, page["delta"])
+    decision = decided_question(campaign, page["delta"], None, None)
+    if decision is not None and solved.solution is not None:
+        # the question the adaptive sweep decided: the page shows its stored decision
+        solved = replace(solved, solution=decided_solution(solved.solution, decision))
     page["solution"], page["solve_error"] = solved.solution, solved.error
     points = measured_points(session, campaign.id)
     page["charts"] = [_fit_chart(rec, solved, points) for rec in fits]
@@ -354,7 +363,7 @@ def campaign_page(session: Session, campaign_id: int) -> dict:
     return {
         "campaign": campaign,
         "topology": topology,
-        "progress": progress(campaign),
+        "progress": budget.progress(campaign),  # as stored: probes done of planned
         "measurements": [{"row": r, "artifacts": names.get(r.id, [])} for r in rows],
         "measurement_rows": MEASUREMENT_ROWS,
         "by_phase": reads.measurement_counts(session, campaign.id),
@@ -364,17 +373,36 @@ def campaign_page(session: Session, campaign_id: int) -> dict:
 
 
 def _stream(session: Session, campaign: Campaign) -> dict | None:
-    """A stream campaign's frame delay per measured point and the decision so far."""
+    """A stream campaign's frame delay per measured point and its answer: the one stored when it
+    finished (read, never recomputed); before that, the decision so far."""
     objective = objective_of(campaign.objective)
     if not objective.is_stream:
         return None
-    answer = stream_answer(session, campaign, objective, campaign.delta)
-    d = answer.decision
-    choice = None if d is None or d.opm is None else {
-        "pm": d.opm, "cc": d.occ, "bs_mib": d.obs_mib, "p99_ms": d.p99_ms}
+    stored = _stored_stream_answer(session, campaign)
+    if stored is not None:
+        rec, out = stored
+        points, error, answer_id = out.get("points") or [], None, rec.id
+        choice = {"pm": rec.opm, "cc": rec.occ, "bs_mib": rec.obs_mib, "p99_ms": out["p99_ms"]}
+    else:  # nothing stored yet (a running campaign), or it gave no stream answer
+        answer = stream_answer(session, campaign, objective, campaign.delta)
+        d = answer.decision
+        points, error, answer_id = answer.points, answer.error, None
+        choice = None if d is None or d.opm is None else {
+            "pm": d.opm, "cc": d.occ, "bs_mib": d.obs_mib, "p99_ms": d.p99_ms}
     cdfs, timeline = _frame_charts(session, campaign, choice)
-    return {"objective": objective, "points": answer.points, "error": answer.error,
-            "choice": choice, "cdf_charts": cdfs, "timeline": timeline}
+    return {"objective": objective, "points": points, "error": error, "choice": choice,
+            "answer_id": answer_id, "cdf_charts": cdfs, "timeline": timeline}
+
+
+def _stored_stream_answer(session: Session,
+                          campaign: Campaign) -> tuple[Recommendation, dict] | None:
+    """The stream answer stored for the finished campaign (on its own delta), with its
+    `outputs.stream`; None when it has none."""
+    rec = recommendations.calibrated_recommendation_of(session, campaign_id=campaign.id)
+    stream = None if rec is None else (rec.outputs or {}).get("stream")
+    if not stream or rec.delta != campaign.delta:
+        return None
+    return rec, stream
 
 
 def _frame_charts(session: Session, campaign: Campaign,
@@ -414,10 +442,3 @@ def _frame_charts(session: Session, campaign: Campaign,
         timeline = {"id": "hol-timeline", "measurement_id": f.measurement_id, "pm": f.pm,
                     "cc": f.cc, "bs": f.bs_mib, "run": f.run, "points": got, "lost": lost}
     return cdfs, timeline
-
-
-def progress(campaign: Campaign) -> float:
-    """probes_done / probes_total in 0..1 (the JSON API's definition)."""
-    if not campaign.probes_total:
-        return 0.0
-    return min(1.0, campaign.probes_done / campaign.probes_total)

@@ -59,11 +59,12 @@ async def create_recommendation(
     # the generation is read once for all the requests waiting (`GenerationReader`). Otherwise
     # one thread hop does the token check (the authoritative one: revocation, expiry, scope;
     # api.middleware.WriteGate only turned away writes without a live token before the body was
-    # read) and the answer.
+    # read) and the answer. Either way a request reads the generation once and looks its
+    # question up in the cache once.
     with AnswerTimer() as timer:
         desk = _desk(request.app)
         digest = tokens.hash_token(credentials.credentials) if credentials is not None else None
-        generation = None
+        generation, looked_up = None, False
         if body.topology_id is not None and digest is not None and desk.database is not None:
             generation = await desk.reader.fresh()
             if answers.token(desk.database, digest, generation, "write"):
@@ -74,9 +75,12 @@ async def create_recommendation(
                 if hit is not None:
                     timer.source = "cache"
                     return Response(hit.content, media_type="application/json")
+                looked_up = True
+        # The request goes on with the generation read above (read once per request) and
+        # does not look its question up again.
         asked = await in_lane(
             "work", _checked, session, credentials, digest, body, request.app.state.settings,
-            desk)
+            desk, generation, looked_up)
         if asked.provisional:
             timer.source = "provisional"
             return Response(asked.content, status.HTTP_202_ACCEPTED,
@@ -84,9 +88,12 @@ async def create_recommendation(
         return Response(asked.content, media_type="application/json")
 
 
-def _checked(session, credentials, digest, body, settings, desk) -> Asked:
-    # The generation first: whatever this request caches is then at least as new as it.
-    generation = answer_generation.current(session)
+def _checked(session, credentials, digest, body, settings, desk, generation: int | None,
+             looked_up: bool) -> Asked:
+    # The generation first (unless the request read it already, before anything else):
+    # whatever this request caches is then at least as new as it.
+    if generation is None:
+        generation = answer_generation.current(session)
     row = check_token(session, credentials, scope="write", now=answers.clock())
     database = database_of(session)
     desk.database = database
@@ -102,6 +109,7 @@ def _checked(session, credentials, digest, body, settings, desk) -> Asked:
         bs_min_mib=body.bs_min_mib,
         bs_max_mib=body.bs_max_mib,
         generation=generation,
+        looked_up=looked_up,
         objective=body.objective,
     )
 

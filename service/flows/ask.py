@@ -1,6 +1,7 @@
 """A question asked over the API, answered through the answer cache.
 
-`ask` is the whole unit of work: the cached answer when the generation read first still holds,
+`ask` is the whole unit of work: the cached answer when the generation read first still holds
+(the generation read and the cache looked up once per request, by the caller or here),
 else `recommend` (reusing the stored row for a question asked before), the commit, the answer
 rendered as sent, and the cache entry. The caller renders (`render`) so that a cache hit costs
 neither a query nor a serialisation.
@@ -48,13 +49,15 @@ def ask(
     bs_min_mib: float | None = None,
     bs_max_mib: float | None = None,
     generation: int | None = None,
+    looked_up: bool = False,
     cache: AnswerCache = answers,
     objective: Objective | None = None,
 ) -> Asked:
     """The answer as sent (`render(row)` -> body, poll URL), committed.
 
     `generation`: the answer generation the caller read before anything else of this request
-    (read here, first, when left out).
+    (read here, first, when left out). `looked_up`: the caller already looked the question up
+    in `cache` under that generation and missed (it is not looked up twice).
     """
     if generation is None:
         generation = answer_generation.current(session)
@@ -62,7 +65,7 @@ def ask(
     if topology_id is not None:
         question = cache.question(database_of(session), topology_id, delta, bs_min_mib,
                                   bs_max_mib, (objective or Objective()).key())
-        hit = cache.answer(question, generation)
+        hit = None if looked_up else cache.answer(question, generation)
         if hit is not None:
             session.rollback()
             return Asked(hit.content)

@@ -13,7 +13,7 @@ topology); the topology is found or created; an RTT stored for a subflow is kept
 takes the bundle's.
 
 The bundle's answer is never stored as an answer: the imported campaign is answered again by
-`recommend.campaign_answer`, the code a finishing campaign runs, on the question the bundle's
+`stored_answer.campaign_answer`, the code a finishing campaign runs, on the question the bundle's
 answer was given for; that answer (its provenance keeps the bundle's, and what differs) is the
 topology's calibrated answer. A tampered answer therefore never reaches `apply`.
 """
@@ -21,7 +21,7 @@ topology's calibrated answer. A tampered answer therefore never reaches `apply`.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -45,7 +45,8 @@ from ..store import inventory
 from ..store import recommendations as recommendation_store
 from . import bundle_archive as archive
 from .campaign_answer import CampaignSolution, solve_campaign
-from .recommend import campaign_answer
+from .decided import decided_question, decided_solution
+from .stored_answer import campaign_answer
 
 #: Where a bundle's answer and the one derived again may differ (what `apply` reads of an answer).
 COMPARED = ("opm", "occ", "obs_mib", "otp_mbps", "tp_max_mbps", "subflows_used",
@@ -99,14 +100,23 @@ def import_bundle(session: Session, data: bytes) -> Imported:
 
 def rederive(session: Session, *, campaign_id: int) -> CampaignSolution:
     """The campaign's answer solved again from its stored rows, on the bounds and delta its
-    stored answer was given for (the campaign's delta and measured range without one)."""
+    stored answer was given for (the campaign's delta and measured range without one); for
+    the question a campaign's adaptive sweep decided here, its stored decision."""
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
     answer = (recommendation_store.get_recommendation(
         session, recommendation_id=campaign.recommendation_id)
         if campaign.recommendation_id is not None else None)
     if answer is None:
-        return solve_campaign(session, campaign, campaign.delta)
-    return solve_campaign(session, campaign, answer.delta, answer.bs_min_mib, answer.bs_max_mib)
+        delta, lo, hi = campaign.delta, None, None
+    else:
+        delta, lo, hi = answer.delta, answer.bs_min_mib, answer.bs_max_mib
+    solved = solve_campaign(session, campaign, delta, lo, hi)
+    decision = decided_question(campaign, delta, lo, hi)
+    if decision is None or solved.solution is None:
+        return solved
+    # the question its own adaptive sweep decided: the decision is the answer (never an
+    # imported campaign's: `decided.sweep_decision`)
+    return replace(solved, solution=decided_solution(solved.solution, decision))
 
 
 def same_answer(solved: CampaignSolution, answer: Recommendation | None) -> bool:

@@ -108,7 +108,7 @@ class Spread(Open):
 
 
 class AdaptiveNote(Open):
-    """The adaptive decision (flows/calibrated._promise, store/campaigns.flags)."""
+    """The adaptive decision (flows/decided, store/campaigns.flags)."""
 
     stop: Text(32)
     opm: PathManager | None = None

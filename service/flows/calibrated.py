@@ -1,6 +1,7 @@
-"""A calibrated answer: the campaign's solution (`solve_campaign`) with what a recommendation says
-beside OPM / OCC / OBS / OTP -- the subflows it runs, Eq. 1 over them, per-arm details, the
-provenance and the quality flags."""
+"""A calibrated answer: the campaign's answer with what a recommendation says beside OPM / OCC /
+OBS / OTP -- the subflows it runs, Eq. 1 over them, per-arm details, the provenance and the
+quality flags. The answer is the adaptive sweep's decision where the question is the one it
+decided (`decided`), else the campaign's solution (`solve_campaign`: grid mode, what-ifs)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,17 @@ from probes.vocabulary import FULLMESH
 from ..algorithm.solver import Solution
 from ..store import campaigns as campaign_store
 from ..store import measurements, results
-from .answer import ArmLine, Eq1, Outputs, Promise, SubsetChoice, TStar
+from .answer import ArmLine, Eq1, Outputs, SubsetChoice, TStar
 from .campaign_answer import solve_campaign
+from .decided import (
+    DECIDED,
+    SOLVED,
+    decided_question,
+    decided_solution,
+    differs_from_solve,
+    promise_if_same,
+    promise_of,
+)
 from .eq1 import traditional_eq1
 from .selected import selection_note
 from .snapshot import TopologySnapshot
@@ -54,6 +64,16 @@ def calibrated_answer(
         )
     solution, fits = solved.solution, solved.fits
     flags = [*solved.flags, *solution.flags]
+    decision = decided_question(campaign, delta, bs_min, bs_max)
+    origin: dict = {"answer_from": SOLVED}
+    if decision is not None:
+        # The sweep decided this question: its decision is the answer (the solve above only
+        # reads the per-arm table off the measured means).
+        origin = {"answer_from": DECIDED}
+        otherwise = differs_from_solve(solution, decision)
+        if otherwise is not None:  # kept for the record, never the answer
+            origin["solve_reads"] = otherwise
+        solution = decided_solution(solution, decision)
     impacts = {r.cc: r for r in results.impact_results(session, campaign_id=campaign.id)}
     selection = (selection_note(campaign) or {}).get("ccs", {}).get(solution.occ)
     used, standby = answer_subflows(session, snap, campaign, solution.opm, solution.occ, flags)
@@ -74,13 +94,14 @@ def calibrated_answer(
     after_stale.extend(campaign_store.flags(campaign))
     outputs = _outputs(solution, used, standby, _model_reasons(fits))
     outputs.unsettled_omegas = list(unsettled)
-    outputs.promise = _promise(campaign, solution)
+    outputs.promise = (promise_of(decision) if decision is not None
+                       else promise_if_same(campaign, solution))
     outputs.subset_choice = _subset_choice(solution, selection, impacts)
     return CalibratedAnswer(
         solution=solution,
         outputs=outputs,
         eq1=eq1,
-        provenance=_provenance(campaign, fits, summary),
+        provenance={**_provenance(campaign, fits, summary), **origin},
         flags_before_stale=tuple(flags),
         flags_after_stale=tuple(after_stale),
         newest_at=summary.newest_at or campaign.finished_at,
@@ -111,17 +132,6 @@ def answer_subflows(session: Session, snap: TopologySnapshot, campaign: Campaign
         return names, []
     # standbys best Ω first
     return [n for n in impact.subset if n in names], list(impact.standby)
-
-
-def _promise(campaign: Campaign, solution: Solution) -> Promise | None:
-    """The settled adaptive decision's promise, when it is the answer's configuration."""
-    note = (campaign.notes or {}).get("adaptive") or {}
-    promise = note.get("promise")
-    if not promise or (note.get("opm"), note.get("occ")) != (solution.opm, solution.occ):
-        return None
-    return Promise(statement=note.get("statement"), low_mbps=promise["low_mbps"],
-                   high_mbps=promise["high_mbps"], of=promise["of"],
-                   confidence=note.get("confidence"))
 
 
 def _subset_choice(solution: Solution, selection: dict | None, impacts) -> SubsetChoice | None:

@@ -1,9 +1,10 @@
 """A finished campaign's answer for a delta and a buffer range: the one solve behind both the API's
 recommendations and the dashboard's Fits page, so the two can never show different buffers.
 
-A grid campaign is answered from its fitted curves; an adaptive campaign, which decided on
-measured buffers, from its arms' measured means (`MeasuredCurve`): the same rule as its decision,
-the smallest measured buffer whose mean reaches (1 - delta) T*. Buffer bounds left out are the
+A grid campaign is answered from its fitted curves. An adaptive campaign's own answer is its
+sweep's stored decision (`decided`); here its what-ifs and its per-arm table read its arms'
+measured means (`MeasuredCurve`) by the same rule as its decision, the smallest measured buffer
+whose lower bound reaches (1 - delta) T*. Buffer bounds left out are the
 buffers the campaign measured (a fitted curve is not extrapolated); bounds given are clipped to
 them, and the answer says so.
 """

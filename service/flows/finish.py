@@ -5,19 +5,18 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from ..algorithm.objective import objective_of
 from ..store import campaigns as campaign_store
 from ..store import measurements
-from .recalibration import record_events
-from .recommend import recommend
+from .recalibration_events import record_events
+from .stored_answer import answer_at_finish
 
 
 def finish_campaign(session: Session, *, campaign_id: int) -> int | None:
     """Finish a campaign whose probes are all stored; returns its recommendation's id.
 
     Idempotent: a campaign that is already final is left as it is (a redelivered task).
-    The answer is computed once, with the campaign's own flags and notes (`finished`), and
-    stored as it is: nothing patches it afterwards.
+    The answer is stored once, with the campaign's own flags and notes (an adaptive campaign's
+    is its sweep's decision, `decided`), as it is: nothing patches it afterwards.
     """
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
     if campaign_store.is_final(campaign):
@@ -27,18 +26,9 @@ def finish_campaign(session: Session, *, campaign_id: int) -> int | None:
         campaign, "failed_probes", [measurements.failure_entry(m) for m in failed]
     )
     campaign_store.set_state(session, campaign_id=campaign.id, state="done")
-    lo, hi = campaign_store.buffer_range(campaign)  # solved on the measured range only
-    # A finished campaign must never queue another one, even when its fits are unusable.
-    outcome = recommend(
-        session,
-        topology_id=campaign.topology_id,
-        delta=campaign.delta,
-        bs_min_mib=lo,
-        bs_max_mib=hi,
-        queue_campaign=False,
-        finished=campaign,
-        objective=objective_of(campaign.objective),
-    )
+    # A finished campaign never queues another one, even when its fits are unusable: nothing
+    # this module imports can start a campaign (pyproject.toml's import contracts).
+    outcome = answer_at_finish(session, campaign)
     campaign.recommendation_id = outcome.recommendation_id
     session.flush()
     record_events(session, campaign=campaign)

@@ -1,9 +1,12 @@
 """A provisional answer, before any calibration: the paper's rules (Section 5.3 and 6) --
-FullMesh for a homogeneous topology, PCDC for a heterogeneous one, buffer 50 % of Eq. 1 -- and a
-campaign queued (or the one already queued/running reused) so that a later request gets a
-calibrated answer."""
+FullMesh for a homogeneous topology, PCDC for a heterogeneous one, buffer 50 % of Eq. 1 -- and
+the campaign that will calibrate the topology, as the caller gives it (`Calibrating`: a request
+queues one, or reuses the one queued/running, so that a later request gets a calibrated answer;
+a finishing campaign queues none)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
@@ -11,14 +14,13 @@ from models import Campaign, Recommendation, utcnow
 from probes.vocabulary import FULLMESH, PCDC
 
 from ..algorithm.objective import Objective
-from ..settings import Settings
-from ..store import campaigns as campaign_store
 from ..store import recommendations
 from .answer import Outputs
-from .dispatch import start_campaign
 from .eq1 import traditional_eq1
-from .plan import CampaignParameters
 from .snapshot import TopologySnapshot
+
+#: The campaign that will calibrate the topology (None: none) and whether it was queued now.
+Calibrating = Callable[[], tuple[Campaign | None, bool]]
 
 
 def provisional_answer(
@@ -29,12 +31,12 @@ def provisional_answer(
     hi: float,
     flags: list[str],
     inputs: dict,
-    settings: Settings | None,
+    calibrating: Calibrating,
     more_provenance: dict | None = None,
     objective: Objective | None = None,
 ) -> tuple[Recommendation, Campaign | None, bool]:
-    """The stored answer, the campaign that will calibrate the topology (None when `settings`
-    is None and none is active) and whether it was created now."""
+    """The stored answer, the campaign that will calibrate the topology (`calibrating()`) and
+    whether it was created now."""
     spec = snap.spec
     homogeneous = spec.is_homogeneous()
     opm = FULLMESH if homogeneous else PCDC
@@ -51,7 +53,7 @@ def provisional_answer(
         notes.append("OBS unknown: Eq. 1 needs the subflows' RTTs")
     flags.append("provisional")
     objective = objective or Objective()
-    campaign, created = _campaign_for(session, snap.id, delta, settings, objective)
+    campaign, created = calibrating()
     if objective.is_stream:
         notes.append("provisional for a stream: the paper's bulk rules; the stream campaign "
                      "answers by p99 frame delay")
@@ -106,20 +108,3 @@ def _notes(opm: str, homogeneous: bool) -> list[str]:
     if opm == PCDC:
         notes.append("PCDC's subset SP* needs impact factors; until then it uses every subflow")
     return notes
-
-
-def _campaign_for(session, topology_id, delta, settings, objective: Objective,
-                  ) -> tuple[Campaign | None, bool]:
-    """The topology's active campaign, or a new one when `settings` allow queueing."""
-    campaign = campaign_store.active_campaign(session, topology_id=topology_id)
-    if campaign is not None or settings is None:
-        return campaign, False
-    campaign = start_campaign(
-        session,
-        topology_id=topology_id,
-        params=CampaignParameters(delta=delta,
-                                  objective=objective if objective.is_stream else None),
-        reason="recommendation",
-        settings=settings,
-    )
-    return campaign, True

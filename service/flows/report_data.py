@@ -1,7 +1,8 @@
 """What a campaign's report shows, read once from the stored rows (`flows.report` draws it).
 
-The answer's figures come from `solve_campaign`, the one solve of a campaign, on the bounds and
-delta of the answer the campaign gave, so the report can never show another buffer than the API.
+The answer's figures come from `bundle_import.rederive` (an adaptive sweep's stored decision,
+else `solve_campaign`, the one solve of a campaign), on the bounds and delta of the answer the
+campaign gave, so the report can never show another buffer than the API.
 """
 
 from __future__ import annotations

@@ -283,7 +283,8 @@ def test_a_t_star_the_links_cap_holds_without_repeats():
 def test_the_decision_is_what_the_solve_over_its_measured_means_answers(
         knees, plateaus, noise, seed):
     """Whatever order the sweep runs the wanted probes in (it runs the shortest first), the
-    settled decision is the answer the solve reads off the measured means: one rule."""
+    solve over the measured means (what-ifs, the Fits page) reads the settled decision's answer,
+    which is stored as the campaign's answer (`flows.decided`): one rule."""
     rng = random.Random(seed)
     grid = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]
     arms = [("PCDC", "cubic"), ("FullMesh", "cubic"), ("FullMesh", "reno")]

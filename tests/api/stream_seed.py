@@ -49,10 +49,11 @@ def frame_records(p99: float, lost: int) -> list[FrameRecord]:
 
 
 def seed_stream(session, topology_id: int,
-                clock_of: Callable[[str, float, int], dict] | None = None) -> Campaign:
+                clock_of: Callable[[str, float, int], dict] | None = None, *,
+                done: bool = True) -> Campaign:
     """A finished stream campaign: paced buffer probes whose stored results carry frames.
     `clock_of(cc, bs, run)`: more frame figures of that probe (its clock, offset, least
-    delay)."""
+    delay); `done=False`: still running, for the caller to finish."""
     objective = Objective.model_validate(STREAM)
     campaign = new_campaign(session, topology_id, ccs=["cubic", "bbr"], pms=["FullMesh"],
                             buffer_grid_mib=GRID, runs=2, duration_s=5, mode="grid",
@@ -81,6 +82,7 @@ def seed_stream(session, topology_id: int,
                 n += 1
     results.store_fits(session, campaign_id=campaign.id,
                        fits=fit_from_runs(session, campaign=campaign).fits)
-    campaigns.set_state(session, campaign_id=campaign.id, state="done")
+    if done:
+        campaigns.set_state(session, campaign_id=campaign.id, state="done")
     session.commit()
     return campaign

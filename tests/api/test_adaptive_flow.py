@@ -9,6 +9,7 @@ from service.algorithm.capacity import PAYLOAD_SHARE, LinkCapacity
 from service.algorithm.topology import TopologySpec
 from service.flows.finish import finish_campaign
 from service.flows.phases.adaptive_sweep import PROMISE_FLOOR
+from service.flows.recommend import recommend
 from service.settings import Settings
 from service.store import campaigns, inventory, recommendations
 from tests.conftest import new_campaign
@@ -62,6 +63,29 @@ def test_adaptive_campaign_settles_with_a_fraction_of_the_grid(db_session):
     assert promise["statement"].startswith("Expect ") and "settled" in promise["statement"]
     assert not any(f.startswith(("quality_gate_failed", "omega_unsettled"))
                    for f in rec.quality_flags)
+    _the_stored_answer_is_the_decision(db_session, c, rec, settings)
+
+
+def _the_stored_answer_is_the_decision(db_session, c, rec, settings) -> None:
+    """The answer stored at finish is the sweep's decision, figures and promise as decided; the
+    same question asked later gets that row back; another delta is solved (a what-if)."""
+    note = c.notes["adaptive"]
+    assert rec.provenance["answer_from"] == "adaptive decision"
+    assert "solve_reads" not in rec.provenance  # the measured means' solve reads the same
+    assert (rec.opm, rec.occ, rec.obs_mib, rec.otp_mbps, rec.tp_max_mbps) == (
+        note["opm"], note["occ"], note["obs_mib"], note["otp_mbps"], note["t_star_mbps"])
+    assert rec.outputs["target_mbps"] == note["target_mbps"]
+    promise = rec.outputs["promise"]
+    assert (promise["low_mbps"], promise["high_mbps"], promise["of"]) == (
+        note["promise"]["low_mbps"], note["promise"]["high_mbps"], note["promise"]["of"])
+    assert (promise["statement"], promise["confidence"]) == (note["statement"],
+                                                             note["confidence"])
+    asked = recommend(db_session, topology_id=c.topology_id, delta=c.delta, settings=settings,
+                      reuse=True)
+    assert asked.recommendation_id == rec.id
+    what_if = recommend(db_session, topology_id=c.topology_id, delta=0.2, settings=settings)
+    assert what_if.recommendation.provenance["answer_from"] == "solve"
+    assert what_if.recommendation.obs_mib <= rec.obs_mib  # a looser delta never needs more
 
 
 def test_mode_is_validated(client, auth):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import Engine, event
 
 from models import Recommendation, utcnow
 from service.flows.answer_cache import answers
@@ -112,3 +113,37 @@ def test_a_change_elsewhere_leaves_the_cached_answer_right(client, auth, db_sess
                      headers=auth)
     assert r.status_code == 200, r.text
     assert _ask(client, auth, topo["id"]).json() == before
+
+
+def test_a_request_reads_the_generation_once_and_looks_its_question_up_once(
+        client, auth, db_session, monkeypatch):
+    """A question missed by the cache (another topology changed since it was cached) costs one
+    read of the answer generation and one cache lookup, however the request is answered."""
+    topo = _topology(client, auth, SRL, HU)
+    seed_srl_hu(db_session, topo["id"])
+    before = _cached_answer(client, auth, topo["id"])  # the token is cached too
+    other = _topology(client, auth, {**SRL, "name": "SRL2"}, {**HU, "name": "HU2"})
+    r = client.patch(f"/topologies/{other['id']}", json={"rtts_ms": {"K-C": 50.0}},
+                     headers=auth)
+    assert r.status_code == 200, r.text
+    reads: list[str] = []
+    lookups: list[object] = []
+
+    def count_reads(conn, cursor, statement, *args):
+        if "answer_generation" in statement and statement.lstrip().upper().startswith("SELECT"):
+            reads.append(statement)
+
+    real_answer = answers.answer
+
+    def counted_answer(question, generation):
+        lookups.append(question)
+        return real_answer(question, generation)
+
+    monkeypatch.setattr(answers, "answer", counted_answer)
+    event.listen(Engine, "before_cursor_execute", count_reads)
+    try:
+        assert _ask(client, auth, topo["id"]).json() == before
+    finally:
+        event.remove(Engine, "before_cursor_execute", count_reads)
+    assert len(reads) == 1, reads
+    assert len(lookups) == 1

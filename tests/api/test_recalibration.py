@@ -9,7 +9,8 @@ from sqlalchemy import select
 
 from models import Campaign, ImpactFactor, Recommendation, utcnow
 from models.history import RecalibrationSchedule
-from service.flows.recalibration import queue_due_campaigns, record_events
+from service.flows.recalibration import queue_due_campaigns
+from service.flows.recalibration_events import record_events
 from service.flows.recommend import recommend
 from service.settings import Settings
 from service.store import schedules

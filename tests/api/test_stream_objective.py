@@ -16,8 +16,9 @@ from service.algorithm.objective import Objective
 from service.flows import recording
 from service.flows.apply_plan import answer_of
 from service.flows.derive import fit_from_runs, impact_from_runs
+from service.flows.finish import finish_campaign
 from service.flows.snapshot import snapshot_by_id
-from service.store import campaigns, results
+from service.store import campaigns, recommendations, results
 from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign
 from tests.dashboard.crawl import chart_data
@@ -114,6 +115,26 @@ def test_the_campaign_page_shows_frame_delay_per_arm(client, auth, db_session):
     assert page.status_code == 200, page.text[:300]
     assert "stream of 8" in page.text and "Frame delay per arm and buffer" in page.text
     assert "So far: FullMesh / bbr at 1.000 MiB, p99 68.2 ms" in page.text
+    # once the campaign's answer is stored, the page reads it (and links it) instead
+    rec = ask(client, auth, topo["id"], objective=STREAM).json()
+    page = client.get(f"/dashboard/campaigns/{campaign.id}", headers=auth)
+    assert (f'<a href="/dashboard/recommendations/{rec["id"]}">The answer</a>: FullMesh / bbr '
+            "at 1.000 MiB, p99 68.2 ms") in page.text, page.text
+    assert "So far" not in page.text
+
+
+def test_a_finished_stream_campaign_stores_its_answer_and_its_page_reads_it(
+        client, auth, db_session):
+    topo = _topology(client, auth, SRL, HU)
+    campaign = seed_stream(db_session, topo["id"], done=False)
+    rec_id = finish_campaign(db_session, campaign_id=campaign.id)
+    db_session.commit()
+    rec = recommendations.get_recommendation(db_session, recommendation_id=rec_id)
+    assert rec.kind == "calibrated" and rec.provenance["source"] == "stream"
+    assert (rec.opm, rec.occ, rec.obs_mib) == ("FullMesh", "bbr", 1.0)
+    page = client.get(f"/dashboard/campaigns/{campaign.id}", headers=auth)
+    assert (f'<a href="/dashboard/recommendations/{rec_id}">The answer</a>: FullMesh / bbr '
+            "at 1.000 MiB, p99 68.2 ms") in page.text, page.text
 
 
 #: Ω per subflow of SRL-HU for both CCs: the slow ISPs' subflows hurt, so SP* is the fast four

@@ -1,7 +1,7 @@
 """The buffer sweep of adaptive mode: the next probe from `algorithm.adaptive.decide` over what
 was measured, the grid extended upwards while the best arm still climbs at its top; when the
-decision is settled or the budget (or the grid plan's probe count) is spent: the fit. The answer
-is read off the measured buffers (`campaign_answer.solve_campaign`)."""
+decision is settled or the budget (or the grid plan's probe count) is spent: the fit. The settled
+decision stored here is the campaign's answer at finish (`flows.decided`)."""
 
 from __future__ import annotations
 
