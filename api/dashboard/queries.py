@@ -418,6 +418,6 @@ def _frame_charts(session: Session, campaign: Campaign,
 
 def progress(campaign: Campaign) -> float:
     """probes_done / probes_total in 0..1 (the JSON API's definition)."""
-    if not campaign.probes_total:
+    if not campaign.run_state.budget.planned:
         return 0.0
-    return min(1.0, campaign.probes_done / campaign.probes_total)
+    return campaign.run_state.budget.progress()

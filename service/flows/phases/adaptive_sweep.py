@@ -42,7 +42,7 @@ def advance(ctx: Context) -> Outcome:
     decision = None
     links = _links_ceiling(ctx, FULLMESH, campaign.ccs[0]) if campaign.ccs else None
     while True:
-        spent = campaign.budget_exhausted or sum(tried.values()) >= cap
+        spent = campaign.run_state.budget.exhausted or sum(tried.values()) >= cap
         # Where a measured point already carries (1 - delta) of every link's rate, a larger
         # buffer cannot show a T* it is not within delta of: the grid grows only if the answer
         # on this grid is not such a point (harmful.yaml: PCDC on F-U read 18.8 of the links'
@@ -63,7 +63,7 @@ def advance(ctx: Context) -> Outcome:
         budget.ask(campaign, "sweep", len(decision.probes) + 1)
         return probe(_cheapest(ctx, [_step(ctx, wanted, tried) for wanted in decision.probes]))
     stop = "settled" if decision is not None and decision.settled else "budget"
-    campaign_store.add_note(campaign, "adaptive", {
+    campaign_store.update_state(campaign, sweep_decision={
         "stop": stop, **({} if decision is None else _decision_note(ctx, decision, series)),
         # PCDC on every subflow is FullMesh's probe: measured once, as FullMesh (`sweep_arms`)
         "pcdc_as_fullmesh": sorted(merged_into_fullmesh(campaign)),

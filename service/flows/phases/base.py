@@ -72,7 +72,7 @@ class Context:
         # first CC), else Ω's, rather than failing or running every subflow unexamined.
         fallback = next(iter(selected.values()), None) or next(iter(omega.values()), None)
         if fallback is not None:
-            for cc in self.campaign.active_ccs or self.campaign.ccs:
+            for cc in self.campaign.measured_ccs:
                 chosen.setdefault(cc, list(fallback))
         return chosen
 
