@@ -83,7 +83,7 @@ def calibrate(
     if settings.is_embedded:
         upgrade(settings.effective_database_url)
     # In-process, this command is the executor: it runs the campaign in the foreground.
-    dispatch.register_executor("inprocess", lambda _cid: None)
+    dispatch.register_executor("inprocess", lambda *_: None)
     try:
         params = CampaignParameters(
             ccs=ccs, buffer_grid_mib=buffers, runs=runs, duration_s=duration, delta=delta,

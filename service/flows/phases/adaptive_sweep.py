@@ -21,7 +21,7 @@ from .. import budget
 from ..confidence_summary import confidence_statement
 from ..plan import ProbeStep
 from ..selected import merged_into_fullmesh, selection_note, sweep_arms
-from ..timing import step_timing
+from ..timing import observed_rtts, step_timing
 from .base import DONE, Context, Outcome, probe
 from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
 
@@ -90,7 +90,9 @@ def _cheapest(ctx: Context, steps: list[ProbeStep]) -> ProbeStep:
     """The shortest of the probes the decision wants (by the timing rule; the first of equals):
     every one is asked again after each probe, and an arm settled on short paths bounds how
     far the others are searched (`adaptive.decide`)."""
-    return min(steps, key=lambda step: step_timing(ctx.session, ctx.campaign, step).duration_s)
+    observed = observed_rtts(ctx.session, ctx.campaign)  # one query for every candidate
+    return min(steps, key=lambda step: step_timing(ctx.session, ctx.campaign, step,
+                                                   observed).duration_s)
 
 
 def _climb(ctx: Context, arms, samples) -> bool:
