@@ -16,7 +16,6 @@ from ...algorithm.capacity import PAYLOAD_SHARE, LinkCapacity
 from ...algorithm.sweep import plateau_extension
 from ...algorithm.window_spread import combined_half_width, window_spread
 from ...store import campaigns as campaign_store
-from ...store import inventory
 from .. import budget
 from ..confidence_summary import confidence_statement
 from ..plan import ProbeStep
@@ -133,7 +132,7 @@ def _links_ceiling(ctx: Context, pm: str | None, cc: str | None) -> float | None
     goodput (None without an arm: before a decision)."""
     if pm is None or cc is None:
         return None
-    rates = LinkCapacity.of(inventory.topology_spec(ctx.campaign.topology))
+    rates = LinkCapacity.of(ctx.spec)
     subset = ctx.subsets().get(cc) if pm == PCDC else None
     return rates.max_mbps(subset or rates.ends) * PAYLOAD_SHARE
 

@@ -15,9 +15,10 @@ from sqlalchemy.orm import Session
 
 from models import Campaign
 
+from ...algorithm.topology import TopologySpec
 from ...settings import Settings
 from ...store import campaigns as campaign_store
-from ...store import measurements, results
+from ...store import inventory, measurements, results
 from ..plan import ProbeStep
 from ..probing import Prober
 from ..selected import selected_subsets
@@ -54,6 +55,11 @@ class Context:
     @cached_property
     def subflows(self) -> list[str]:
         return [sf.name for sf in self.campaign.topology.subflows]
+
+    @cached_property
+    def spec(self) -> TopologySpec:
+        """The topology as the algorithm's validated spec, converted once for the pass."""
+        return inventory.topology_spec(self.campaign.topology)
 
     def done(self) -> set[tuple]:
         """The keys of every stored run (read afresh: a phase may have added runs)."""

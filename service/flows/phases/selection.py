@@ -33,7 +33,7 @@ from ...algorithm.selection import (
 from ...algorithm.selection_omega import compare_with_omega
 from ...algorithm.subset_stats import Gain, Subset, SubsetEstimate
 from ...store import campaigns as campaign_store
-from ...store import inventory, measurements, results
+from ...store import measurements, results
 from .. import budget
 from ..plan import IMPACT_BS_MIB, ProbeStep
 from ..selected import selection_note, subset_key, subset_of_key
@@ -56,7 +56,7 @@ def advance(ctx: Context) -> Outcome:
     # leave out may cost together, and what an addition must bring: a subflow that adds less
     # costs buffer (its data waits for the others') for no answer-worthy gain (shared.yaml:
     # both subflows 1-5 % above one alone at autotuned buffers, and needing 6 x its buffer)
-    rates = LinkCapacity.of(inventory.topology_spec(campaign.topology))
+    rates = LinkCapacity.of(ctx.spec)
     rtts = {sf.name: sf.rtt_ms for sf in campaign.topology.subflows if sf.rtt_ms is not None}
     for cc in order:
         samples, failures = runs.get(cc, ({}, {}))
