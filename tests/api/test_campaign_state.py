@@ -104,3 +104,52 @@ def test_migration_0023_moves_notes_and_budget_columns_into_the_run_state_and_ba
     assert (row["probe_seconds_budget"], row["probes_total"], row["probes_done"],
             row["probe_seconds_used"], row["extra_rounds"]) == (100, 10, 9, 50.5, 1)
     assert row["budget_exhausted"] and json.loads(row["extra_impact_runs"]) == {"cubic": 2}
+
+
+def test_the_state_round_trips_and_is_frozen():
+    import dataclasses
+
+    import pytest
+
+    from models import STATE_VERSION, CampaignState, Warm
+
+    state = CampaignState(
+        warm=Warm(from_campaign=1, from_recommendation=2, probes=4, verdict="warm_confirmed",
+                  checks=({"check": "otp", "drifted": False},)),
+        sweep_decision={"stop": "settled", "promise": {"low_mbps": 1.0, "high_mbps": 2.0}},
+        grid_extended=(8.0, 16.0), failed_probes=(), unsettled_omegas={"reno": ["A-X"]},
+    ).with_budget(cap_s=60.0, planned=12, done=3, used_s=15.0, spent={"impact": {
+        "probes": 3, "probe_seconds": 15.0}}, extra_impact_runs={"reno": 1})
+    stored = json.loads(json.dumps(state.to_dict()))  # what the JSON column keeps
+    assert stored["version"] == STATE_VERSION
+    assert CampaignState.from_dict(stored) == state
+    assert CampaignState.from_dict({}) == CampaignState() == CampaignState.from_dict(None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        state.budget = state.budget  # type: ignore[misc]
+    with pytest.raises(ValueError, match="campaign state version"):
+        CampaignState.from_dict({**stored, "version": STATE_VERSION + 1})
+    assert state.budget.left_s() == 45.0 and state.budget.progress() == 0.25
+    # the layout before the state, and back
+    back = CampaignState.from_legacy(state.legacy_columns(), state.legacy_notes())
+    assert back == state
+
+
+def test_celery_is_an_executor_registered_like_the_in_process_one():
+    from service.flows import dispatch
+    from service.settings import Settings
+
+    assert dispatch._executors["celery"] is dispatch.send_to_celery
+    settings = Settings(_env_file=None, broker_url=None)
+    assert settings.executor == "inprocess"
+    before = dispatch._executors.pop("inprocess", None)
+    seen = []
+    try:
+        assert not dispatch.hand_over(7, "SRL", settings)  # none registered: stays owed
+        dispatch.register_executor("inprocess", lambda cid, site, _s, how: seen.append(
+            (cid, site, how.countdown_s)))
+        assert dispatch.hand_over(7, "SRL", settings, countdown_s=2.0)
+        assert seen == [(7, "SRL", 2.0)]
+    finally:
+        dispatch._executors.pop("inprocess", None)
+        if before is not None:
+            dispatch._executors["inprocess"] = before
