@@ -353,8 +353,11 @@ class CampaignOut(BaseModel):
             end = row.finished_at or datetime.now(UTC)
             elapsed = max(0.0, (end - row.started_at).total_seconds())
         notes = report(row)
+        spent = row.run_state.budget
         return cls.model_validate({
             **_attrs(row), "objective": objective_of(row.objective),
+            "probe_seconds_budget": spent.cap_s, "probes_total": spent.planned,
+            "probes_done": spent.done, "probe_seconds_used": spent.used_s,
             "progress": budget.progress(row), "elapsed_s": elapsed,
             "remaining_s": budget.remaining_s(row), "notes": notes,
         })

@@ -91,7 +91,7 @@ def main() -> None:
             c = campaigns.get_campaign(s, campaign_id=cid)
             rows = s.scalars(select(Measurement).where(Measurement.campaign_id == cid)).all()
             tool = sum((m.finished_at - m.started_at).total_seconds() for m in rows)
-            probe_s = c.probe_seconds_used
+            probe_s = c.run_state.budget.used_s
             n = len(rows)
     finally:
         testbed.down(spec.name)

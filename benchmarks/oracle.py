@@ -190,12 +190,12 @@ def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode=
         return {
             "pm": rec.opm, "cc": rec.occ, "obs_mib": rec.obs_mib, "otp_mbps": rec.otp_mbps,
             "subflows": rec.outputs.get("subflows_used"), "flags": rec.quality_flags,
-            "probe_seconds": c.probe_seconds_used, "probes": c.probes_done,
+            "probe_seconds": c.run_state.budget.used_s, "probes": c.run_state.budget.done,
             "wall_s": wall, "interval": stated_interval(rec.outputs or {}),
             "outputs": rec.outputs or {}, "grid": list(c.buffer_grid_mib),
-            "runs": c.runs, "extra_rounds": c.extra_rounds,
-            "spent": ((c.notes or {}).get("probe_budget") or {}).get("spent"),
-            "t_star_runs": ((c.notes or {}).get("adaptive") or {}).get("t_star_runs"),
+            "runs": c.runs, "extra_rounds": c.run_state.budget.extra_rounds,
+            "spent": dict(c.run_state.budget.spent) or None,
+            "t_star_runs": (c.run_state.sweep_decision or {}).get("t_star_runs"),
         }
 
 

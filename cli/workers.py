@@ -83,7 +83,7 @@ def calibrate(
     if settings.is_embedded:
         upgrade(settings.effective_database_url)
     # In-process, this command is the executor: it runs the campaign in the foreground.
-    dispatch.register_executor("inprocess", lambda _cid: None)
+    dispatch.register_executor("inprocess", lambda *_: None)
     try:
         params = CampaignParameters(
             ccs=ccs, buffer_grid_mib=buffers, runs=runs, duration_s=duration, delta=delta,
@@ -128,8 +128,8 @@ def _run(cid: int, settings) -> str:
         def show(campaign, step):
             bar.update(
                 task,
-                total=campaign.probes_total,
-                completed=campaign.probes_done,
+                total=campaign.run_state.budget.planned,
+                completed=campaign.run_state.budget.done,
                 what=step.describe() if step else campaign.state,
             )
 
@@ -217,7 +217,7 @@ def _print_plan(cid: int) -> None:
     """The campaign's plan as stored: mode, CCs, grid, runs and duration, and its budget."""
     with session_scope() as s:
         c = campaign_store.get_campaign(s, campaign_id=cid)
-        budget_s = c.probe_seconds_budget
+        budget_s = c.run_state.budget.cap_s
         typer.echo(
             f"campaign {cid}: {c.mode}, CCs {', '.join(c.ccs)}, {len(c.buffer_grid_mib)} buffers "
             f"({min(c.buffer_grid_mib):g}-{max(c.buffer_grid_mib):g} MiB), {c.runs} runs x "
@@ -246,9 +246,9 @@ def _print_outcome(cid: int, state: str) -> None:
             f"OTP={_fmt(rec.otp_mbps)} Mbit/s (T*={_fmt(rec.tp_max_mbps)}); "
             f"flags: {', '.join(rec.quality_flags) or 'none'}"
         )
-        budget_s = campaign.probe_seconds_budget
-        typer.echo(f"probed {campaign.probe_seconds_used:.0f} probe-seconds in "
-                   f"{campaign.probes_done} probes"
+        budget_s = campaign.run_state.budget.cap_s
+        typer.echo(f"probed {campaign.run_state.budget.used_s:.0f} probe-seconds in "
+                   f"{campaign.run_state.budget.done} probes"
                    + ("" if budget_s is None else f" of a {budget_s:.0f} probe-second budget"))
 
 

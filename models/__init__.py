@@ -2,6 +2,7 @@
 
 from .applied import APPLY_STATES, AppliedAnswer
 from .base import Base, JSONType, UTCDateTime, utcnow
+from .campaign_state import STATE_VERSION, CampaignState, Warm
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
 from .sites import (
     SESSION_STATES,
@@ -48,6 +49,7 @@ __all__ = [
     "NO_EXCLUSION",
     "RECOMMENDATION_KINDS",
     "SESSION_STATES",
+    "STATE_VERSION",
     "TOKEN_SCOPES",
     "AnswerGeneration",
     "ApiToken",
@@ -55,6 +57,7 @@ __all__ = [
     "Base",
     "BrowserSession",
     "Campaign",
+    "CampaignState",
     "FitRecord",
     "ImpactFactor",
     "JSONType",
@@ -71,5 +74,6 @@ __all__ = [
     "Subflow",
     "Topology",
     "UTCDateTime",
+    "Warm",
     "utcnow",
 ]

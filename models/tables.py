@@ -25,6 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .base import Base, JSONType, UTCDateTime, utcnow
+from .campaign_state import CampaignState
 
 CAMPAIGN_STATES = ("queued", "running", "done", "failed", "cancelled")
 CAMPAIGN_MODES = ("grid", "adaptive")
@@ -172,11 +173,6 @@ class Campaign(Base):
     objective: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     objective_key: Mapped[str] = mapped_column(String(120), default="bulk",
                                                server_default="bulk", index=True)
-    probe_seconds_budget: Mapped[float | None] = mapped_column(Float, nullable=True)
-    # progress
-    probes_total: Mapped[int] = mapped_column(Integer, default=0)
-    probes_done: Mapped[int] = mapped_column(Integer, default=0)
-    probe_seconds_used: Mapped[float] = mapped_column(Float, default=0.0)
     executor: Mapped[str | None] = mapped_column(String(32), nullable=True)
     # The outbox: when the executor last accepted a hand-over; NULL = one is owed (the broker
     # was down, or the last probe's follow-up could not be sent): the sweeper sends it.
@@ -189,12 +185,8 @@ class Campaign(Base):
     active_ccs: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
     dropped_ccs: Mapped[dict[str, str]] = mapped_column(JSONType, default=dict)
     impact_runs: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    # Runs added to the impact phase per CC while an Omega's sign was not settled.
-    extra_impact_runs: Mapped[dict[str, int]] = mapped_column(JSONType, default=dict)
     # Seed of the buffer sweep's per-run random order (sweep.run_order), so it can be replayed.
     seed: Mapped[int] = mapped_column(Integer, default=0)
-    extra_rounds: Mapped[int] = mapped_column(Integer, default=0)
-    budget_exhausted: Mapped[bool] = mapped_column(Boolean, default=False)
     recommendation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # The probe lease: one probe in flight per campaign, taken under a row lock.
     lease_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
@@ -206,12 +198,26 @@ class Campaign(Base):
     # When it last asked for its two sites and had to wait (busy, or giving way to a busier
     # site's campaign under the fleet policy); NULL while it holds them or has not asked.
     site_wait_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    # What the campaign reports beyond that: failed probes, unfitted arms.
-    notes: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    # Everything the phases decided, the probe budget included: `run_state` (a CampaignState).
+    run_state_json: Mapped[dict[str, Any]] = mapped_column("run_state", JSONType, default=dict)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    @property
+    def run_state(self) -> CampaignState:
+        """What the campaign decided on its way (models/campaign_state.py)."""
+        return CampaignState.from_dict(self.run_state_json)
+
+    @run_state.setter
+    def run_state(self, state: CampaignState) -> None:
+        self.run_state_json = state.to_dict()  # a new dict: SQLAlchemy sees the change
+
+    @property
+    def measured_ccs(self) -> list[str]:
+        """The CCs still measured: the active ones once chosen, else the plan's."""
+        return list(self.active_ccs if self.active_ccs is not None else self.ccs)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
     topology: Mapped[Topology] = relationship()

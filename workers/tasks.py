@@ -41,17 +41,16 @@ TRANSIENT = (OperationalError,)
 SITE_BUSY_RETRY_S = 2.0  # a campaign waiting for a site another campaign is probing
 
 
-def _prober(campaign_id: int):
+def _prober(sites: tuple[str, str]):
     site = local_site()
     if site is not None:  # a real site's worker: its own kernel, probes run two-sided
         return twosided.SiteProber(site)
-    return default_prober_factory(get_settings())(*executor.site_names(None, campaign_id))
+    return default_prober_factory(get_settings())(*sites)
 
 
-def send_advance(campaign_id: int) -> None:
-    """Hand the campaign to its sender site's queue now, or leave the hand-over owed (broker
-    down) for the sweeper: the outbox of `flows.dispatch`."""
-    local, _ = executor.site_names(None, campaign_id)
+def send_advance(campaign_id: int, local: str) -> None:
+    """Hand the campaign to its sender site's (`local`) queue now, or leave the hand-over owed
+    (broker down) for the sweeper: the outbox of `flows.dispatch`."""
     if dispatch.hand_over(campaign_id, local, get_settings()):
         with session_scope() as s:
             dispatch_outbox.mark_dispatched(s, campaign_id=campaign_id)
@@ -67,23 +66,23 @@ def send_advance(campaign_id: int) -> None:
 )
 def advance_campaign(self, campaign_id: int) -> str:
     """One turn (`executor.advance_once`); the claimed step goes to run_probe."""
+    sites = executor.site_names(None, campaign_id)  # read once for the turn
     turn = executor.advance_once(
-        None, campaign_id=campaign_id, prober=_prober(campaign_id), settings=get_settings()
+        None, campaign_id=campaign_id, prober=_prober(sites), settings=get_settings()
     )
     if turn.step is None:
         return turn.state
-    local, _ = executor.site_names(None, campaign_id)
+    local = sites[0]
     if turn.lease is None:
         if turn.held:  # another run_probe holds the campaign; it advances it when it is done
             return "busy"
         # One of its sites is busy with another campaign's probe, or it gives way to a busier
         # site's campaign (the fleet policy): ask again shortly.
-        advance_campaign.apply_async(
-            (campaign_id,), queue=site_queue(local), countdown=SITE_BUSY_RETRY_S
-        )
-        # a fresh hand-over: the sweeper re-sends only turns nobody took for a while
-        with session_scope() as s:
-            dispatch_outbox.mark_dispatched(s, campaign_id=campaign_id)
+        if dispatch.hand_over(campaign_id, local, get_settings(),
+                              countdown_s=SITE_BUSY_RETRY_S):
+            # a fresh hand-over: the sweeper re-sends only turns nobody took for a while
+            with session_scope() as s:
+                dispatch_outbox.mark_dispatched(s, campaign_id=campaign_id)
         return "sites busy"
     run_probe.apply_async((campaign_id, turn.step.to_dict(), turn.lease, turn.owner),
                           queue=site_queue(local))
@@ -106,9 +105,11 @@ def run_probe(self, campaign_id: int, step_data: dict, lease: str,
     it while the first still runs) finds the lease taken and leaves it alone."""
     settings = get_settings()
     step = ProbeStep.from_dict(step_data)
+    sites = executor.site_names(None, campaign_id)  # read once for the probe
     outcome = executor.run_step(
         None, campaign_id=campaign_id, step=step, lease=lease, owner=owner,
-        measure=lambda request: _measure(self, campaign_id, step, request, lease, settings),
+        measure=lambda request: _measure(self, campaign_id, sites, step, request, lease,
+                                         settings),
         settings=settings, attempt=self.request.retries,
     )
     if outcome.lost:
@@ -117,7 +118,7 @@ def run_probe(self, campaign_id: int, step_data: dict, lease: str,
         raise self.retry(countdown=outcome.retry_in_s, max_retries=settings.probe_retries)
     if executor.release(None, campaign_id=campaign_id, lease=lease, owner=owner,
                         owe_turn=True):
-        send_advance(campaign_id)
+        send_advance(campaign_id, sites[0])
     return step.describe()
 
 
@@ -132,15 +133,16 @@ def foreign_site(site: str, what: str) -> str | None:
     return reason
 
 
-def _measure(task, campaign_id: int, step: ProbeStep, request, lease: str, settings):
+def _measure(task, campaign_id: int, sites: tuple[str, str], step: ProbeStep, request,
+             lease: str, settings):
     site = local_site()
     if site is None:  # the emulated testbed: this worker runs both ends
-        return _prober(campaign_id).measure(request)
+        return _prober(sites).measure(request)
     if (refused := foreign_site(request.sender, "a probe's sending side")) is not None:
         raise ProbeError(refused)
     # a real site: the receiver site's worker runs the other end
     key = twosided.session_key(step, task.request.retries)
-    _, remote = executor.site_names(None, campaign_id)
+    remote = sites[1]
 
     def send_passive() -> None:
         serve_probe.apply_async((campaign_id, step.to_dict(), lease, key),

@@ -32,7 +32,7 @@ from . import bundle_limits as limits
 from . import bundle_schema as schema
 
 FORMAT = schema.FORMAT
-VERSION = 1  # the version this mpcoa writes
+VERSION = 2  # the version this mpcoa writes (it reads 1 too: `bundle_schema.SCHEMAS`)
 DOCUMENT = "bundle.json"
 TABLES = ("measurements.csv", "measurements.parquet")
 MAX_TOTAL_BYTES = limits.MAX_TOTAL_BYTES

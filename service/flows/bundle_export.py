@@ -132,8 +132,8 @@ def topology_document(topology: Topology) -> dict[str, Any]:
 
 def _capabilities(session: Session, campaign: Campaign, topology: Topology) -> dict[str, Any]:
     """Each site's capability report: the one an import brought along (kept in the campaign's
-    notes), else the site's latest."""
-    imported = ((campaign.notes or {}).get("imported") or {}).get("capabilities")
+    state), else the site's latest."""
+    imported = (campaign.run_state.imported or {}).get("capabilities")
     if imported is not None:
         return imported
     out = {}
@@ -169,7 +169,7 @@ def _kernel(raw_output: str) -> dict[str, Any] | None:
 
 def _earlier_provenance(campaign: Campaign) -> dict[str, Any]:
     """A campaign that was itself imported says where it came from first."""
-    imported = (campaign.notes or {}).get("imported")
+    imported = campaign.run_state.imported
     return {"imported_from": imported.get("from")} if imported else {}
 
 

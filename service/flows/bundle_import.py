@@ -5,7 +5,7 @@ version's schema (`bundle_schema`) and every size against what a campaign can co
 anything is written; here the rows are checked against each other (the sites' pairs, one run per
 key) and inserted, all in the caller's one transaction.
 
-Every row gets this database's ids; where it came from is kept: the campaign's notes carry
+Every row gets this database's ids; where it came from is kept: the campaign's state carries
 `imported` (the source's ids and database kind, the bundle's version, when it was exported, its
 SHA-256, the sites' capability reports and software the bundle described, and the bundle's
 answer). Sites are matched by name and must have the same ISPs (else a conflict, as for an inline
@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from models import (
     Campaign,
+    CampaignState,
     FitRecord,
     ImpactFactor,
     Measurement,
@@ -52,6 +53,9 @@ from .stored_answer import campaign_answer
 COMPARED = ("opm", "occ", "obs_mib", "otp_mbps", "tp_max_mbps", "subflows_used",
             "standby_subflows")
 DIFFERS = "imported_answer_differs"  # the quality flag of an answer unlike its bundle's
+# A version-1 campaign row's budget columns (its state is read from them and its notes).
+_V1_BUDGET = ("probe_seconds_budget", "probes_total", "probes_done", "probe_seconds_used",
+              "extra_impact_runs", "extra_rounds", "budget_exhausted")
 
 
 @dataclass(frozen=True)
@@ -90,9 +94,9 @@ def import_bundle(session: Session, data: bytes) -> Imported:
                              "bundle_answer": said, "bundle_answer_differs": differs}
         if differs:
             answer.quality_flags = [*answer.quality_flags, DIFFERS]
-    campaign.notes = {**campaign.notes, "imported": {
-        **campaign.notes["imported"], "answer": said, "answer_differs": differs,
-        "no_answer": why}}
+    campaign_store.update_state(campaign, imported={
+        **campaign.run_state.imported, "answer": said, "answer_differs": differs,
+        "no_answer": why})
     session.flush()
     return Imported(campaign.id, topology.id, answer.id if answer else None, count,
                     stored_artifacts, said, differs, why)
@@ -194,15 +198,18 @@ def _topology(session: Session, topology, spec: algo.TopologySpec):
 
 def _campaign(session: Session, doc, topology_id: int, sha256: str) -> Campaign:
     values = _row(doc.campaign)
-    notes = dict(values.get("notes") or {})
-    notes["imported"] = {
+    state = (
+        CampaignState.from_dict(values.pop("run_state", None)) if doc.version >= 2
+        else CampaignState.from_legacy(
+            {k: values.pop(k) for k in _V1_BUDGET if k in values}, values.pop("notes", None))
+    )
+    values["run_state"] = replace(state, imported={
         "from": {**doc.source.model_dump(exclude_none=True), "exported_at": doc.exported_at,
                  "exported_by": doc.exported_by, "bundle_version": doc.version,
                  "bundle_sha256": sha256},
         "capabilities": doc.capabilities,
         "software": doc.software,
-    }
-    values["notes"] = notes
+    })
     (campaign,) = rows.add_rows(session, Campaign, [values], topology_id=topology_id,
                                 recommendation_id=None)
     return campaign
@@ -280,4 +287,4 @@ def _said_of_row(answer: Recommendation | None) -> dict[str, Any]:
 
 
 def _from(campaign: Campaign) -> dict[str, Any]:
-    return campaign.notes["imported"]["from"]
+    return campaign.run_state.imported["from"]

@@ -2,7 +2,8 @@
 
 `validate_document` reads bundle.json's text into the schema of the version it names: strict
 pydantic models, every value of its column's type and within what a campaign can contain
-(`bundle_limits`). The schemas of each version live in their own module (`bundle_schema_v1`); a
+(`bundle_limits`). The schemas of each version live in their own module (`bundle_schema_v1`,
+`bundle_schema_v2`); a
 new version adds a module and a line to `SCHEMAS`. A bad document is an `Invalid` naming the field.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..errors import Invalid
-from . import bundle_schema_v1
+from . import bundle_schema_v1, bundle_schema_v2
 
 FORMAT = "mpcoa-campaign-bundle"
 
@@ -58,7 +59,8 @@ def _storable(value: Any, what: str) -> None:
 
 
 #: The document's schema per format version.
-SCHEMAS: dict[int, type[BaseModel]] = {1: bundle_schema_v1.Document}
+SCHEMAS: dict[int, type[BaseModel]] = {1: bundle_schema_v1.Document,
+                                        2: bundle_schema_v2.Document}
 
 
 def check_version(doc: Any) -> dict[str, Any]:

@@ -168,7 +168,9 @@ class Notes(Open):
 
 
 # --- the rows -------------------------------------------------------------------------------------
-class CampaignRow(BaseModel):
+class CampaignPlan(BaseModel):
+    """A campaign row's columns every version has (its plan, CCs, times)."""
+
     model_config = STRICT
     state: Literal[FINAL_CAMPAIGN_STATES]
     reason: Text(32) = "manual"
@@ -182,26 +184,33 @@ class CampaignRow(BaseModel):
     mode: Literal[CAMPAIGN_MODES] = "grid"
     objective: JsonObject | None = None
     objective_key: Text(120) = "bulk"
-    probe_seconds_budget: Num(0, 1e9, gt=True) | None = None
-    probes_total: Count = 0
-    probes_done: Count = 0
-    probe_seconds_used: Num(0, 1e12) = 0.0
     executor: Text(32) | None = None
     error: Raw(lim.MAX_TEXT) | None = None
     offered_ccs: Items(CC, lim.MAX_OFFERED_CCS) | None = None
     active_ccs: Items(CC, lim.MAX_CCS) | None = None
     dropped_ccs: Annotated[dict[CC, Text(2000)], Field(max_length=lim.MAX_OFFERED_CCS)] = {}
     impact_runs: Int(1, lim.MAX_IMPACT_RUNS) | None = None
-    extra_impact_runs: Annotated[dict[CC, Int(0, lim.MAX_IMPACT_RUNS)],
-                                 Field(max_length=lim.MAX_CCS)] = {}
     seed: Int(-(2**31), 2**31 - 1) = 0
-    extra_rounds: Int(0, 10_000) = 0
-    budget_exhausted: bool = False
-    notes: Notes = Notes()
     created_at: Timestamp | None = None
     queued_at: Timestamp | None = None
     started_at: Timestamp | None = None
     finished_at: Timestamp | None = None
+
+
+ExtraImpactRuns = Annotated[dict[CC, Int(0, lim.MAX_IMPACT_RUNS)], Field(max_length=lim.MAX_CCS)]
+
+
+class CampaignRow(CampaignPlan):
+    """Version 1: the budget in seven columns and the phases' decisions in `notes`."""
+
+    probe_seconds_budget: Num(0, 1e9, gt=True) | None = None
+    probes_total: Count = 0
+    probes_done: Count = 0
+    probe_seconds_used: Num(0, 1e12) = 0.0
+    extra_impact_runs: ExtraImpactRuns = {}
+    extra_rounds: Int(0, 10_000) = 0
+    budget_exhausted: bool = False
+    notes: Notes = Notes()
 
 
 class ArtifactEntry(BaseModel):

@@ -77,7 +77,7 @@ def calibrated_answer(
     impacts = {r.cc: r for r in results.impact_results(session, campaign_id=campaign.id)}
     selection = (selection_note(campaign) or {}).get("ccs", {}).get(solution.occ)
     used, standby = answer_subflows(session, snap, campaign, solution.opm, solution.occ, flags)
-    unsettled = (campaign.notes or {}).get("unsettled_omegas", {}).get(solution.occ, [])
+    unsettled = (campaign.run_state.unsettled_omegas or {}).get(solution.occ, [])
     # Omega decides SP* only in the paper's procedure: there its doubts are the answer's.
     if unsettled and campaign.mode != "adaptive":
         flags.append("omega_unsettled:" + ",".join(unsettled))

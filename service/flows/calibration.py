@@ -74,11 +74,11 @@ def next_step(
                 continue
             if budget.affords(campaign):
                 return Advance(step=outcome.step)
-            if outcome.step.phase == "impact" or campaign.budget_exhausted:
+            if outcome.step.phase == "impact" or campaign.run_state.budget.exhausted:
                 _fail(session, campaign, f"probe-seconds budget spent before the {phase.name} "
-                      f"phase ended ({campaign.probe_seconds_used:.0f} s used)")
+                      f"phase ended ({campaign.run_state.budget.used_s:.0f} s used)")
                 return FINAL
-            campaign.budget_exhausted = True
+            budget.exhaust(campaign)
             session.flush()
             break
         else:

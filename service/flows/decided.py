@@ -30,9 +30,10 @@ SOLVED = "solve"  # ... of an answer solved from the curves (grid mode, a what-i
 def sweep_decision(campaign: Campaign) -> dict | None:
     """The settled decision the campaign's own sweep stored; None for a grid campaign, a sweep
     stopped by its budget and a campaign imported from a bundle."""
-    notes = campaign.notes or {}
-    note = notes.get("adaptive") or {}
-    if (campaign.mode != "adaptive" or "imported" in notes or note.get("stop") != "settled"
+    state = campaign.run_state
+    note = dict(state.sweep_decision or {})
+    if (campaign.mode != "adaptive" or state.imported is not None
+            or note.get("stop") != "settled"
             or note.get("opm") is None or note.get("obs_mib") is None):
         return None
     return note
@@ -89,7 +90,7 @@ def promise_of(decision: dict) -> Promise | None:
 def promise_if_same(campaign: Campaign, solution: Solution) -> Promise | None:
     """A what-if answer of an adaptive campaign carries the decision's promise only when it
     names the decision's configuration (OPM and OCC)."""
-    note = (campaign.notes or {}).get("adaptive") or {}
+    note = dict(campaign.run_state.sweep_decision or {})
     if (note.get("opm"), note.get("occ")) != (solution.opm, solution.occ):
         return None
     return promise_of(note)

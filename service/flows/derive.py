@@ -66,7 +66,7 @@ def fit_from_runs(
 ) -> FitOutcome:
     """f5 over the ok buffer runs (one sample per run: its mean goodput) of `ccs` (default: the
     campaign's CCs); arms with runs at fewer than 3 distinct buffers are left out and named."""
-    ccs = list(ccs if ccs is not None else (campaign.active_ccs or campaign.ccs))
+    ccs = list(ccs if ccs is not None else campaign.measured_ccs)
     by_arm: dict[tuple[str, str], list[Sample]] = {}
     for m in measurements.ok_measurements(
         session, campaign_id=campaign.id, phase="buffer", ccs=ccs

@@ -1,10 +1,12 @@
 """Creating a campaign and handing it to an executor once its transaction commits.
 
-Executors register here at start-up; dispatch imports none of them:
+Executors register here (`register_executor`); dispatch imports none of them, and every turn is
+sent through `hand_over`:
 - 'inprocess' (no broker configured, the embedded default): `flows.runner.install` registers the
-  process's background runner.
-- 'celery' (MPCOA_BROKER_URL set): the `mpcoa.advance_campaign` task goes to the sender site's
-  queue `site.<name>`, sent by name, so the API needs the Celery library but not `workers`.
+  process's background runner at start-up.
+- 'celery' (MPCOA_BROKER_URL set; registered below): the `mpcoa.advance_campaign` task goes to
+  the sender site's queue `site.<name>`, sent by name, so the API needs the Celery library but
+  not `workers`.
 
 Sending after the commit matters: a worker must find the campaign row it is told about.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
 
@@ -33,12 +36,22 @@ log = logging.getLogger(__name__)
 
 ADVANCE_TASK = "mpcoa.advance_campaign"
 
-Submit = Callable[[int], None]  # campaign id -> runs it eventually
+# (campaign id, sender site, settings, Handing) -> runs the campaign's next turn eventually
+Submit = Callable[[int, str, Settings, "Handing"], None]
 _executors: dict[str, Submit] = {}
 
 
+@dataclass(frozen=True)
+class Handing:
+    """How a turn is sent: `expires_s`, a message not run by then is dropped unrun;
+    `countdown_s`, the turn runs no sooner (a campaign whose sites are busy asks again)."""
+
+    expires_s: float | None = None
+    countdown_s: float | None = None
+
+
 def register_executor(name: str, submit: Submit) -> None:
-    """An executor announces itself (the in-process runner at start-up)."""
+    """An executor announces itself (the in-process runner at start-up, Celery here)."""
     _executors[name] = submit
 
 
@@ -56,12 +69,14 @@ def _celery_client(broker_url: str):
     return Celery("mpcoa-client", broker=broker_url)
 
 
-def send_to_celery(
-    campaign_id: int, site: str, broker_url: str, expires_s: float | None = None
-) -> None:
-    _celery_client(broker_url).send_task(
-        ADVANCE_TASK, args=[campaign_id], queue=site_queue(site), expires=expires_s
+def send_to_celery(campaign_id: int, site: str, settings: Settings, how: Handing) -> None:
+    _celery_client(settings.broker_url).send_task(
+        ADVANCE_TASK, args=[campaign_id], queue=site_queue(site), expires=how.expires_s,
+        countdown=how.countdown_s,
     )
+
+
+register_executor("celery", send_to_celery)
 
 
 def start_campaign(
@@ -108,19 +123,18 @@ def plan_for(
 
 
 def hand_over(
-    campaign_id: int, site: str, settings: Settings, *, expires_s: float | None = None
+    campaign_id: int, site: str, settings: Settings, *, expires_s: float | None = None,
+    countdown_s: float | None = None,
 ) -> bool:
-    """Send the campaign to its executor now; True when the executor took it. A broker that is
-    down is not an error here: the hand-over stays owed and the sweeper sends it later.
-    `expires_s`: a Celery message not run by then is dropped unrun."""
+    """Send the campaign's next turn to its executor; True when the executor took it. A broker
+    that is down is not an error here: the hand-over stays owed and the sweeper sends it later.
+    `expires_s`, `countdown_s`: see `Handing`."""
+    submit = _executors.get(settings.executor)
+    if submit is None:  # it stays queued; the executor resumes queued campaigns when it starts
+        log.warning("campaign %s: no %s executor running", campaign_id, settings.executor)
+        return False
     try:
-        if settings.executor == "celery":
-            send_to_celery(campaign_id, site, settings.broker_url, expires_s)
-        elif settings.executor in _executors:
-            _executors[settings.executor](campaign_id)
-        else:  # it stays queued; the executor resumes queued campaigns when it starts
-            log.warning("campaign %s: no %s executor running", campaign_id, settings.executor)
-            return False
+        submit(campaign_id, site, settings, Handing(expires_s, countdown_s))
     except Exception as exc:  # kombu's OperationalError, a refused connection, ...
         log.warning("campaign %s: hand-over to %s failed (%s); the sweeper retries it",
                     campaign_id, settings.executor, exc)

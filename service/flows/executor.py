@@ -117,6 +117,15 @@ def pending_request(
 ) -> MeasurementRequest | None:
     """The measurement `step` needs, or None when its key is stored already (a redelivery) or
     the campaign is final. The probe itself runs outside any database transaction."""
+    pending = _pending(session, campaign_id=campaign_id, step=step)
+    return None if pending is None else pending[0]
+
+
+def _pending(
+    session: Session, *, campaign_id: int, step: ProbeStep
+) -> tuple[MeasurementRequest, dict] | None:
+    """`pending_request` with the step's timing (its JSON form), computed once: the request's
+    duration and warm-up come from it, and the stored result keeps it."""
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
     if campaign_store.is_final(campaign):
         return None
@@ -134,7 +143,7 @@ def pending_request(
         warmup_s=timing.warmup_s if lengthened(timing) else None,
         path_manager=step.pm,
         profile=profile_of(objective_of(campaign.objective), step.phase),
-    )
+    ), timing.to_dict()
 
 
 def profile_of(objective: Objective, phase: str = "buffer") -> TrafficProfile:
@@ -165,9 +174,10 @@ def run_step(
     execution took is handed back to `owner`, for `release` or the next attempt."""
     mine = probe_lease.new_owner()
     with session_scope(engine) as s:
-        request = pending_request(s, campaign_id=campaign_id, step=step)
-        if request is None:
+        pending = _pending(s, campaign_id=campaign_id, step=step)
+        if pending is None:
             return SKIPPED
+        request, timing = pending
         if not probe_lease.take_over(s, campaign_id=campaign_id, lease_id=lease, handed=owner,
                                      owner=mine):
             log.warning("campaign %s: %s not run: its lease is another's", campaign_id,
@@ -191,7 +201,7 @@ def run_step(
     settle = _Settle(engine, campaign_id, lease, mine, owner, settings)
     if error is None:
         stored = settle(lambda s: recording.store_result(
-            s, campaign_id=campaign_id, step=step, result=result))
+            s, campaign_id=campaign_id, step=step, result=result, timing=timing))
     elif attempt < settings.probe_retries and not too_long:
         wait_s = backoff_s(attempt, settings.probe_retry_backoff_s)
         # the lease and the sites are kept through the wait (no heartbeat runs meanwhile)

@@ -22,8 +22,8 @@ def finish_campaign(session: Session, *, campaign_id: int) -> int | None:
     if campaign_store.is_final(campaign):
         return campaign.recommendation_id
     failed = measurements.failed_measurements(session, campaign_id=campaign.id)
-    campaign_store.add_note(
-        campaign, "failed_probes", [measurements.failure_entry(m) for m in failed]
+    campaign_store.update_state(
+        campaign, failed_probes=tuple(measurements.failure_entry(m) for m in failed)
     )
     campaign_store.set_state(session, campaign_id=campaign.id, state="done")
     # A finished campaign never queues another one, even when its fits are unusable: nothing

@@ -77,13 +77,16 @@ def from_result(
 
 
 def store_result(
-    session: Session, *, campaign_id: int, step: ProbeStep, result: MeasurementResult
+    session: Session, *, campaign_id: int, step: ProbeStep, result: MeasurementResult,
+    timing: dict | None = None,
 ) -> Measurement:
     """Store a probe's result under the step's key, with its raw outputs (they travel with the
-    result: there is no shared filesystem between sites)."""
+    result: there is no shared filesystem between sites). `timing`: the step's timing as the
+    request was made from it (`executor`), else worked out here."""
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
     # The duration is the one the probe ran with; the timing rule's inputs go with it.
-    timing = step_timing(session, campaign, step).to_dict()
+    timing = dict(timing) if timing is not None else step_timing(session, campaign,
+                                                                  step).to_dict()
     rec = from_result(campaign_id=campaign.id, step=step, duration_s=result.request.duration_s,
                       result=result)
     rec, capped = _capped(campaign, step, rec)

@@ -91,16 +91,16 @@ def _summary_page(data: ReportData) -> Figure:
     grid = c.buffer_grid_mib or []
     settings_rows = [
         ("mode / model", f"{c.mode} / {c.model_kind}"),
-        ("CCs (active)", ", ".join(c.active_ccs or c.ccs)),
+        ("CCs (active)", ", ".join(c.measured_ccs)),
         ("CCs dropped", ", ".join(f"{k}: {v}" for k, v in (c.dropped_ccs or {}).items()) or "-"),
         ("PMs", ", ".join(c.pms)),
         ("buffer grid", f"{len(grid)} buffers, {_fmt(min(grid, default=None), '')}-"
          f"{_fmt(max(grid, default=None), ' MiB')}"),
         ("runs / probe duration", f"{c.runs} / {_fmt(c.duration_s, ' s')}"),
         ("δ / seed", f"{c.delta:g} / {c.seed}"),
-        ("probe budget", _fmt(c.probe_seconds_budget, " probe-s")),
+        ("probe budget", _fmt(c.run_state.budget.cap_s, " probe-s")),
         ("probes ok / failed", f"{data.counts.get('ok', 0)} / {data.counts.get('failed', 0)}"),
-        ("probe time used", _fmt(c.probe_seconds_used, " s")),
+        ("probe time used", _fmt(c.run_state.budget.used_s, " s")),
         ("tools", ", ".join(f"{t} {'/'.join(v)}" for t, v in data.software.get("tools",
                                                                                 {}).items())
          or "-"),

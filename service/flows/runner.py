@@ -143,5 +143,6 @@ def install(settings: Settings) -> InProcessExecutor:
     global _executor
     if _executor is None:
         _executor = InProcessExecutor(settings)
-        dispatch.register_executor("inprocess", _executor.submit)
+        runner = _executor
+        dispatch.register_executor("inprocess", lambda cid, *_: runner.submit(cid))
     return _executor

@@ -1,5 +1,5 @@
 """A campaign's measured subflow selection as it is kept: the subset a selection probe ran (its
-key) and SP* per CC from the campaign's notes. Read by the sweep, the fit and the answer; written
+key) and SP* per CC from the campaign's state. Read by the sweep, the fit and the answer; written
 by `phases.selection`."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from typing import Any
 from models import Campaign
 from probes.vocabulary import FULLMESH, PCDC
 
-NOTE = "selection"
 PREFIX = "only:"  # a selection run's key: the probed subset, in the topology's order
 
 
@@ -24,8 +23,8 @@ def subset_of_key(key: str) -> tuple[str, ...]:
 
 def selection_note(campaign: Campaign) -> dict[str, Any] | None:
     """The finished selection (per CC: SP*, its path, standbys, Ω's view); None without one."""
-    note = (campaign.notes or {}).get(NOTE) or {}
-    return note if note.get("done") else None
+    note = campaign.run_state.selection or {}
+    return dict(note) if note.get("done") else None
 
 
 def selected_subsets(campaign: Campaign) -> dict[str, list[str]]:
@@ -39,7 +38,7 @@ def sweep_arms(campaign: Campaign, ccs: Sequence[str] | None = None) -> list[tup
     is every subflow while FullMesh is swept for that CC. Both run the very subflows on the
     userspace path manager, so the probe is the same, and the solver lets FullMesh shadow such a
     PCDC arm (`solver.choose_among_tied`): measuring it again bought nothing but probes."""
-    ccs = list(ccs if ccs is not None else (campaign.active_ccs or campaign.ccs))
+    ccs = list(ccs if ccs is not None else campaign.measured_ccs)
     return [(pm, cc) for pm in campaign.pms for cc in ccs
             if not (pm == PCDC and cc in merged_into_fullmesh(campaign))]
 
@@ -49,7 +48,7 @@ def merged_into_fullmesh(campaign: Campaign) -> set[str]:
     if campaign.mode != "adaptive" or FULLMESH not in campaign.pms or campaign.topology is None:
         return set()
     names = {sf.name for sf in campaign.topology.subflows}
-    ccs = campaign.active_ccs or campaign.ccs
+    ccs = campaign.measured_ccs
     if len(names) < 2:  # one subflow: PCDC can only keep it
         return set(ccs)
     return {cc for cc, subset in selected_subsets(campaign).items()

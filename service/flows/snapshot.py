@@ -43,14 +43,10 @@ def snapshot_by_id(session: Session, topology_id: int) -> TopologySnapshot:
 
 
 def _snapshot(topology_id: int, local: tuple, remote: tuple, subflows: tuple) -> TopologySnapshot:
-    def spec_site(name: str, isps: tuple) -> algo.Site:
-        return algo.Site(name=name, isps=[
-            algo.ISP(name=n, label=lb, down_kbps=d, up_kbps=u) for n, lb, d, u in isps
-        ])
-
     return TopologySnapshot(
         id=topology_id,
         key=(topology_id, local, remote, subflows),
-        spec=algo.TopologySpec(local=spec_site(*local), remote=spec_site(*remote)),
+        spec=algo.TopologySpec(local=inventory.site_spec_of(*local),
+                               remote=inventory.site_spec_of(*remote)),
         subflows={name: (bw, rtt) for name, bw, rtt in subflows},
     )

@@ -21,13 +21,22 @@ from .plan import ProbeStep
 from .probing import buffer_bytes
 
 
-def step_timing(session: Session, campaign: Campaign, step: ProbeStep) -> ProbeTiming:
-    """The timing of `step`: the rule's warm-up and duration with every input it used."""
+def step_timing(session: Session, campaign: Campaign, step: ProbeStep,
+                observed: dict[str, float] | None = None) -> ProbeTiming:
+    """The timing of `step`: the rule's warm-up and duration with every input it used.
+    `observed`: the campaign's smallest RTTs per subflow (`observed_rtts`), when the caller
+    times several steps at once; else read here."""
     used = set(step.allowed_subflows) if step.allowed_subflows is not None else None
     subflows = [sf for sf in campaign.topology.subflows if used is None or sf.name in used]
-    observed = measurements.min_rtts_ms(session, campaign_id=campaign.id)
+    if observed is None:
+        observed = observed_rtts(session, campaign)
     links = [(sf.bandwidth_kbps, sf.rtt_ms or observed.get(sf.name)) for sf in subflows]
     return probe_timing(links, campaign.duration_s, buffer_bytes=buffer_bytes(step.bs_mib))
+
+
+def observed_rtts(session: Session, campaign: Campaign) -> dict[str, float]:
+    """The smallest RTT the campaign's probes observed per subflow (one query)."""
+    return measurements.min_rtts_ms(session, campaign_id=campaign.id)
 
 
 def lengthened(timing: ProbeTiming) -> bool:

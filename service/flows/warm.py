@@ -12,12 +12,12 @@ smaller than what the answer already gives away, is not drift.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import fmean, stdev
 
 from sqlalchemy.orm import Session
 
-from models import NO_EXCLUSION, Campaign
+from models import NO_EXCLUSION, Campaign, Warm
 from probes.vocabulary import PCDC
 
 from ..store import campaigns as campaign_store
@@ -58,10 +58,10 @@ def start_warm(session: Session, *, campaign: Campaign) -> bool:
                                              campaign_id=previous.id)
     if not promises:
         return False
-    campaign_store.add_note(campaign, "warm", {
-        "from_campaign": previous.id, "from_recommendation": rec.id,
-        "probes": len(promises) * WARM_RUNS,  # the plan until the verdict; widened on drift
-    })
+    campaign_store.update_state(campaign, warm=Warm(
+        from_campaign=previous.id, from_recommendation=rec.id,
+        probes=len(promises) * WARM_RUNS,  # the plan until the verdict; widened on drift
+    ))
     budget.replan(campaign)
     session.flush()
     return True
@@ -101,13 +101,13 @@ def checks(session: Session, *, recommendation, campaign_id: int) -> list[Check]
 
 def pending_checks(session: Session, *, campaign: Campaign) -> list[Check] | None:
     """The warm checks of a campaign still to be judged, or None (not warm, or judged)."""
-    warm = (campaign.notes or {}).get("warm")
-    if not warm or "verdict" in warm:
+    warm = campaign.run_state.warm
+    if warm is None or warm.verdict is not None:
         return None
     rec = recommendations.get_recommendation(
-        session, recommendation_id=warm["from_recommendation"]
+        session, recommendation_id=warm.from_recommendation
     )
-    return checks(session, recommendation=rec, campaign_id=warm["from_campaign"])
+    return checks(session, recommendation=rec, campaign_id=warm.from_campaign)
 
 
 def drifted(samples: list[float], promised: float, delta: float) -> tuple[bool, float]:
@@ -130,7 +130,7 @@ def judge(session: Session, *, campaign: Campaign, checks_: list[Check]) -> bool
     for m in measurements.ok_measurements(session, campaign_id=campaign.id, phase="warm"):
         if m.mean_goodput_mbps is not None:
             by_arm.setdefault((m.pm, m.cc, float(m.bs_mib)), []).append(m.mean_goodput_mbps)
-    warm = dict(campaign.notes["warm"])
+    warm = campaign.run_state.warm
     report, moved = [], False
     for check in checks_:
         b = check.step_base
@@ -149,11 +149,11 @@ def judge(session: Session, *, campaign: Campaign, checks_: list[Check]) -> bool
         })
     verdict = "warm_drifted" if moved else "warm_confirmed"
     if not moved:  # answer on the range the last calibration measured, as it did
-        previous = campaign_store.get_campaign(session, campaign_id=warm["from_campaign"])
+        previous = campaign_store.get_campaign(session, campaign_id=warm.from_campaign)
         campaign.buffer_grid_mib = list(previous.buffer_grid_mib)
-    warm["verdict"], warm["checks"] = verdict, report
-    campaign_store.add_note(campaign, "warm", warm)
-    _record_event(session, campaign, verdict, warm["from_campaign"], report)
+    campaign_store.update_state(campaign, warm=replace(warm, verdict=verdict,
+                                                       checks=tuple(report)))
+    _record_event(session, campaign, verdict, warm.from_campaign, report)
     session.flush()
     return not moved
 

@@ -16,6 +16,7 @@ from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session, defer
 
 from models import (
+    CampaignState,
     ImpactFactor,
     MeasurementArtifact,
     RecalibrationEvent,
@@ -37,10 +38,13 @@ def columns(model) -> dict[str, Any]:
 
 def to_json(row) -> dict[str, Any]:
     """A row's exported columns as JSON values (timestamps ISO 8601 UTC; NaN/inf as null, also
-    inside JSON columns: a file must never fail to export)."""
+    inside JSON columns: a file must never fail to export; a campaign's state in its stored
+    form)."""
     out = {}
     for name in columns(type(row)):
         value = getattr(row, name)
+        if isinstance(value, CampaignState):
+            value = value.to_dict()
         out[name] = value.isoformat() if isinstance(value, datetime) else finite_json(value)
     return out
 

@@ -36,13 +36,15 @@ def list_sites(
 
 def site_spec(site: Site) -> algo.Site:
     """The row as the algorithm's validated Site."""
-    return algo.Site(
-        name=site.name,
-        isps=[
-            algo.ISP(name=i.name, label=i.label, down_kbps=i.down_kbps, up_kbps=i.up_kbps)
-            for i in site.isps
-        ],
-    )
+    return site_spec_of(site.name, [(i.name, i.label, i.down_kbps, i.up_kbps) for i in site.isps])
+
+
+def site_spec_of(name: str, isps) -> algo.Site:
+    """A site's name and its ISPs as (name, label, down_kbps, up_kbps) as the algorithm's Site:
+    the one conversion from stored values (`site_spec`, `flows.snapshot`)."""
+    return algo.Site(name=name, isps=[
+        algo.ISP(name=n, label=lb, down_kbps=d, up_kbps=u) for n, lb, d, u in isps
+    ])
 
 
 def _isp_rows(spec: algo.Site) -> list[ISP]:

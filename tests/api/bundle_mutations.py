@@ -24,7 +24,7 @@ ODD_VALUES: list[Any] = ["x", {}, [], None, True, False, 0, -1, 1.5, [1, 2], {"a
 BIG_NUMBERS: list[Any] = [-1, -1e308, 1e308, 2**31, 2**63, -(2**63) - 1, 10**40, 1e-320,
                           -0.0, 1e12, 1e9, -1e-9, 2**53 + 1]
 NON_FINITE = [float("nan"), float("inf"), float("-inf")]
-BAD_VERSIONS: list[Any] = [0, 2, 3, "1", 1.0, True, None, -1, 10**30, [1], {"v": 1}]
+BAD_VERSIONS: list[Any] = [0, 1, 3, "1", 1.0, True, None, -1, 10**30, [1], {"v": 1}]
 BAD_TIMES: list[Any] = ["yesterday", "2026-01-01T00:00:00", "0001-01-01T00:00:00+14:00",
                         "9999-12-31T23:59:59-14:00", 12345, "", "2026-13-45T00:00:00+00:00"]
 

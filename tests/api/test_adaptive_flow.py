@@ -45,10 +45,10 @@ def test_adaptive_campaign_settles_with_a_fraction_of_the_grid(db_session):
     # 26 of the grid's 48 here: the top band (4 arms x 2 buffers x 2 runs) is most of it on a
     # 6-point grid; the saving grows with the grid (12 points x 9 runs: about a tenth)
     assert buffer_probes <= 0.6 * 2 * 2 * len(GRID) * 2
-    note = c.notes["adaptive"]
+    note = c.run_state.sweep_decision
     assert note["stop"] == "settled"
     assert (note["opm"], note["occ"], note["obs_mib"]) == ("PCDC", "cubic", 0.2)
-    assert c.probes_total == c.probes_done  # progress ends at 100 %
+    assert c.run_state.budget.planned == c.run_state.budget.done  # progress ends at 100 %
     rec_id = finish_campaign(db_session, campaign_id=c.id)
     rec = recommendations.get_recommendation(db_session, recommendation_id=rec_id)
     assert (rec.opm, rec.occ, rec.obs_mib) == ("PCDC", "cubic", 0.2)
@@ -126,6 +126,6 @@ def test_the_promise_never_reaches_above_what_the_links_carry(db_session):
         db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
     top = ceiling(rec.outputs["subflows_used"])
     promise = rec.outputs["promise"]
-    assert promise is not None, (c.notes["adaptive"], rec.quality_flags)
+    assert promise is not None, (c.run_state.sweep_decision, rec.quality_flags)
     assert promise["low_mbps"] < rec.otp_mbps < top
     assert promise["high_mbps"] == pytest.approx(top)  # the spread alone reached past it

@@ -4,27 +4,30 @@ and remaining_s, progress and affords."""
 
 from __future__ import annotations
 
-from models import Campaign, Subflow, Topology
+from dataclasses import replace
+
+from models import Campaign, CampaignState, Subflow, Topology, Warm
 from service.flows import budget
-from service.flows.selected import NOTE as SELECTION
 from service.flows.selected import sweep_arms
 
 
-def _campaign(**columns) -> Campaign:
+def _campaign(state: CampaignState | None = None, **columns) -> Campaign:
     base = dict(
         state="running", ccs=["reno", "cubic"], pms=["PCDC", "FullMesh"],
         buffer_grid_mib=[0.1, 0.2, 0.4], runs=2, duration_s=5.0, mode="grid",
-        probe_seconds_budget=None, probes_total=0, probes_done=0, probe_seconds_used=0.0,
-        active_ccs=None, impact_runs=None, extra_impact_runs={}, notes={},
+        active_ccs=None, impact_runs=None,
     )
-    return Campaign(**{**base, **columns})
+    c = Campaign(**{**base, **columns})
+    c.run_state = state or CampaignState()
+    return c
 
 
 def test_the_plan_follows_the_columns():
     c = _campaign()
     # impact: 2 CCs x 2 runs x (TP_0 + 3 TP_i); sweep: 2 PMs x 2 CCs x 3 buffers x 2 runs
     assert budget.planned(c, 3) == {"warm": 0, "impact": 16, "selection": 0, "sweep": 24}
-    c.active_ccs, c.impact_runs, c.extra_impact_runs = ["reno"], 2, {"reno": 1}
+    c.active_ccs, c.impact_runs = ["reno"], 2
+    c.run_state = c.run_state.with_budget(extra_impact_runs={"reno": 1})
     c.buffer_grid_mib = [0.1, 0.2, 0.4, 0.8]  # the grid grew
     c.runs = 3  # the quality gate asked for another round
     assert budget.planned(c, 3) == {"warm": 0, "impact": 12, "selection": 0, "sweep": 24}
@@ -34,7 +37,7 @@ def test_an_adaptive_sweep_plans_an_estimate_then_what_it_asks():
     c = _campaign(mode="adaptive", buffer_grid_mib=[0.1 * 2**k for k in range(8)])
     # 4 arms x 2 runs x (1 + log2 8) steps
     assert budget.planned(c, 3)["sweep"] == 4 * 2 * 4
-    c.notes = {budget.NOTE: {"asked": {"sweep": 40}}}
+    c.run_state = c.run_state.with_budget(asked={"sweep": 40})
     assert budget.planned(c, 3)["sweep"] == 40
 
 
@@ -44,10 +47,10 @@ def test_an_adaptive_sweep_measures_pcdc_on_every_subflow_once_as_fullmesh():
     c = _campaign(mode="adaptive", buffer_grid_mib=[0.1 * 2**k for k in range(8)])
     c.topology = Topology(subflows=[Subflow(name=n, bandwidth_kbps=1e3) for n in ("A-X", "B-X")])
     assert len(sweep_arms(c)) == 4  # no selection yet: every PM x CC
-    c.notes = {SELECTION: {"done": True, "ccs": {
+    c.run_state = replace(c.run_state, selection={"done": True, "ccs": {
         "reno": {"subset": ["A-X", "B-X"], "usable": True},
         "cubic": {"subset": ["A-X"], "usable": True},
-    }}}
+    }})
     assert sweep_arms(c) == [("PCDC", "cubic"), ("FullMesh", "reno"), ("FullMesh", "cubic")]
     assert budget.planned(c, 2)["sweep"] == 3 * 2 * 4
     c.mode = "grid"  # the paper's procedure sweeps every arm
@@ -57,19 +60,19 @@ def test_an_adaptive_sweep_measures_pcdc_on_every_subflow_once_as_fullmesh():
 
 
 def test_a_warm_campaign_plans_its_checks_until_they_drifted():
-    c = _campaign(notes={"warm": {"probes": 6}})
+    c = _campaign(CampaignState(warm=Warm(probes=6)))
     assert budget.planned(c, 3) == {"warm": 6, "impact": 0, "selection": 0, "sweep": 0}
-    c.notes = {"warm": {"probes": 6, "verdict": "warm_drifted"}}
+    c.run_state = replace(c.run_state, warm=Warm(probes=6, verdict="warm_drifted"))
     assert budget.planned(c, 3) == {"warm": 6, "impact": 16, "selection": 0, "sweep": 24}
 
 
 def test_remaining_progress_and_affords():
-    c = _campaign(probes_total=10, probes_done=4, probe_seconds_budget=30.0,
-                  probe_seconds_used=20.0)
+    c = _campaign(CampaignState().with_budget(planned=10, done=4, cap_s=30.0, used_s=20.0))
     assert budget.remaining_s(c) == 6 * 5.0 and budget.progress(c) == 0.4
     assert budget.affords(c, 2) and not budget.affords(c, 3)
     assert not budget.affords(c, 1, reserve_s=6.0)
-    c.probes_done = 10  # the estimate spent, the campaign still active: one probe at least
+    # the estimate spent, the campaign still active: one probe at least
+    c.run_state = c.run_state.with_budget(done=10)
     assert budget.remaining_s(c) == 5.0 and budget.progress(c) == 1.0
     c.state = "done"
     assert budget.remaining_s(c) == 0.0

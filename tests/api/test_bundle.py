@@ -67,7 +67,7 @@ def test_a_bundle_round_trips_into_another_database(db_session, other_db):
     assert original.solution is not None and same_answer(original, answer)
     data = export_bundle(db_session, campaign_id=campaign.id)
     doc = bundle_archive.read(data).document
-    assert (doc["format"], doc["version"]) == ("mpcoa-campaign-bundle", 1)
+    assert (doc["format"], doc["version"]) == ("mpcoa-campaign-bundle", 2)
     n = len(doc["measurements"])
     assert n == measurements.list_runs(db_session, campaign_id=campaign.id,
                                        phases=("impact", "buffer", "warm", "selection")).__len__()
@@ -81,9 +81,9 @@ def test_a_bundle_round_trips_into_another_database(db_session, other_db):
     with session_scope(other_db) as s:
         imported = campaigns.get_campaign(s, campaign_id=done.campaign_id)
         assert done.topology_id != campaign.topology_id or done.campaign_id != campaign.id
-        source = imported.notes["imported"]["from"]
+        source = imported.run_state.imported["from"]
         assert source["campaign_id"] == campaign.id and source["database"] == "postgresql"
-        assert imported.notes["imported"]["capabilities"]["SRL"]["report"] == {
+        assert imported.run_state.imported["capabilities"]["SRL"]["report"] == {
             "kernel": "6.1.0-test"}
         again = rederive(s, campaign_id=done.campaign_id)
         new_answer = recommendations.get_recommendation(
@@ -103,10 +103,12 @@ def test_a_bundle_round_trips_into_another_database(db_session, other_db):
                 "software", "capabilities"):
         assert _strip(back[key]) == _strip(doc[key]), key
     assert back["source"]["imported_from"]["campaign_id"] == campaign.id
-    notes = dict(back["campaign"].pop("notes"))
-    notes.pop("imported")
+    state = dict(back["campaign"].pop("run_state"))
+    assert state.pop("imported")["from"]["campaign_id"] == campaign.id
     original_campaign = dict(doc["campaign"])
-    assert notes == original_campaign.pop("notes")
+    original_state = dict(original_campaign.pop("run_state"))
+    assert original_state.pop("imported") is None
+    assert state == original_state
     assert back["campaign"] == original_campaign
 
 
@@ -165,8 +167,10 @@ def test_bad_bundles_are_refused_with_the_field(db_session, other_db):
         gzip.compress(b"{}"): "not a readable gzip-compressed tar file",
         _tar({"../evil": b"x"}): "not a member of a campaign bundle",
         _tar({"bundle.json": nan}): "not a finite number",
-        _with(bundle, version=2): "this mpcoa reads version 1",
-        _with(bundle, version=True): "version: version 'True': this mpcoa reads version 1",
+        _with(bundle, version=3): "this mpcoa reads version 1 or 2",
+        _with(bundle, version=True): "version: version 'True': this mpcoa reads version 1 or 2",
+        # a version-2 row with version 1's columns: each version reads its own row
+        _with(bundle, version=1): "campaign.run_state: Extra inputs are not permitted",
         _with(bundle, surprise=1): "surprise: Extra inputs are not permitted",
         _with(bundle, campaign=running): "campaign.state",
         _with(bundle, measurements=bad_phase): "measurements.0.phase",
@@ -206,3 +210,30 @@ def test_the_api_serves_bundles_and_tables(client, db_session):
                       params={"format": "xlsx"}).status_code == 422
     assert client.get("/campaigns/999999/bundle").status_code == 404
     assert client.get("/campaigns/999999/measurements").status_code == 404
+
+
+def test_a_version_1_bundle_still_imports(db_session, other_db):
+    """Version 1 carried the budget in seven columns and the phases' decisions in `notes`: such
+    a bundle imports into the same campaign state, and answers the same."""
+    from dataclasses import replace
+
+    from models import CampaignState
+
+    campaign = finished_campaign(db_session)
+    answer = recommendations.get_recommendation(
+        db_session, recommendation_id=campaign.recommendation_id)
+    bundle = build_bundle(db_session, campaign_id=campaign.id)
+    state = CampaignState.from_dict(bundle.document["campaign"]["run_state"])
+    assert state.budget.done > 0 and state.budget.spent  # a budget worth carrying over
+    row = {k: v for k, v in bundle.document["campaign"].items() if k != "run_state"}
+    old = {**bundle.document, "version": 1,
+           "campaign": {**row, **state.legacy_columns(), "notes": state.legacy_notes()}}
+    data = bundle_archive.write(bundle_archive.Bundle(
+        document=old, artifacts=bundle.artifacts, tables=bundle.tables))
+    with session_scope(other_db) as s:
+        done = import_bundle(s, data)
+    with session_scope(other_db) as s:
+        imported = campaigns.get_campaign(s, campaign_id=done.campaign_id)
+        assert imported.run_state.imported["from"]["bundle_version"] == 1
+        assert replace(imported.run_state, imported=None) == state
+        assert same_answer(rederive(s, campaign_id=done.campaign_id), answer)

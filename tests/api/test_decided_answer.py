@@ -4,6 +4,7 @@ the buffers it measured, for a campaign whose sweep settled here; any other ques
 from __future__ import annotations
 
 from models import Campaign
+from models.campaign_state import CampaignState
 from service.algorithm.solver import Solution
 from service.flows.decided import (
     decided_question,
@@ -22,9 +23,9 @@ DECISION = {
 }
 
 
-def _campaign(mode: str = "adaptive", **notes) -> Campaign:
+def _campaign(mode: str = "adaptive", **state) -> Campaign:
     return Campaign(mode=mode, delta=0.07, buffer_grid_mib=GRID,
-                    notes={"adaptive": DECISION, **notes})
+                    run_state=CampaignState(sweep_decision=DECISION, **state))
 
 
 def _solution(opm: str, occ: str, obs: float, otp: float) -> Solution:
@@ -35,9 +36,9 @@ def _solution(opm: str, occ: str, obs: float, otp: float) -> Solution:
 
 def test_the_decision_answers_the_question_it_decided_only():
     c = _campaign()
-    assert sweep_decision(c) is DECISION
+    assert sweep_decision(c) == DECISION
     for lo, hi in ((None, None), (0.1, 0.8), (None, 0.8)):
-        assert decided_question(c, 0.07, lo, hi) is DECISION
+        assert decided_question(c, 0.07, lo, hi) == DECISION
     assert decided_question(c, 0.1, None, None) is None  # what if delta were 0.1
     assert decided_question(c, 0.07, 0.2, None) is None  # another buffer range
     assert decided_question(c, 0.07, None, 0.4) is None
@@ -47,7 +48,7 @@ def test_no_decision_without_a_settled_sweep_of_this_database():
     assert sweep_decision(_campaign(mode="grid")) is None
     assert sweep_decision(_campaign(imported={"from": {"campaign_id": 3}})) is None
     stopped = Campaign(mode="adaptive", delta=0.07, buffer_grid_mib=GRID,
-                       notes={"adaptive": {"stop": "budget", "opm": None}})
+                       run_state=CampaignState(sweep_decision={"stop": "budget", "opm": None}))
     assert sweep_decision(stopped) is None
 
 

@@ -57,7 +57,7 @@ def test_unsettled_signs_get_more_runs_then_are_flagged(db_session):
     # impact_max_runs reached: the buffer sweep starts, and K-C is noted as unsettled.
     assert advance.step.phase == "buffer"
     assert campaigns.report(c)["unsettled_omegas"] == {"reno": ["K-C"]}
-    assert c.probes_total == 3 * 3 + 2 * 3  # three impact runs of 3 probes, the sweep
+    assert c.run_state.budget.planned == 3 * 3 + 2 * 3  # three impact runs of 3 probes, the sweep
 
 
 def test_no_extra_impact_run_past_the_budget(db_session):

@@ -34,7 +34,7 @@ def test_the_plan_and_the_spending_per_phase(client, auth, db_session):
     planned = budget.summary(c)["planned"]
     assert planned == {"impact": {"probes": 3, "probe_seconds": 6.0},
                        "sweep": {"probes": 6, "probe_seconds": 12.0}}
-    assert c.probes_total == 9
+    assert c.run_state.budget.planned == 9
     shown = client.get(f"/campaigns/{c.id}", headers=auth).json()
     assert shown["notes"]["probe_budget"]["planned"] == planned
     assert shown["remaining_s"] == 9 * DURATION_S and shown["progress"] == 0.0
@@ -55,19 +55,20 @@ def test_the_plan_and_the_spending_per_phase(client, auth, db_session):
     finish_campaign(db_session, campaign_id=c.id)
     db_session.commit()
     # A flat sweep fails the quality gate: more rounds were planned, and all of them spent.
-    assert recorded["impact"] == 3 and recorded["sweep"] == 6 * (1 + c.extra_rounds)
+    b = c.run_state.budget
+    assert recorded["impact"] == 3 and recorded["sweep"] == 6 * (1 + b.extra_rounds)
     spent = budget.summary(c)["spent"]
     assert spent == {phase: {"probes": n, "probe_seconds": n * DURATION_S * 1.0}
                      for phase, n in recorded.items()}
-    assert sum(v["probes"] for v in spent.values()) == c.probes_done == c.probes_total
-    assert sum(v["probe_seconds"] for v in spent.values()) == c.probe_seconds_used
+    assert sum(v["probes"] for v in spent.values()) == b.done == b.planned
+    assert sum(v["probe_seconds"] for v in spent.values()) == c.run_state.budget.used_s
     shown = client.get(f"/campaigns/{c.id}", headers=auth).json()
     assert shown["state"] == "done" and shown["remaining_s"] == 0 and shown["progress"] == 1.0
 
 
 def test_a_budget_that_cannot_cover_the_impact_phase_fails_the_campaign(db_session):
     c = _campaign(db_session)
-    c.probe_seconds_budget = 2 * DURATION_S  # 2 probes of the impact phase's 3
+    c.run_state = c.run_state.with_budget(cap_s=2 * DURATION_S)  # 2 probes of the impact phase's 3
     settings = Settings(run_campaigns=False, impact_max_runs=1, _env_file=None)
     drive(db_session, c, lambda _s: 9.0, settings, ccs={"reno"}, finishes=False)
     assert c.state == "failed" and "before the impact phase ended" in c.error

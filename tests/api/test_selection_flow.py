@@ -63,19 +63,19 @@ def test_shared_harm_selects_a_fast_subflow_alone(db_session):
     # under the 17 Mbit/s a fast one measured): never probed alone, and the reference's note
     # says so (the other CC checked the reference's decisions and shares its SP*)
     assert not any(len(p) == 1 and p[0].startswith(THIN) for p in probed)
-    ref_note = c.notes["selection"]["ccs"][c.notes["omega_ccs"]["ccs"][0]]
+    ref_note = c.run_state.selection["ccs"][c.run_state.omega_ccs["ccs"][0]]
     assert {n for n in names if n.startswith(THIN)} <= set(ref_note["not_alone"])
     # Ω is measured under the reference CC (the best TP_0; a tie goes to the first CC named):
     # there it kept every subflow, and the answer says where the two disagree
-    (reference,) = c.notes["omega_ccs"]["ccs"]
+    (reference,) = c.run_state.omega_ccs["ccs"]
     assert reference == "reno"
     impact = [s for s in steps if s.phase == "impact"]
     assert {s.cc for s in impact if s.excluded_subflow != NO_EXCLUSION} == {reference}
     assert {s.cc for s in impact if s.excluded_subflow == NO_EXCLUSION} == {"reno", "cubic"}
-    note = c.notes["selection"]["ccs"][reference]
+    note = c.run_state.selection["ccs"][reference]
     assert note["omega"]["agree"] is False
     assert note["path"][0]["decision"] == "start"
-    assert "omega" not in c.notes["selection"]["ccs"]["cubic"]
+    assert "omega" not in c.run_state.selection["ccs"]["cubic"]
     # the answer runs the selected subflows and says how they were chosen
     rec = recommendations.get_recommendation(
         db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
@@ -111,11 +111,11 @@ def test_every_path_useful_selects_them_all(db_session, client):
 
     steps = drive(db_session, c, goodput, settings)
     assert sorted(selected_subsets(c)["cubic"]) == ["P-D", "T-D"]
-    assert c.notes["selection"]["ccs"]["cubic"]["omega"]["agree"] is True
+    assert c.run_state.selection["ccs"]["cubic"]["omega"]["agree"] is True
     # both together measured 0.88 Mbit/s, more than either uplink's rate (0.512, 0.384): the
     # rates decide it and no subset is probed
     assert not [s for s in steps if s.phase == "selection"]
-    assert [p["decision"] for p in c.notes["selection"]["ccs"]["cubic"]["path"]] == ["all"]
+    assert [p["decision"] for p in c.run_state.selection["ccs"]["cubic"]["path"]] == ["all"]
     finish_campaign(db_session, campaign_id=c.id)
     db_session.commit()
     page = client.get(f"/dashboard/topologies/{topology.id}/impact")
@@ -146,7 +146,7 @@ def test_an_addition_that_pays_only_with_autotuned_buffers_falls_back(db_session
 
     steps = drive(db_session, c, goodput, settings)
     for cc in ("reno", "cubic"):
-        entry = c.notes["selection"]["ccs"][cc]
+        entry = c.run_state.selection["ccs"][cc]
         assert entry["subset"] == ["K-C"]
         check = entry["buffer_check"]
         assert check["kept"] == "start" and check["bs_mib"] == 0.8
@@ -171,7 +171,7 @@ def test_a_cc_whose_selection_measured_nothing_takes_the_references_subset(db_se
     c = new_campaign(db_session, topology.id, ccs=["reno", "cubic"], runs=2, duration_s=2,
                      buffer_grid_mib=GRID)
     c.active_ccs = ["reno", "cubic"]
-    campaign_store.add_note(c, "selection", {"done": True, "ccs": {
+    campaign_store.update_state(c, selection={"done": True, "ccs": {
         "reno": {"subset": ["P-D"], "usable": True},
         "cubic": {"subset": ["P-D", "T-D"], "usable": False},
     }})

@@ -47,7 +47,7 @@ def _answer_warm_probes(db_session, campaign, settings, goodput) -> list:
 
 def test_a_steady_network_confirms_the_last_answer_with_a_few_probes(client, auth, db_session):
     first, rec, warm, settings = _calibrated_then_due(client, auth, db_session)
-    assert warm.notes["warm"]["from_campaign"] == first.id
+    assert warm.run_state.warm.from_campaign == first.id
     t_star = rec.outputs["t_star"]
 
     def steady(step):  # what the last answer promised, give or take 2 %
@@ -59,12 +59,12 @@ def test_a_steady_network_confirms_the_last_answer_with_a_few_probes(client, aut
     # The chosen arm at OBS and T*'s arm at its buffer, WARM_RUNS each: nothing else.
     assert {(s.pm, s.cc, s.bs_mib) for s in steps} == {
         (rec.opm, rec.occ, rec.obs_mib), (t_star["pm"], t_star["cc"], t_star["bs_mib"])}
-    assert len(steps) == 2 * WARM_RUNS and warm.probes_total == 2 * WARM_RUNS
+    assert len(steps) == 2 * WARM_RUNS and warm.run_state.budget.planned == 2 * WARM_RUNS
     rec_id = finish_campaign(db_session, campaign_id=warm.id)
     again = db_session.get(type(rec), rec_id)
     assert (again.opm, again.occ, again.obs_mib) == (rec.opm, rec.occ, rec.obs_mib)
     assert "warm_confirmed" in again.quality_flags
-    assert warm.state == "done" and warm.notes["warm"]["verdict"] == "warm_confirmed"
+    assert warm.state == "done" and warm.run_state.warm.verdict == "warm_confirmed"
     kinds = db_session.scalars(select(RecalibrationEvent.kind).where(
         RecalibrationEvent.campaign_id == warm.id)).all()
     assert kinds == ["warm_confirmed", "warm_confirmed"]
@@ -80,12 +80,12 @@ def test_drift_widens_to_the_full_campaign(client, auth, db_session):
 
     steps = _answer_warm_probes(db_session, warm, settings, halved)
     assert steps[-1].phase == "impact"  # the full campaign goes on after the checks
-    assert warm.notes["warm"]["verdict"] == "warm_drifted"
+    assert warm.run_state.warm.verdict == "warm_drifted"
     events = db_session.scalars(select(RecalibrationEvent).where(
         RecalibrationEvent.campaign_id == warm.id)).all()
     assert [(e.kind, e.change_pct) for e in events] == [("warm_drifted", pytest.approx(-50.0))]
     # progress: the warm probes plus the whole plan
-    assert warm.probes_total > 2 * WARM_RUNS + len(CCS)
+    assert warm.run_state.budget.planned > 2 * WARM_RUNS + len(CCS)
 
 
 def test_drift_needs_more_than_delta_and_more_than_the_noise():
@@ -104,7 +104,7 @@ def test_a_check_probes_pcdc_on_the_subset_the_campaign_measured(client, auth, d
     other = next(cc for cc in CCS if cc != rec.occ)
     every = [sf.name for sf in first.topology.subflows]
     measured = every[:1]
-    campaigns.add_note(first, "selection", {"done": True, "ccs": {
+    campaigns.update_state(first, selection={"done": True, "ccs": {
         other: {"subset": measured, "usable": True}}})
     rec.outputs = {**rec.outputs, "t_star": {"pm": "PCDC", "cc": other, "bs_mib": 1.0,
                                              "tp_mbps": 10.0}}

@@ -87,8 +87,9 @@ def test_a_campaign_gives_its_sites_way_to_the_busier_site_s_asking_campaign(thr
             leasing.release(s, campaign_id=ids[key], lease_id=lease, owner=OWNER)
 
     with db.session_scope(engine) as s:
-        campaigns.get_campaign(s, campaign_id=ids["ab"]).probes_total = 40
-        campaigns.get_campaign(s, campaign_id=ids["bc"]).probes_total = 4
+        for key, planned in (("ab", 40), ("bc", 4)):
+            c = campaigns.get_campaign(s, campaign_id=ids[key])
+            c.run_state = c.run_state.with_budget(planned=planned)
     bc = claim("bc")
     assert bc is not None, "nobody else asks for SB: B-C takes it"
     assert claim("ab") is None, "SB is busy"

@@ -30,7 +30,8 @@ def test_calibrate_command_runs_a_campaign_in_process(sites, testbed, tmp_path):
 
     db = sqlite3.connect(tmp_path / "mpcoa.sqlite3")
     state, done, total = db.execute(
-        "select state, probes_done, probes_total from campaigns").fetchone()
+        "select state, json_extract(run_state, '$.budget.done'),"
+        " json_extract(run_state, '$.budget.planned') from campaigns").fetchone()
     assert (state, done, total) == ("done", 18, 18)
     statuses = db.execute("select status, count(*) from measurements group by status").fetchall()
     assert statuses == [("ok", 18)]
@@ -58,7 +59,8 @@ def test_an_adaptive_campaign_settles_on_the_real_testbed(sites, testbed, tmp_pa
     assert "adaptive:settled" in out.stdout or "adaptive:budget" in out.stdout, out.stdout
     db = sqlite3.connect(tmp_path / "mpcoa.sqlite3")
     mode, state, done, total = db.execute(
-        "select mode, state, probes_done, probes_total from campaigns").fetchone()
+        "select mode, state, json_extract(run_state, '$.budget.done'),"
+        " json_extract(run_state, '$.budget.planned') from campaigns").fetchone()
     assert (mode, state) == ("adaptive", "done") and done == total  # progress ends at 100 %
     (buffer_probes,) = db.execute(
         "select count(*) from measurements where phase = 'buffer'").fetchone()

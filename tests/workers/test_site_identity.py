@@ -42,7 +42,7 @@ def test_another_sites_apply_is_refused_and_reported(at_site_hu, caplog):
 def test_another_sites_probe_is_refused(at_site_hu):
     request = MeasurementRequest(sender="SRL", receiver="HU", duration_s=5)
     with pytest.raises(ProbeError, match="refused a probe's sending side for site 'SRL'"):
-        tasks._measure(None, 1, None, request, "lease", None)
+        tasks._measure(None, 1, ("SRL", "HU"), None, request, "lease", None)
     assert tasks.foreign_site("HU", "anything") is None
 
 

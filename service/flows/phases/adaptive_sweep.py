@@ -16,12 +16,11 @@ from ...algorithm.capacity import PAYLOAD_SHARE, LinkCapacity
 from ...algorithm.sweep import plateau_extension
 from ...algorithm.window_spread import combined_half_width, window_spread
 from ...store import campaigns as campaign_store
-from ...store import inventory
 from .. import budget
 from ..confidence_summary import confidence_statement
 from ..plan import ProbeStep
 from ..selected import merged_into_fullmesh, selection_note, sweep_arms
-from ..timing import step_timing
+from ..timing import observed_rtts, step_timing
 from .base import DONE, Context, Outcome, probe
 from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
 
@@ -42,7 +41,7 @@ def advance(ctx: Context) -> Outcome:
     decision = None
     links = _links_ceiling(ctx, FULLMESH, campaign.ccs[0]) if campaign.ccs else None
     while True:
-        spent = campaign.budget_exhausted or sum(tried.values()) >= cap
+        spent = campaign.run_state.budget.exhausted or sum(tried.values()) >= cap
         # Where a measured point already carries (1 - delta) of every link's rate, a larger
         # buffer cannot show a T* it is not within delta of: the grid grows only if the answer
         # on this grid is not such a point (harmful.yaml: PCDC on F-U read 18.8 of the links'
@@ -63,7 +62,7 @@ def advance(ctx: Context) -> Outcome:
         budget.ask(campaign, "sweep", len(decision.probes) + 1)
         return probe(_cheapest(ctx, [_step(ctx, wanted, tried) for wanted in decision.probes]))
     stop = "settled" if decision is not None and decision.settled else "budget"
-    campaign_store.add_note(campaign, "adaptive", {
+    campaign_store.update_state(campaign, sweep_decision={
         "stop": stop, **({} if decision is None else _decision_note(ctx, decision, series)),
         # PCDC on every subflow is FullMesh's probe: measured once, as FullMesh (`sweep_arms`)
         "pcdc_as_fullmesh": sorted(merged_into_fullmesh(campaign)),
@@ -90,7 +89,9 @@ def _cheapest(ctx: Context, steps: list[ProbeStep]) -> ProbeStep:
     """The shortest of the probes the decision wants (by the timing rule; the first of equals):
     every one is asked again after each probe, and an arm settled on short paths bounds how
     far the others are searched (`adaptive.decide`)."""
-    return min(steps, key=lambda step: step_timing(ctx.session, ctx.campaign, step).duration_s)
+    observed = observed_rtts(ctx.session, ctx.campaign)  # one query for every candidate
+    return min(steps, key=lambda step: step_timing(ctx.session, ctx.campaign, step,
+                                                   observed).duration_s)
 
 
 def _climb(ctx: Context, arms, samples) -> bool:
@@ -131,7 +132,7 @@ def _links_ceiling(ctx: Context, pm: str | None, cc: str | None) -> float | None
     goodput (None without an arm: before a decision)."""
     if pm is None or cc is None:
         return None
-    rates = LinkCapacity.of(inventory.topology_spec(ctx.campaign.topology))
+    rates = LinkCapacity.of(ctx.spec)
     subset = ctx.subsets().get(cc) if pm == PCDC else None
     return rates.max_mbps(subset or rates.ends) * PAYLOAD_SHARE
 

@@ -15,9 +15,10 @@ from sqlalchemy.orm import Session
 
 from models import Campaign
 
+from ...algorithm.topology import TopologySpec
 from ...settings import Settings
 from ...store import campaigns as campaign_store
-from ...store import measurements, results
+from ...store import inventory, measurements, results
 from ..plan import ProbeStep
 from ..probing import Prober
 from ..selected import selected_subsets
@@ -55,6 +56,11 @@ class Context:
     def subflows(self) -> list[str]:
         return [sf.name for sf in self.campaign.topology.subflows]
 
+    @cached_property
+    def spec(self) -> TopologySpec:
+        """The topology as the algorithm's validated spec, converted once for the pass."""
+        return inventory.topology_spec(self.campaign.topology)
+
     def done(self) -> set[tuple]:
         """The keys of every stored run (read afresh: a phase may have added runs)."""
         return measurements.done_keys(self.session, campaign_id=self.campaign.id)
@@ -72,7 +78,7 @@ class Context:
         # first CC), else Ω's, rather than failing or running every subflow unexamined.
         fallback = next(iter(selected.values()), None) or next(iter(omega.values()), None)
         if fallback is not None:
-            for cc in self.campaign.active_ccs or self.campaign.ccs:
+            for cc in self.campaign.measured_ccs:
                 chosen.setdefault(cc, list(fallback))
         return chosen
 

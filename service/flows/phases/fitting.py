@@ -55,7 +55,7 @@ def timed_series(values: list[float], interval_s: float) -> list[tuple[float, fl
 
 
 def grid_extensions(ctx: Context) -> list[float]:
-    return list((ctx.campaign.notes or {}).get("grid_extended", []))
+    return list(ctx.campaign.run_state.grid_extended or ())
 
 
 def grow_grid(ctx: Context, more: float) -> None:
@@ -63,7 +63,7 @@ def grow_grid(ctx: Context, more: float) -> None:
     campaign = ctx.campaign
     added = grid_extensions(ctx)
     campaign.buffer_grid_mib = sorted([*campaign.buffer_grid_mib, more])
-    campaign_store.add_note(campaign, "grid_extended", [*added, more])
+    campaign_store.update_state(campaign, grid_extended=(*added, more))
 
 
 def fit(ctx: Context, *, required: bool = True) -> list | None:
@@ -71,7 +71,7 @@ def fit(ctx: Context, *, required: bool = True) -> list | None:
     needs the fit, the campaign failed)."""
     campaign = ctx.campaign
     outcome = fit_from_runs(ctx.session, campaign=campaign)
-    campaign_store.add_note(campaign, "unfitted_arms", outcome.unfitted_arms)
+    campaign_store.update_state(campaign, unfitted_arms=tuple(outcome.unfitted_arms))
     if not outcome.fits:
         if required:
             ctx.fail("buffer phase: no (PM, CC) has runs at 3 buffer sizes")

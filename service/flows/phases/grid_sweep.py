@@ -27,10 +27,10 @@ def advance(ctx: Context) -> Outcome:
     campaign = ctx.campaign
     goodput_decides = not objective_of(campaign.objective).is_stream
     while True:
-        if not campaign.budget_exhausted:
+        if not campaign.run_state.budget.exhausted:
             done, subsets = ctx.done(), ctx.subsets()
             for step in buffer_steps(
-                campaign.pms, campaign.active_ccs, campaign.buffer_grid_mib, campaign.runs,
+                campaign.pms, campaign.measured_ccs, campaign.buffer_grid_mib, campaign.runs,
                 subsets, ctx.subflows, campaign.seed,
             ):
                 if step.key not in done:
@@ -56,9 +56,9 @@ def _extend_grid(ctx: Context) -> bool:
     more = plateau_extension(campaign.buffer_grid_mib, arm_means, campaign.delta)
     if more is None:
         return False
-    probes = len(campaign.pms) * len(campaign.active_ccs) * campaign.runs
+    probes = len(campaign.pms) * len(campaign.measured_ccs) * campaign.runs
     if len(grid_extensions(ctx)) >= MAX_GRID_EXTENSIONS or not budget.affords(campaign, probes):
-        campaign_store.add_note(campaign, "grid_below_plateau", max(campaign.buffer_grid_mib))
+        campaign_store.update_state(campaign, grid_below_plateau=max(campaign.buffer_grid_mib))
         return False
     grow_grid(ctx, more)
     budget.replan(campaign)
@@ -69,18 +69,20 @@ def _extend_grid(ctx: Context) -> bool:
 def _another_round(ctx: Context) -> bool:
     """The gate failed: one more run of the whole buffer sweep, if the budget allows it."""
     campaign = ctx.campaign
-    if campaign.budget_exhausted:
+    if campaign.run_state.budget.exhausted:
         return False
     if budget.left_s(campaign) is None:
-        if campaign.extra_rounds >= MAX_EXTRA_ROUNDS_WITHOUT_BUDGET:
+        if campaign.run_state.budget.extra_rounds >= MAX_EXTRA_ROUNDS_WITHOUT_BUDGET:
             return False
     else:
         round_probes = (
-            len(campaign.pms) * len(campaign.active_ccs) * len(campaign.buffer_grid_mib)
+            len(campaign.pms) * len(campaign.measured_ccs) * len(campaign.buffer_grid_mib)
         )
         if not budget.affords(campaign, round_probes):
             return False
-    campaign.extra_rounds += 1
+    campaign.run_state = campaign.run_state.with_budget(
+        extra_rounds=campaign.run_state.budget.extra_rounds + 1
+    )
     campaign.runs += 1
     budget.replan(campaign)
     return True

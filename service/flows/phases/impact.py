@@ -19,7 +19,6 @@ from ..plan import impact_steps
 from .base import DONE, Context, Outcome, probe
 
 name = "impact"
-OMEGA_NOTE = "omega_ccs"  # adaptive mode: the CCs Ω was measured under, and why only those
 
 
 def advance(ctx: Context) -> Outcome:
@@ -48,7 +47,7 @@ def _advance_adaptive(ctx: Context) -> Outcome:
     under the reference only, so Ω is computed, stored and shown for that CC. The other CCs'
     leave-one-out probes would cost len(subflows) probes each and inform no decision."""
     campaign = ctx.campaign
-    if (campaign.notes or {}).get(OMEGA_NOTE) is not None:
+    if campaign.run_state.omega_ccs is not None:
         return DONE
     done = ctx.done()
     runs = budget.impact_runs(campaign)
@@ -67,7 +66,7 @@ def _advance_adaptive(ctx: Context) -> Outcome:
         ctx.session, campaign_id=campaign.id, subflows=ctx.subflows,
         confidence=ctx.settings.impact_confidence,
     )
-    campaign_store.add_note(campaign, OMEGA_NOTE, {
+    campaign_store.update_state(campaign, omega_ccs={  # the CCs Ω was measured under, and why
         "ccs": [r.cc for r in derived],
         "why": "adaptive mode: Ω under the reference CC (the best TP_0) only; the measured "
                "selection decides SP*",
@@ -94,8 +93,8 @@ def _more_runs(ctx: Context, derived: list[ConfidentImpact]) -> bool:
     runs = budget.impact_runs(campaign)
     per_run = 1 + len(ctx.subflows)
     # The buffer sweep's share of the budget is not the impact phase's.
-    reserve_s = budget.grid_sweep_probes(campaign) * budget.probe_cost_s(campaign)
-    extra = dict(campaign.extra_impact_runs or {})
+    reserve_s = budget.sweep_reserve_s(campaign)
+    extra = dict(campaign.run_state.budget.extra_impact_runs)
     added = 0
     for result in derived:
         if runs[result.cc] >= settings.impact_max_runs:
@@ -109,7 +108,7 @@ def _more_runs(ctx: Context, derived: list[ConfidentImpact]) -> bool:
         added += 1
     if not added:
         return False
-    campaign.extra_impact_runs = extra
+    campaign.run_state = campaign.run_state.with_budget(extra_impact_runs=extra)
     budget.replan(campaign)
     return True
 
@@ -120,8 +119,8 @@ def _store(ctx: Context, derived_: list[ConfidentImpact],
     is kept when it has Omega, or (adaptive mode) a usable TP_0 (`usable`)."""
     campaign = ctx.campaign
     derived = {r.cc: r for r in derived_}
-    campaign_store.add_note(
-        campaign, "unsettled_omegas", {r.cc: r.unsettled for r in derived_ if r.unsettled}
+    campaign_store.update_state(
+        campaign, unsettled_omegas={r.cc: r.unsettled for r in derived_ if r.unsettled}
     )
     usable = set(derived) if usable is None else usable | set(derived)
     dropped = dict(campaign.dropped_ccs or {})

@@ -33,10 +33,10 @@ from ...algorithm.selection import (
 from ...algorithm.selection_omega import compare_with_omega
 from ...algorithm.subset_stats import Gain, Subset, SubsetEstimate
 from ...store import campaigns as campaign_store
-from ...store import inventory, measurements, results
+from ...store import measurements, results
 from .. import budget
 from ..plan import IMPACT_BS_MIB, ProbeStep
-from ..selected import NOTE, selection_note, subset_key, subset_of_key
+from ..selected import selection_note, subset_key, subset_of_key
 from . import fixed_buffer_check as check
 from .base import DONE, Context, Outcome, probe
 
@@ -56,7 +56,7 @@ def advance(ctx: Context) -> Outcome:
     # leave out may cost together, and what an addition must bring: a subflow that adds less
     # costs buffer (its data waits for the others') for no answer-worthy gain (shared.yaml:
     # both subflows 1-5 % above one alone at autotuned buffers, and needing 6 x its buffer)
-    rates = LinkCapacity.of(inventory.topology_spec(campaign.topology))
+    rates = LinkCapacity.of(ctx.spec)
     rtts = {sf.name: sf.rtt_ms for sf in campaign.topology.subflows if sf.rtt_ms is not None}
     for cc in order:
         samples, failures = runs.get(cc, ({}, {}))
@@ -154,8 +154,8 @@ def _budget(campaign: Campaign) -> Budget:
     if left is None:
         return Budget()
     cost = budget.probe_cost_s(campaign)
-    reserve = budget.adaptive_sweep_estimate(campaign) * cost
-    return Budget(probe_seconds=max(0.0, left - reserve), seconds_per_probe=cost)
+    return Budget(probe_seconds=max(0.0, left - budget.sweep_reserve_s(campaign)),
+                  seconds_per_probe=cost)
 
 
 def _step(ctx: Context, cc: str, subset: Subset, samples, failures) -> ProbeStep:
@@ -183,7 +183,7 @@ def _store(ctx: Context, done: dict[str, SelectionResult], states, checks) -> No
                 "statement": comparison.statement(res.subflows),
             }
         per_cc[cc] = entry
-    campaign_store.add_note(ctx.campaign, NOTE, {"done": True, "ccs": per_cc})
+    campaign_store.update_state(ctx.campaign, selection={"done": True, "ccs": per_cc})
     ctx.session.flush()
 
 

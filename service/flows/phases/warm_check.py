@@ -4,6 +4,8 @@ campaign goes on (its probes added to the plan)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...store import campaigns as campaign_store
 from .. import budget, warm
 from .base import DONE, FINISH, Context, Outcome, probe
@@ -17,9 +19,9 @@ def advance(ctx: Context) -> Outcome:
     if promises is None:
         return DONE
     steps = [step for check in promises for step in check.steps()]
-    note = dict(campaign.notes["warm"])
-    if note.get("probes") != len(steps):
-        campaign_store.add_note(campaign, "warm", {**note, "probes": len(steps)})
+    checked = campaign.run_state.warm
+    if checked.probes != len(steps):
+        campaign_store.update_state(campaign, warm=replace(checked, probes=len(steps)))
     budget.replan(campaign)
     done = ctx.done()
     for step in steps:

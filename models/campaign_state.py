@@ -1,0 +1,266 @@
+"""What a campaign decided and met on its way, as one typed, versioned value (`CampaignState`).
+
+A campaign row keeps its plan (CCs, PMs, grid, runs, ...) in columns and everything its phases
+decide in one JSON column, `run_state`: the probe budget, the warm check, Ω's CCs, the measured
+selection, the sweep's decision and what the answer must flag. `Campaign.run_state` reads and
+writes it as this type; nothing reads the stored JSON by key but `from_dict`.
+
+Frozen: a phase that decides something makes a new state (`dataclasses.replace`) and assigns it,
+so SQLAlchemy sees the change and nothing shares a half-updated state. The nested values a phase
+keeps as JSON (the selection per CC, the sweep's decision, a warm check's report) are the JSON
+forms their own types write; the state names them, it does not re-type them.
+
+`legacy_notes` and `from_legacy` convert to and from the layout before the state existed (the
+`notes` column and the budget columns): bundle format version 1 carries it, and the campaign
+report (GET /campaigns/{id}) still shows the notes as they were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+STATE_VERSION = 1
+
+# The notes keys of the layout before the state, per field (`legacy_notes`, `from_legacy`).
+_NOTE_FIELDS = {
+    "warm": "warm",
+    "omega_ccs": "omega_ccs",
+    "unsettled_omegas": "unsettled_omegas",
+    "selection": "selection",
+    "adaptive": "sweep_decision",
+    "grid_extended": "grid_extended",
+    "grid_below_plateau": "grid_below_plateau",
+    "failed_probes": "failed_probes",
+    "unfitted_arms": "unfitted_arms",
+    "imported": "imported",
+}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The probe budget: the cap and the counts every phase books to, in one place.
+
+    `planned` is the campaign's total of probes by the plan now (`flows.budget.replan`), `done`
+    and `used_s` what it probed; per phase: `phase_plan` ({phase: {"probes", "probe_seconds"}}),
+    `spent` (the same shape) and `asked` (the probes a phase that chooses as it goes asked for);
+    `settled`: nothing more will be probed. `extra_impact_runs` (per CC) and `extra_rounds` are
+    what the impact phase and the grid sweep added past the plan; `exhausted`: the cap stopped a
+    phase."""
+
+    cap_s: float | None = None
+    planned: int = 0
+    done: int = 0
+    used_s: float = 0.0
+    phase_plan: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    spent: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    asked: Mapping[str, int] = field(default_factory=dict)
+    settled: bool = False
+    exhausted: bool = False
+    extra_impact_runs: Mapping[str, int] = field(default_factory=dict)
+    extra_rounds: int = 0
+
+    def left_s(self) -> float | None:
+        """Probe-seconds left of the cap; None: no cap."""
+        return None if self.cap_s is None else self.cap_s - self.used_s
+
+    def progress(self) -> float:
+        """done / planned in 0..1."""
+        return 0.0 if not self.planned else min(1.0, self.done / self.planned)
+
+    def spent_probes(self, phase: str) -> int:
+        return int((self.spent.get(phase) or {}).get("probes", 0))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cap_s": self.cap_s, "planned": self.planned, "done": self.done,
+            "used_s": self.used_s, "phase_plan": _plain(self.phase_plan),
+            "spent": _plain(self.spent), "asked": dict(self.asked), "settled": self.settled,
+            "exhausted": self.exhausted, "extra_impact_runs": dict(self.extra_impact_runs),
+            "extra_rounds": self.extra_rounds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Budget:
+        return cls(
+            cap_s=data.get("cap_s"), planned=int(data.get("planned", 0)),
+            done=int(data.get("done", 0)), used_s=float(data.get("used_s", 0.0)),
+            phase_plan=_plain(data.get("phase_plan") or {}),
+            spent=_plain(data.get("spent") or {}), asked=dict(data.get("asked") or {}),
+            settled=bool(data.get("settled", False)), exhausted=bool(data.get("exhausted", False)),
+            extra_impact_runs=dict(data.get("extra_impact_runs") or {}),
+            extra_rounds=int(data.get("extra_rounds", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class Warm:
+    """A warm campaign: the answer it checks, the probes planned for the check, the verdict
+    (warm_confirmed / warm_drifted) and the checks' report once judged."""
+
+    from_campaign: int | None = None
+    from_recommendation: int | None = None
+    probes: int = 0
+    verdict: str | None = None
+    checks: tuple[Mapping[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"from_campaign": self.from_campaign,
+                               "from_recommendation": self.from_recommendation,
+                               "probes": self.probes}
+        if self.verdict is not None:
+            out["verdict"] = self.verdict
+            out["checks"] = [dict(c) for c in self.checks]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Warm:
+        return cls(from_campaign=data.get("from_campaign"),
+                   from_recommendation=data.get("from_recommendation"),
+                   probes=int(data.get("probes", 0)), verdict=data.get("verdict"),
+                   checks=tuple(dict(c) for c in data.get("checks") or ()))
+
+
+@dataclass(frozen=True)
+class CampaignState:
+    """Everything a campaign's phases decided (see the module's docstring).
+
+    - `budget`: the probe budget (`Budget`);
+    - `warm`: the warm check, None when the campaign is not warm;
+    - `omega_ccs`: adaptive mode, the CCs Ω was measured under and why ({"ccs", "why"});
+    - `unsettled_omegas`: per CC the subflows whose Ω sign stayed unsettled;
+    - `selection`: the measured selection once done ({"done", "ccs": {cc: entry}});
+    - `sweep_decision`: the adaptive sweep's decision ({"stop", "opm", "occ", "promise", ...});
+    - `grid_extended`, `grid_below_plateau`: how the grid sweep met the plateau;
+    - `failed_probes`, `unfitted_arms`: what the answer must say is missing;
+    - `imported`: where an imported campaign came from (`flows.bundle_import`);
+    - `other`: keys an imported bundle carried that this version does not name (kept as they are).
+    """
+
+    version: int = STATE_VERSION
+    budget: Budget = field(default_factory=Budget)
+    warm: Warm | None = None
+    omega_ccs: Mapping[str, Any] | None = None
+    unsettled_omegas: Mapping[str, list[str]] | None = None
+    selection: Mapping[str, Any] | None = None
+    sweep_decision: Mapping[str, Any] | None = None
+    grid_extended: tuple[float, ...] | None = None
+    grid_below_plateau: float | None = None
+    failed_probes: tuple[Mapping[str, Any], ...] | None = None
+    unfitted_arms: tuple[str, ...] | None = None
+    imported: Mapping[str, Any] | None = None
+    other: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_budget(self, **changes: Any) -> CampaignState:
+        return replace(self, budget=replace(self.budget, **changes))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "budget": self.budget.to_dict(),
+            "warm": None if self.warm is None else self.warm.to_dict(),
+            "omega_ccs": _plain(self.omega_ccs),
+            "unsettled_omegas": _plain(self.unsettled_omegas),
+            "selection": _plain(self.selection),
+            "sweep_decision": _plain(self.sweep_decision),
+            "grid_extended": _plain(self.grid_extended),
+            "grid_below_plateau": self.grid_below_plateau,
+            "failed_probes": _plain(self.failed_probes),
+            "unfitted_arms": _plain(self.unfitted_arms),
+            "imported": _plain(self.imported),
+            "other": _plain(self.other),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> CampaignState:
+        """The stored form (`to_dict`); an empty or missing one is a fresh state."""
+        data = data or {}
+        version = int(data.get("version", STATE_VERSION))
+        if version > STATE_VERSION:
+            raise ValueError(f"campaign state version {version}: this mpcoa reads up to "
+                             f"{STATE_VERSION}")
+        warm = data.get("warm")
+        return cls(
+            version=STATE_VERSION,
+            budget=Budget.from_dict(data.get("budget") or {}),
+            warm=None if warm is None else Warm.from_dict(warm),
+            omega_ccs=data.get("omega_ccs"),
+            unsettled_omegas=data.get("unsettled_omegas"),
+            selection=data.get("selection"),
+            sweep_decision=data.get("sweep_decision"),
+            grid_extended=_tuple(data.get("grid_extended")),
+            grid_below_plateau=data.get("grid_below_plateau"),
+            failed_probes=_tuple(data.get("failed_probes")),
+            unfitted_arms=_tuple(data.get("unfitted_arms")),
+            imported=data.get("imported"),
+            other=dict(data.get("other") or {}),
+        )
+
+    # --- the layout before the state: notes + budget columns ---------------------------------
+    def legacy_notes(self) -> dict[str, Any]:
+        """The state as the `notes` dict it replaced (the campaign report, bundle version 1):
+        only what was decided, and the probe budget under "probe_budget"."""
+        out: dict[str, Any] = dict(_plain(self.other))
+        for key, name in _NOTE_FIELDS.items():
+            value = getattr(self, name)
+            if value is not None:  # None: never written
+                out[key] = value.to_dict() if isinstance(value, Warm) else _plain(value)
+        b = self.budget
+        if b.phase_plan or b.spent or b.asked or b.settled or b.planned:
+            note: dict[str, Any] = {"spent": _plain(b.spent)}
+            if b.phase_plan or b.planned:
+                note["planned"] = _plain(b.phase_plan)
+                note["budget_s"] = b.cap_s
+            if b.asked:
+                note["asked"] = dict(b.asked)
+            if b.settled:
+                note["settled"] = True
+            out["probe_budget"] = note
+        return out
+
+    @classmethod
+    def from_legacy(cls, columns: Mapping[str, Any], notes: Mapping[str, Any] | None
+                    ) -> CampaignState:
+        """The state of a campaign stored before it existed: its budget columns
+        (probe_seconds_budget, probes_total, probes_done, probe_seconds_used, extra_impact_runs,
+        extra_rounds, budget_exhausted) and its notes."""
+        notes = dict(notes or {})
+        pb = dict(notes.pop("probe_budget", None) or {})
+        budget = Budget(
+            cap_s=columns.get("probe_seconds_budget", pb.get("budget_s")),
+            planned=int(columns.get("probes_total") or 0),
+            done=int(columns.get("probes_done") or 0),
+            used_s=float(columns.get("probe_seconds_used") or 0.0),
+            phase_plan=_plain(pb.get("planned") or {}), spent=_plain(pb.get("spent") or {}),
+            asked=dict(pb.get("asked") or {}), settled=bool(pb.get("settled", False)),
+            exhausted=bool(columns.get("budget_exhausted") or False),
+            extra_impact_runs=dict(columns.get("extra_impact_runs") or {}),
+            extra_rounds=int(columns.get("extra_rounds") or 0),
+        )
+        values: dict[str, Any] = {}
+        for key, name in _NOTE_FIELDS.items():
+            if key in notes:
+                values[name] = notes.pop(key)
+        return cls.from_dict({"budget": budget.to_dict(), **values, "other": notes})
+
+    def legacy_columns(self) -> dict[str, Any]:
+        """The budget columns the state replaced, by their names (bundle version 1)."""
+        b = self.budget
+        return {"probe_seconds_budget": b.cap_s, "probes_total": b.planned,
+                "probes_done": b.done, "probe_seconds_used": b.used_s,
+                "extra_impact_runs": dict(b.extra_impact_runs), "extra_rounds": b.extra_rounds,
+                "budget_exhausted": b.exhausted}
+
+
+def _tuple(value: Any) -> tuple | None:
+    return None if value is None else tuple(value)
+
+
+def _plain(value: Any) -> Any:
+    """A JSON value with every mapping a plain dict and every tuple a list (a fresh copy)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
