@@ -69,7 +69,7 @@ def test_adaptive_campaign_settles_with_a_fraction_of_the_grid(db_session):
 def _the_stored_answer_is_the_decision(db_session, c, rec, settings) -> None:
     """The answer stored at finish is the sweep's decision, figures and promise as decided; the
     same question asked later gets that row back; another delta is solved (a what-if)."""
-    note = c.notes["adaptive"]
+    note = c.run_state.sweep_decision
     assert rec.provenance["answer_from"] == "adaptive decision"
     assert "solve_reads" not in rec.provenance  # the measured means' solve reads the same
     assert (rec.opm, rec.occ, rec.obs_mib, rec.otp_mbps, rec.tp_max_mbps) == (
