@@ -139,7 +139,7 @@ def _measure(task, campaign_id: int, step: ProbeStep, request, lease: str, setti
     if (refused := foreign_site(request.sender, "a probe's sending side")) is not None:
         raise ProbeError(refused)
     # a real site: the receiver site's worker runs the other end
-    key = twosided.session_key(step, task.request.retries)
+    key = twosided.next_session_key(campaign_id, step)
     _, remote = executor.site_names(None, campaign_id)
 
     def send_passive() -> None:
