@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,6 +107,7 @@ def _compose_command() -> list[str]:
     return ["docker", "compose"]
 
 
+@pytest.mark.slow
 def test_compose_config_fails_without_secrets(tmp_path):
     import subprocess
 
@@ -138,6 +140,7 @@ def test_site_worker_profile():
     assert "depends_on" not in site  # the database and broker are on the central host
 
 
+@pytest.mark.slow
 def test_compose_config_with_the_site_profile(tmp_path):
     import subprocess
 

@@ -20,6 +20,8 @@ from api.app import create_app
 from service.db import upgrade
 from service.settings import Settings
 
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+
 url = sys.argv[1]
 upgrade(url)
 app = create_app(Settings(database_url=url, run_campaigns=False, _env_file=None))
