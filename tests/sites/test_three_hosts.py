@@ -1,8 +1,9 @@
 """The proof of issue 11 (item 6): three sites, each its own "host" (network namespace) with its
 own `mpcoa worker --site NAME --isp ...` reaching PostgreSQL and Redis through its management
 link only. Campaigns A->B and C->B requested together both complete from their own two-sided
-probes and never overlap on B; a SIGKILLed B worker mid passive side loses and duplicates
-nothing and leaves no server running."""
+probes and never overlap on B; a SIGKILLed B worker mid passive side, away for longer than the
+probe's retries last, loses and duplicates nothing and leaves no server running: the step waits
+for B and the campaign ends with every planned probe measured."""
 
 from __future__ import annotations
 
