@@ -26,3 +26,22 @@ def bed():
     """The 2 x 2 testbed of `livebed.SITES`, one per test module."""
     with running_testbed(livebed.spec(f"ap{secrets.token_hex(3)}")) as testbed:
         yield testbed
+
+
+@pytest.fixture
+def embedded_default(database_url, tmp_path, monkeypatch) -> Iterator[str]:
+    """The flows' default engine on this test's own SQLite database (the embedded default's,
+    migrated), the appliers' journals under tmp_path; its URL."""
+    from probes import siteapply
+    from service import db
+    from service.settings import get_settings
+
+    monkeypatch.setenv("MPCOA_DATABASE_URL", database_url)
+    monkeypatch.setattr(siteapply, "STATE_ROOT", tmp_path / "apply")
+    get_settings.cache_clear()
+    try:
+        yield database_url
+    finally:
+        for key in [k for k in db._engines if str(tmp_path) in k]:
+            db._engines.pop(key).dispose()
+        get_settings.cache_clear()
