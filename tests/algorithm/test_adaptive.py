@@ -204,6 +204,7 @@ def test_arms_are_one_type_that_equals_its_tuple():
 @given(plateau=st.floats(1.0, 100.0), knee=st.sampled_from([0.125, 0.25, 0.5, 1.0]),
        noise=st.floats(0.0, 0.1), seed=st.integers(0, 2**32 - 1),
        delta=st.sampled_from([0.05, 0.07, 0.15]))
+@pytest.mark.slow
 def test_t_star_holds_or_has_its_run_bound(plateau, knee, noise, seed, delta):
     rng = random.Random(seed)
     grid = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]

@@ -68,6 +68,7 @@ def test_fit_output_is_accepted_by_solve(tmp_path):
     assert json.loads(solved.stdout)["occ"] == "hybla"
 
 
+@pytest.mark.slow
 def test_recommend_is_fit_then_solve_and_json_samples_work(tmp_path):
     rows = [
         line.split(",")
@@ -203,6 +204,7 @@ def test_solve_reads_curves_of_mixed_kinds_and_names_the_bad_one():
         assert out.returncode == 2 and needle in out.stderr, out.stderr
 
 
+@pytest.mark.slow
 def test_recommend_reports_the_measured_need_and_never_promises_more():
     from .test_saturating import DEMO_GRID, two_path_rows
 

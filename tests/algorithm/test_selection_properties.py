@@ -67,6 +67,7 @@ def test_it_ends_within_its_bounds_and_only_adds_what_measurably_helped(
         assert alone[res.subset[0]] == max(solo)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(solo=st.lists(st.floats(1.0, 100.0), min_size=2, max_size=5), seed=seeds)
 def test_an_additive_network_with_little_noise_keeps_every_path(solo, seed):

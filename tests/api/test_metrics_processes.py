@@ -7,6 +7,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+
 OBSERVE = """
 from api.metrics import ANSWER_LATENCY
 ANSWER_LATENCY.labels("cache").observe(0.004)
@@ -19,8 +23,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from api.app import create_app
 from service.db import upgrade
 from service.settings import Settings
-
-pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
 
 url = sys.argv[1]
 upgrade(url)
