@@ -59,6 +59,12 @@ class ProbeError(RuntimeError):
     """A measurement could not be run; the message says why."""
 
 
+class ReceiverAbsent(ProbeError):
+    """A two-sided probe's receiver site has no worker taking its passive side (it died or is
+    restarting): the sites' fault, not the probe's, so the step waits for the site and is run
+    again rather than used up by its retries."""
+
+
 class CapabilityError(ProbeError):
     """Something a backend needs is missing on a host; the message names it."""
 

@@ -124,6 +124,10 @@ class Settings(BaseSettings):
     # how long past the probe's duration either side waits for the other before giving up.
     passive_ready_timeout_s: float = Field(default=30.0, gt=0, le=3600)
     two_sided_margin_s: float = Field(default=30.0, gt=0, le=3600)
+    # A receiver site with no worker taking its passive side (restarting, or dead): the step
+    # waits and is run again, for this long in all; then it is stored as failed, and the
+    # campaign says which probe is missing and why.
+    receiver_absent_timeout_s: float = Field(default=900.0, ge=0, le=86400)
     # A finished probe's result is stored again with a backoff for this long while the database
     # is away (a restart); past it the attempt fails and its probe runs again.
     store_retry_s: float = Field(default=60.0, ge=0, le=3600)

@@ -48,12 +48,15 @@ def pytest_configure(config) -> None:
     signal.signal(signal.SIGTERM, _stop)
 
 
-SLOW_MARKERS = ("netns", "postgres", "broker")
+# `slow`: needs none of the others, but starts server processes or subprocesses (`mpcoa serve`,
+# the CLI, Alembic's command line) or takes more than about two seconds of CPU.
+SLOW_MARKERS = ("netns", "postgres", "broker", "slow")
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """`fast`: every test that needs neither root nor a server (`pytest -m fast`, the tier run
-    on every change). Given here from the other markers, so it cannot be forgotten."""
+    """`fast`: every test that needs neither root nor a server and starts no process of its own
+    (`pytest -m fast`, the tier run on every change). Given here from the other markers, so it
+    cannot be forgotten; the full suite (no -m) runs every tier."""
     for item in items:
         if not any(item.get_closest_marker(m) for m in SLOW_MARKERS):
             item.add_marker(pytest.mark.fast)

@@ -77,3 +77,18 @@ def host_lock(name: str, *, exclusive: bool) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def running_testbed(spec) -> Iterator:
+    """The emulated testbed `spec` up for the block, then down, with none of its namespaces
+    left behind (also when the block fails)."""
+    from probes import testbed as tbmod
+    from probes.netns import list_netns
+
+    require("netns", "the emulated testbed")
+    try:
+        yield tbmod.up(spec)
+    finally:
+        tbmod.down(spec.name)
+        assert not [n for n in list_netns() if n.startswith(f"mpcoa-{spec.name}-")]

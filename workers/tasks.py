@@ -141,7 +141,7 @@ def _measure(task, campaign_id: int, sites: tuple[str, str], step: ProbeStep, re
     if (refused := foreign_site(request.sender, "a probe's sending side")) is not None:
         raise ProbeError(refused)
     # a real site: the receiver site's worker runs the other end
-    key = twosided.session_key(step, task.request.retries)
+    key = twosided.next_session_key(campaign_id, step)
     remote = sites[1]
 
     def send_passive() -> None:

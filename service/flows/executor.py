@@ -26,7 +26,13 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
-from probes.base import MeasurementRequest, MeasurementResult, ProbeError, TrafficProfile
+from probes.base import (
+    MeasurementRequest,
+    MeasurementResult,
+    ProbeError,
+    ReceiverAbsent,
+    TrafficProfile,
+)
 
 from ..algorithm.objective import Objective, objective_of
 from ..db import session_scope
@@ -61,16 +67,20 @@ class Turn:
 class Attempt:
     """How one attempt of a step ended: `stored` (its result or its failure), nothing to do
     (`skipped`: a redelivery, or the campaign is final), `retry_in_s` before the next try (the
-    lease is held through the wait), or `lost`: the lease is another's (a second copy of the
-    task runs it, or it ran out and was handed on), so nothing was stored."""
+    lease is held through the wait), `lost`: the lease is another's (a second copy of the
+    task runs it, or it ran out and was handed on), so nothing was stored, or
+    `receiver_absent`: the receiver site had no worker, so nothing was stored and the step is
+    not used up (the lease is handed back; the next turn runs the step again)."""
 
     stored: bool = False
     retry_in_s: float | None = None
     lost: bool = False
+    receiver_absent: bool = False
 
 
 SKIPPED = Attempt()
 LOST = Attempt(lost=True)
+ABSENT = Attempt(receiver_absent=True)
 
 
 def backoff_s(retry: int, factor: float, maximum: float = 60.0) -> float:
@@ -169,8 +179,10 @@ def run_step(
 ) -> Attempt:
     """Attempt `attempt` (0 first) of one step under its lease, handed on as `owner`: take the
     lease over, measure, and store while it is still this execution's; a probe that fails is
-    retried after a backoff (`retry_in_s`) until `probe_retries`, then recorded as failed. Any
-    crash of a probe is a failed probe, never a stuck campaign. However it ends, a lease this
+    retried after a backoff (`retry_in_s`) until `probe_retries`, then recorded as failed; one
+    whose receiver site has no worker (`ReceiverAbsent`) stores nothing, so the step is run
+    again at the next turn (`flows.twosided` bounds that wait). Any crash of a probe is a
+    failed probe, never a stuck campaign. However it ends, a lease this
     execution took is handed back to `owner`, for `release` or the next attempt."""
     mine = probe_lease.new_owner()
     with session_scope(engine) as s:
@@ -187,18 +199,25 @@ def run_step(
     too_long = request.duration_s > settings.longest_probe_s
     error = (f"a probe of {request.duration_s:g} s outlasts the {settings.longest_probe_s:g} s "
              "the broker's redelivery allows (longest_probe_s)") if too_long else None
+    absent = False
     if not too_long:
         try:
             with leasing.lease_heartbeat(
                 engine, campaign_id=campaign_id, lease_id=lease, owner=mine, settings=settings
             ):
                 result = measure(request)
+        except ReceiverAbsent as exc:
+            log.warning("campaign %s: %s waits for its receiver site (%s)", campaign_id,
+                        step.describe(), exc)
+            absent = True
         except Exception as exc:
             if not isinstance(exc, ProbeError):
                 log.exception("campaign %s: probe crashed", campaign_id)
             log.warning("campaign %s: %s failed (%s)", campaign_id, step.describe(), exc)
             error = f"{exc} (after {attempt + 1} attempts)"
     settle = _Settle(engine, campaign_id, lease, mine, owner, settings)
+    if absent:  # not the probe's failure: nothing stored, its retries untouched
+        return ABSENT if settle(None) else LOST
     if error is None:
         stored = settle(lambda s: recording.store_result(
             s, campaign_id=campaign_id, step=step, result=result, timing=timing))

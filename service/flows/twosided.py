@@ -1,14 +1,17 @@
 """Two-sided probes across real sites: the meeting of the receiver site's
 passive half and the sender site's active half through the `probe_sessions` table.
 
-A session is one attempt of one probe step under one lease: `(campaign, lease, "<step>#<n>")`.
+A session is one attempt of one probe step under one lease: `(campaign, lease, "<step>#<n>")`,
+n counting the step's attempts under any lease.
 The sender's task opens it by sending the passive task (one per attempt, so a retried probe
 gets a fresh server); the passive side starts its server, writes `ready` (port, addresses),
 waits for the client to finish — never past the session's deadline nor the probe's lease —
 and writes `done` with the receiver's report (or `failed`). The active side waits for `ready`,
 runs, waits for `done` and assembles the result. A redelivered passive task of a session finds
 its killed predecessor's server (pid, start time and boot, so never a process that got the pid
-since) and ends it before anything else.
+since) and ends it before anything else. A passive task nobody took (the receiver site has no
+worker: it died or restarts) is `ReceiverAbsent`: the step is run again once the site is back,
+for `receiver_absent_timeout_s` in all, and not used up by its retries meanwhile.
 
 A paced probe (a stream's buffer probe: iperf3 measures no frame) runs on the paced tool. Its
 passive side serves it with the site's long-lived receiver (`probes.paced_server`, started at
@@ -30,7 +33,7 @@ from models import utcnow
 from probes import cc_users, paced_server
 from probes import twosided as ts
 from probes import twosided_paced as paced_ts
-from probes.base import MeasurementRequest, MeasurementResult, ProbeError
+from probes.base import MeasurementRequest, MeasurementResult, ProbeError, ReceiverAbsent
 from probes.context import mptcp_settings
 from probes.localsite import LocalSite
 from probes.testbed import available_congestion_controls
@@ -46,8 +49,29 @@ log = logging.getLogger(__name__)
 POLL_S = 0.2
 
 
-def session_key(step: ProbeStep, attempt: int) -> str:
-    return "|".join(str(k) for k in step.key) + f"#{attempt}"
+#: what a session says when no worker of the receiver site opened it (`ReceiverAbsent`)
+ABSENT = "no worker of the receiver site took the passive side"
+
+
+def step_prefix(step: ProbeStep) -> str:
+    return "|".join(str(k) for k in step.key)
+
+
+def next_session_key(campaign_id: int, step: ProbeStep) -> str:
+    """The key of the step's next attempt, `<step>#<n>`: n counts the step's sessions so far
+    under any lease, so an attempt never meets an earlier one's session (a redelivered copy of
+    a task, or a step run again under a new lease after its receiver was away)."""
+    with session_scope() as s:
+        n = len(sessions.step_sessions(s, campaign_id=campaign_id, step_prefix=step_prefix(step)))
+    return f"{step_prefix(step)}#{n}"
+
+
+def _absent_s(campaign_id: int, key: str, settings: Settings) -> float:
+    """How long the step's attempts have waited for a receiver site with no worker."""
+    with session_scope() as s:
+        rows = sessions.step_sessions(s, campaign_id=campaign_id,
+                                      step_prefix=key.rsplit("#", 1)[0])
+        return sum(ABSENT in (r.error or "") for r in rows) * settings.passive_ready_timeout_s
 
 
 def _lease_live(campaign_id: int, lease_id: str) -> bool:
@@ -162,6 +186,8 @@ def _wait_state(campaign_id: int, lease_id: str, key: str, states: tuple[str, ..
                 return {"port": row.port, "receiver_addrs": dict(row.receiver_addrs),
                         "report": dict(row.receiver_report)}
         if time.monotonic() >= end:
+            if row is None:  # its task was never taken: the site has no worker right now
+                raise ReceiverAbsent(f"receiver site: {ABSENT} in {timeout_s:g} s")
             raise ProbeError(f"receiver site: no {'/'.join(states)} after {timeout_s:g} s")
         time.sleep(POLL_S)
 
@@ -194,6 +220,11 @@ def active_side(*, campaign_id: int, lease_id: str, key: str, request: Measureme
         # then finds it failed and starts nothing)
         fail_session(campaign_id=campaign_id, lease_id=lease_id, key=key,
                      error=f"sender gave up: {exc}")
+        if isinstance(exc, ReceiverAbsent):
+            waited = _absent_s(campaign_id, key, settings)
+            if waited > settings.receiver_absent_timeout_s:  # the probe fails: no more waiting
+                raise ProbeError(f"receiver site {request.receiver!r}: {ABSENT} for "
+                                 f"{waited:g} s (receiver_absent_timeout_s)") from exc
         raise
 
 

@@ -60,3 +60,11 @@ def mark_failed(session: Session, *, row: ProbeSession, error: str) -> None:
     row.state, row.error, row.server_pid = "failed", error[:2000], None
     row.updated_at = utcnow()
     session.flush()
+
+
+def step_sessions(session: Session, *, campaign_id: int, step_prefix: str) -> list[ProbeSession]:
+    """Every session of one step of a campaign, under any lease (`step_prefix`: the step's key
+    as sessions spell it, before `#<attempt>`)."""
+    return list(session.scalars(select(ProbeSession).where(
+        ProbeSession.campaign_id == campaign_id,
+        ProbeSession.step_key.startswith(f"{step_prefix}#", autoescape=True))))

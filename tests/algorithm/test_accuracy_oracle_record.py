@@ -113,6 +113,7 @@ def test_the_oracles_smallest_buffer_stands_only_when_fresh_probes_confirm_it():
     assert asked == []
 
 
+@pytest.mark.slow
 def test_the_judge_adds_fresh_pairs_only_while_its_ratio_straddles_the_delta_line():
     def runs(values):
         it = iter(values)

@@ -204,6 +204,7 @@ def test_arms_are_one_type_that_equals_its_tuple():
 @given(plateau=st.floats(1.0, 100.0), knee=st.sampled_from([0.125, 0.25, 0.5, 1.0]),
        noise=st.floats(0.0, 0.1), seed=st.integers(0, 2**32 - 1),
        delta=st.sampled_from([0.05, 0.07, 0.15]))
+@pytest.mark.slow
 def test_t_star_holds_or_has_its_run_bound(plateau, knee, noise, seed, delta):
     rng = random.Random(seed)
     grid = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]
@@ -280,6 +281,7 @@ def test_a_t_star_the_links_cap_holds_without_repeats():
 @given(knees=st.lists(st.sampled_from([0.0625, 0.125, 0.25, 0.5, 1.0]), min_size=3, max_size=3),
        plateaus=st.lists(st.floats(5.0, 20.0), min_size=3, max_size=3),
        noise=st.floats(0.0, 0.15), seed=st.integers(0, 2**32 - 1))
+@pytest.mark.slow
 def test_the_decision_is_what_the_solve_over_its_measured_means_answers(
         knees, plateaus, noise, seed):
     """Whatever order the sweep runs the wanted probes in (it runs the shortest first), the

@@ -29,6 +29,7 @@ def run(*args, stdin=None) -> Ran:
     return Ran(r.exit_code, r.stdout, r.stderr)
 
 
+@pytest.mark.slow
 def test_the_installed_command_runs_the_same_app():
     out = subprocess.run([MPCOA, "solve", "--curves", str(ROOT / "examples/srl-hu-curves.json")],
                          capture_output=True, text=True, timeout=60, check=False)
@@ -53,6 +54,7 @@ def test_solve_flags_override_the_file():
     assert doc["delta"] == 0 and doc["obs_mib"] == pytest.approx(doc["tp_max_bs_mib"], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_fit_output_is_accepted_by_solve(tmp_path):
     fitted = run("fit", "--samples", str(ROOT / "examples/srl-hu-samples.csv"))
     assert fitted.returncode == 0, fitted.stderr
@@ -66,6 +68,7 @@ def test_fit_output_is_accepted_by_solve(tmp_path):
     assert json.loads(solved.stdout)["occ"] == "hybla"
 
 
+@pytest.mark.slow
 def test_recommend_is_fit_then_solve_and_json_samples_work(tmp_path):
     rows = [
         line.split(",")
@@ -159,6 +162,7 @@ def _csv(rows) -> str:
     )
 
 
+@pytest.mark.slow
 def test_auto_model_writes_saturating_curves_that_solve_reads(tmp_path):
     from .test_saturating import ramp_plateau
 
@@ -200,6 +204,7 @@ def test_solve_reads_curves_of_mixed_kinds_and_names_the_bad_one():
         assert out.returncode == 2 and needle in out.stderr, out.stderr
 
 
+@pytest.mark.slow
 def test_recommend_reports_the_measured_need_and_never_promises_more():
     from .test_saturating import DEMO_GRID, two_path_rows
 

@@ -19,6 +19,7 @@ def _recorded() -> tuple[list[Sample], dict]:
     return [Sample(r["pm"], r["cc"], r["bs_mib"], r["mbps"]) for r in data["runs"]], data
 
 
+@pytest.mark.slow
 def test_rise_and_fall_is_answered_from_the_measurements():
     rows, data = _recorded()
     curves = [c for f in fit(rows, model="auto") for c in f.curves]

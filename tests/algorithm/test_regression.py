@@ -99,6 +99,7 @@ def test_sample_validation_names_the_field():
     db=st.floats(-2, 2),
     seed=st.integers(0, 2**16),
 )
+@pytest.mark.slow
 def test_recovers_known_coefficients_from_noisy_data(a, b, c, da, db, seed):
     truth = {"cubic": (a, b, c), "hybla": (a + da + 30, b + db, c)}
     for ta, tb, tc in truth.values():  # throughput stays well above zero on the grid

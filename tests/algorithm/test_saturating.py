@@ -209,6 +209,7 @@ def test_curve_dicts_without_kind_are_quadratic_and_bad_ones_are_refused():
     knee=st.floats(1.0, 12.0),
     seed=st.integers(0, 2**16),
 )
+@pytest.mark.slow
 def test_auto_recovers_the_93_percent_point_of_a_ramp_and_plateau(plateau, knee, seed):
     rng = np.random.default_rng(seed)
     rows = [

@@ -4,6 +4,7 @@ network and keeps one subflow where every addition harms."""
 
 import random
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +31,7 @@ def noisy(mean_of, seed: int, cv: float):
 @settings(max_examples=200, deadline=None)
 @given(solo=rates, seed=seeds, cv=st.floats(0.0, 0.3), shape=st.sampled_from(
     ["additive", "harm", "random"]), max_runs=st.integers(2, 6), min_runs=st.integers(1, 2))
+@pytest.mark.slow
 def test_it_ends_within_its_bounds_and_only_adds_what_measurably_helped(
         solo, seed, cv, shape, max_runs, min_runs):
     names = NAMES[:len(solo)]
@@ -65,6 +67,7 @@ def test_it_ends_within_its_bounds_and_only_adds_what_measurably_helped(
         assert alone[res.subset[0]] == max(solo)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(solo=st.lists(st.floats(1.0, 100.0), min_size=2, max_size=5), seed=seeds)
 def test_an_additive_network_with_little_noise_keeps_every_path(solo, seed):

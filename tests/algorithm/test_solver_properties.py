@@ -29,6 +29,7 @@ def positive_peak(curves, lo=0.5, hi=30.0):
     return max(cv.peak(lo, hi)[1] for cv in curves) > 0
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(rows=arms, delta=st.floats(0, 0.99))
 def test_obs_is_within_bounds_and_reaches_the_target(rows, delta):
@@ -43,6 +44,7 @@ def test_obs_is_within_bounds_and_reaches_the_target(rows, delta):
             assert arm.obs_mib >= s.obs_mib - 0.01 - 1e-9
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(rows=arms, d1=st.floats(0, 0.99), d2=st.floats(0, 0.99))
 def test_larger_delta_never_gives_a_larger_buffer(rows, d1, d2):
@@ -54,6 +56,7 @@ def test_larger_delta_never_gives_a_larger_buffer(rows, d1, d2):
     assert solve(curves, delta=large).obs_mib <= solve(curves, delta=small).obs_mib + 0.01 + 1e-9
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(rows=arms)
 def test_delta_zero_gives_the_peak(rows):
@@ -129,6 +132,7 @@ def test_tie_prefers_fullmesh_only_over_the_identical_pcdc_arm():
 saturating = st.tuples(st.floats(0.1, 500), st.floats(0.01, 40), st.floats(0.5, 50))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(rows=arms, sats=st.lists(saturating, min_size=1, max_size=4), delta=st.floats(0, 0.99))
 def test_mixed_curve_kinds_keep_the_solver_properties(rows, sats, delta):

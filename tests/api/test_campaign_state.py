@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from sqlalchemy import text
 
 from service import db
 
 
+@pytest.mark.slow
 def test_migration_0003_moves_notes_into_columns_and_back(tmp_path):
     url = f"sqlite:///{tmp_path / 'm.sqlite3'}"
     db.upgrade(url, "0002")

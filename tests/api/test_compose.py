@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,6 +104,7 @@ def _compose_command() -> list[str]:
     return ["docker", "compose"]
 
 
+@pytest.mark.slow
 def test_compose_config_fails_without_secrets(tmp_path):
     import subprocess
 
@@ -173,6 +175,7 @@ def test_database_and_broker_are_published_only_where_env_says():
         assert published.endswith(f":{port}")
 
 
+@pytest.mark.slow
 def test_compose_config_with_the_site_profile(tmp_path):
     import subprocess
 

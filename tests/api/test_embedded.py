@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 from alembic.script import ScriptDirectory
 
 from service import db
@@ -19,6 +20,8 @@ from tests.support import free_port, wait_for
 
 from .conftest import HU as PAPER_HU
 from .conftest import SRL as PAPER_SRL
+
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
 
 # The paper's sites under names of this module's own: an SRL-HU testbed that happens to be up on
 # the host (a benchmark's) must not be the one this campaign finds.

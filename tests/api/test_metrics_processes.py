@@ -7,6 +7,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+
 OBSERVE = """
 from api.metrics import ANSWER_LATENCY
 ANSWER_LATENCY.labels("cache").observe(0.004)

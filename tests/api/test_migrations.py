@@ -16,6 +16,8 @@ from service import db
 
 from ..conftest import create_database, drop_database, pg_url
 
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+
 REPO = Path(__file__).resolve().parents[2]
 
 

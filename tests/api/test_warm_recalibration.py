@@ -23,6 +23,8 @@ from .conftest import HU, SRL
 from .stepping import drive
 from .test_recommendations import _topology
 
+pytestmark = pytest.mark.slow  # whole campaigns driven step by step: seconds of CPU each
+
 
 def _calibrated_then_due(client, auth, db_session):
     """A calibrated topology (answer given) whose recalibration schedule just came due."""

@@ -13,11 +13,10 @@ import pytest
 
 from models import utcnow
 from probes import pidfile, siteapply
-from service import db
 from service.algorithm.topology import TopologySpec
 from service.db import session_scope
 from service.flows import apply_outbox
-from service.settings import Settings, get_settings
+from service.settings import Settings
 from service.store import applied
 from service.store import apply_outbox as store
 from service.store.inventory import ensure_topology
@@ -26,19 +25,9 @@ from tests.workers.conftest import site_names, topology_body
 
 
 @pytest.fixture
-def settings(tmp_path, monkeypatch) -> Settings:
-    url = f"sqlite:///{tmp_path / 'mpcoa.sqlite3'}"
-    monkeypatch.setenv("MPCOA_DATABASE_URL", url)
-    monkeypatch.setattr(siteapply, "STATE_ROOT", tmp_path / "apply")
-    get_settings.cache_clear()
-    db.upgrade(url)
-    try:
-        yield Settings(database_url=url, data_dir=tmp_path, redispatch_after_s=0,
-                       apply_deadline_s=30, _env_file=None)
-    finally:
-        for key in [k for k in db._engines if str(tmp_path) in k]:
-            db._engines.pop(key).dispose()
-        get_settings.cache_clear()
+def settings(embedded_default, tmp_path) -> Settings:
+    return Settings(database_url=embedded_default, data_dir=tmp_path, redispatch_after_s=0,
+                    apply_deadline_s=30, _env_file=None)
 
 
 def _row(action: str = "apply", state: str = "applying") -> tuple[int, list[str]]:

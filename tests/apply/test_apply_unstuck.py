@@ -6,62 +6,29 @@ rollback is accepted."""
 
 from __future__ import annotations
 
-import secrets
-
 import pytest
 
 from probes import siteapply
 from probes import siteconfig as sc
-from probes import testbed as tbmod
-from probes.netns import list_netns
-from probes.spec import parse_spec
 from service import db
 from service.db import session_scope
 from service.flows import apply as flow
 from service.settings import get_settings
 from service.store import applied
-from tests.builders import site
+from tests.apply import livebed
+from tests.apply.sitestate import holds
 from tests.support import free_port, wait_for
 
-from .test_apply_live import SITES, _serve, _stored_answer, _up
-
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("congestion_controls_hold_still")]
 PARTS = ("sysctls", "endpoints", "limits", "available_ccs")
-
-
-@pytest.fixture(scope="module")
-def bed():
-    name = f"au{secrets.token_hex(3)}"
-    spec = parse_spec({"name": name, "sites": [site("A", SITES["A"]), site("B", SITES["B"])],
-                       "defaults": {"delay_ms": 10}})
-    try:
-        yield tbmod.up(spec)
-    finally:
-        tbmod.down(name)
-        assert not [n for n in list_netns() if n.startswith(f"mpcoa-{name}-")]
-
-
-@pytest.fixture(autouse=True)
-def _congestion_controls_hold_still():
-    from tests.support import host_lock
-
-    with host_lock("congestion-controls", exclusive=False):
-        yield
 
 
 def _values(bed) -> dict:
     return {n: {p: sc.read_state(bed.ns(n))[p] for p in PARTS} for n in ("A", "B")}
 
 
-def _as_planned(bed, plan: dict) -> bool:
-    for entry in plan["sites"]:
-        now, target = sc.read_state(entry["namespace"]), entry["target"]
-        eps = [{k: v for k, v in e.items() if k != "dev"} for e in now["endpoints"]]
-        want = [{k: v for k, v in e.items() if k != "dev"} for e in target["endpoints"]]
-        if eps != want or any(now["sysctls"][k] != v for k, v in target["sysctls"].items()):
-            return False
-    return True
-
+def _as_planned(plan: dict) -> bool:
+    return all(holds(sc.read_state(e["namespace"]), e["target"]) for e in plan["sites"])
 
 def test_a_server_killed_mid_apply_resumes_it_when_it_starts_again(bed, tmp_path):
     import httpx
@@ -69,15 +36,15 @@ def test_a_server_killed_mid_apply_resumes_it_when_it_starts_again(bed, tmp_path
     from tests.processes import kill_group
 
     before = _values(bed)
-    tid, token, env = _stored_answer(tmp_path, bed)
+    tid, token, env = livebed.stored_answer(tmp_path, bed)
     env["MPCOA_BEAT_INTERVAL_S"] = "1"
     state = tmp_path / "apply"
     port = free_port()
-    server = _serve({**env, "MPCOA_APPLY_HOLD_AFTER_STEPS": "2"}, tmp_path, port)
+    server = livebed.serve({**env, "MPCOA_APPLY_HOLD_AFTER_STEPS": "2"}, tmp_path, port)
     c = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30,
                      headers={"Authorization": f"Bearer {token}"})
     try:
-        wait_for(lambda: _up(port, server), 60, "mpcoa serve to answer")
+        wait_for(lambda: livebed.up(port, server), 60, "mpcoa serve to answer")
         r = c.post(f"/topologies/{tid}/apply", json={"seconds": 5, "watch": False})
         assert r.status_code == 202, r.text
         apply_id = r.json()["id"]
@@ -87,8 +54,8 @@ def test_a_server_killed_mid_apply_resumes_it_when_it_starts_again(bed, tmp_path
         assert journal["phase"] == "applying"  # half applied
         assert [st["done"] for st in journal["steps"]][:3] == [True, True, False]
 
-        server = _serve(env, tmp_path, port)  # the same server again, without the hold
-        wait_for(lambda: _up(port, server), 60, "mpcoa serve to answer again")
+        server = livebed.serve(env, tmp_path, port)  # the same server again, without the hold
+        wait_for(lambda: livebed.up(port, server), 60, "mpcoa serve to answer again")
 
         def latest() -> dict:
             return c.get(f"/topologies/{tid}/applied", params={"limit": 1}).json()[0]
@@ -99,7 +66,7 @@ def test_a_server_killed_mid_apply_resumes_it_when_it_starts_again(bed, tmp_path
         journal = siteapply.read_journal(state / bed.ns("A"))
         assert journal["label"] == f"apply {apply_id}"
         if row["state"] == "applied":
-            assert _as_planned(bed, row["plan"]), row
+            assert _as_planned(row["plan"]), row
             assert c.post(f"/topologies/{tid}/rollback").status_code == 202
             row = wait_for(lambda: (a := latest())["action"] is None and a, 60, "the rollback")
             assert row["state"] == "rolled_back", row
@@ -107,7 +74,7 @@ def test_a_server_killed_mid_apply_resumes_it_when_it_starts_again(bed, tmp_path
         assert c.post(f"/topologies/{tid}/apply", json={"confirm": False, "watch": False}) \
             .status_code == 202  # accepted again
         row = wait_for(lambda: (a := latest())["action"] is None and a, 60, "the next apply")
-        assert row["state"] == "applied" and _as_planned(bed, row["plan"])
+        assert row["state"] == "applied" and _as_planned(row["plan"])
     finally:
         c.close()
         kill_group(server)
@@ -119,7 +86,7 @@ def test_a_server_killed_mid_apply_resumes_it_when_it_starts_again(bed, tmp_path
 @pytest.fixture
 def embedded(bed, tmp_path, monkeypatch):
     """The flows' default database: this test's SQLite file with the testbed's answer."""
-    tid, _, env = _stored_answer(tmp_path, bed)
+    tid, _, env = livebed.stored_answer(tmp_path, bed)
     for key in ("MPCOA_DATABASE_URL", "MPCOA_DATA_DIR", "MPCOA_TESTBED"):
         monkeypatch.setenv(key, env[key])
     monkeypatch.setattr(siteapply, "STATE_ROOT", tmp_path / "apply")

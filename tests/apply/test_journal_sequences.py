@@ -18,21 +18,13 @@ import pytest
 
 from probes import siteapply
 from probes import siteconfig as sc
-from probes import testbed as tbmod
 from probes.base import ProbeError
-from probes.netns import list_netns
 from probes.spec import parse_spec
-from tests.support import host_lock
+from tests.apply.sitestate import holds
+from tests.support import running_testbed
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("congestion_controls_hold_still")]
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _congestion_controls_hold_still():
-    """The site is compared whole, its available congestion controls too: a host-wide list
-    another test process's BPF registrations change (tests.support.host_lock)."""
-    with host_lock("congestion-controls", exclusive=False):
-        yield
 
 OPS = ("A", "B", "F", "R")
 #: every sequence of this length (each ends with a rollback too): 4^3 = 64 sequences
@@ -49,12 +41,8 @@ def site():
                                 "up_kbps": 4000}]},
         {"name": "B", "isps": [{"name": "ispC", "label": "C", "down_kbps": 8000,
                                 "up_kbps": 8000}]}]})
-    try:
-        bed = tbmod.up(spec)
+    with running_testbed(spec) as bed:
         yield bed.ns("A"), {lk.label: lk.address for lk in bed.site_links("A")}
-    finally:
-        tbmod.down(name)
-        assert not [n for n in list_netns() if n.startswith(f"mpcoa-{name}-")]
 
 
 def _targets(addrs: dict[str, str]) -> dict[str, dict]:
@@ -74,13 +62,6 @@ def _targets(addrs: dict[str, str]) -> dict[str, dict]:
     }
 
 
-def _holds(state: dict, target: dict) -> bool:
-    eps = [{k: v for k, v in e.items() if k != "dev"} for e in state["endpoints"]]
-    return (eps == target["endpoints"]
-            and all(state["limits"][k] == v for k, v in target.get("limits", {}).items())
-            and all(state["sysctls"][k] == v for k, v in target["sysctls"].items()))
-
-
 def _run(ns: str, root, targets: dict, seq: tuple[str, ...]) -> None:
     """Run `seq`, checking the site and its journal after each step against what it must be;
     then roll back and compare with the site before, value by value."""
@@ -93,7 +74,7 @@ def _run(ns: str, root, targets: dict, seq: tuple[str, ...]) -> None:
             n += 1
             journal = siteapply.apply(targets[op], ns=ns, root=root, label=f"apply {n}")
             assert journal["phase"] == "applied", (seq, journal)
-            assert _holds(sc.read_state(ns), targets[op]), (seq, op)
+            assert holds(sc.read_state(ns), targets[op]), (seq, op)
             in_force = f"apply {n}"
         elif op == "F":
             n += 1
@@ -129,7 +110,7 @@ def test_every_sequence_rolls_back_to_the_site_before_the_first_apply(site, tmp_
     ns, addrs = site
     targets = _targets(addrs)
     before = sc.read_state(ns)
-    assert not _holds(before, targets["A"]) and not _holds(before, targets["B"])
+    assert not holds(before, targets["A"]) and not holds(before, targets["B"])
     sequences = list(itertools.product(OPS, repeat=LENGTH))
     for i, seq in enumerate(sequences):
         _run(ns, tmp_path / f"state{i}", targets, seq)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from itertools import combinations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,6 +40,7 @@ def answers(draw):
     return used, draw(st.permutations(local)), draw(st.permutations(remote))
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None)
 @given(answers())
 def test_the_vectorised_search_picks_what_trying_every_subset_picks(case):

@@ -15,6 +15,7 @@ import json
 import secrets
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,34 +23,54 @@ import pytest
 from probes import siteapply
 from probes import siteconfig as sc
 from probes import testbed as tbmod
-from probes.netns import list_netns
 from service.db import make_engine, session_scope
 from service.store import applied
-from tests.support import host_lock
+from tests.support import running_testbed
 from tests.workers.conftest import BIN, embedded_database, site_names
 from tests.workers.conftest import testbed_spec as two_site_spec
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("congestion_controls_hold_still")]
 
 ROOT_DIR = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _congestion_controls_hold_still():
-    """The sites are compared whole, available congestion controls too (host-wide)."""
-    with host_lock("congestion-controls", exclusive=False):
-        yield
 
 
 @pytest.fixture(scope="module")
 def bed():
     local, remote = site_names()
-    name = f"ro{secrets.token_hex(3)}"
-    try:
-        yield tbmod.up(two_site_spec(name, local, remote)), (local, remote)
-    finally:
-        tbmod.down(name)
-        assert not [n for n in list_netns() if n.startswith(f"mpcoa-{name}-")]
+    with running_testbed(two_site_spec(f"ro{secrets.token_hex(3)}", local, remote)) as tb:
+        yield tb, (local, remote)
+
+
+@dataclass
+class Embedded:
+    """The testbed's two sites, an embedded database with their topology (`tid`), the
+    environment `mpcoa` runs with against it (its journals under `root`), and the sites as
+    they were before the test."""
+
+    tb: tbmod.Testbed
+    sites: tuple[str, str]
+    tid: int
+    env: dict
+    root: Path
+    before: dict
+
+    @property
+    def url(self) -> str:
+        return self.env["MPCOA_DATABASE_URL"]
+
+    def now(self) -> dict:
+        return {n: sc.read_state(self.tb.ns(n)) for n in self.sites}
+
+
+@pytest.fixture
+def embedded(bed, tmp_path) -> Embedded:
+    tb, sites = bed
+    tid, env = embedded_database(sites, tmp_path)
+    root = tmp_path / "apply-state"
+    env["MPCOA_APPLY_STATE"] = str(root)
+    e = Embedded(tb, sites, tid, env, root, before={})
+    e.before = e.now()
+    return e
 
 
 def _target(state: dict, cc: str, wmem: str, endpoints: list[dict]) -> dict:
@@ -57,9 +78,9 @@ def _target(state: dict, cc: str, wmem: str, endpoints: list[dict]) -> dict:
             "sysctls": {"net.ipv4.tcp_congestion_control": cc, "net.ipv4.tcp_wmem": wmem}}
 
 
-def _plan(bed, sites, targets: dict[str, dict]) -> dict:
-    tb, _ = bed
-    return {"sites": [{"site": n, "namespace": tb.ns(n), "target": targets[n]} for n in sites],
+def _plan(e: Embedded, targets: dict[str, dict]) -> dict:
+    return {"sites": [{"site": n, "namespace": e.tb.ns(n), "target": targets[n]}
+                      for n in e.sites],
             "confirm": {"wanted": False}, "watch": {"wanted": False}, "answer": {}}
 
 
@@ -91,23 +112,19 @@ def _mpcoa(env: dict, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_a_failed_apply_keeps_the_previous_in_force_and_rollbacks_belong_to_their_apply(
-        bed, tmp_path):
-    tb, sites = bed
+        embedded):
+    e = embedded
+    tb, sites, url, env, before = e.tb, e.sites, e.url, e.env, e.before
     local, remote = sites
-    tid, env = embedded_database(sites, tmp_path)
-    url = env["MPCOA_DATABASE_URL"]
-    root = tmp_path / "apply-state"
-    env["MPCOA_APPLY_STATE"] = str(root)
-    before = {n: sc.read_state(tb.ns(n)) for n in sites}
     addr = {n: tb.site_links(n)[0].address for n in sites}
 
     # apply P, in force on both sites (its journals written by the applier itself)
     good = {n: _target(before[n], "reno", "4096 32768 3145728",
                        [{"id": 1, "address": addr[n], "signal": True}]) for n in sites}
-    p_id = _row(url, tid, _plan(bed, sites, good), "applied")
+    p_id = _row(url, e.tid, _plan(e, good), "applied")
     for n in sites:
-        siteapply.apply(good[n], ns=tb.ns(n), root=root, label=f"apply {p_id}")
-    after_p = {n: sc.read_state(tb.ns(n)) for n in sites}
+        siteapply.apply(good[n], ns=tb.ns(n), root=e.root, label=f"apply {p_id}")
+    after_p = e.now()
 
     # apply N: the first site takes it, the second refuses it at its endpoints step
     bad = {local: _target(before[local], "bbr", "4096 16384 1048576",
@@ -115,7 +132,7 @@ def test_a_failed_apply_keeps_the_previous_in_force_and_rollbacks_belong_to_thei
            remote: _target(before[remote], "bbr", "4096 16384 1048576",
                            [{"id": 2, "address": addr[remote], "dev": "mpcoanodev0",
                              "subflow": True}])}
-    n_id = _row(url, tid, _plan(bed, sites, bad), "applying")
+    n_id = _row(url, e.tid, _plan(e, bad), "applying")
     run = subprocess.run(
         [sys.executable, "-c", f"from service.flows.apply import run_apply; "
                                f"run_apply({n_id}, watch_here=False)"],
@@ -128,9 +145,9 @@ def test_a_failed_apply_keeps_the_previous_in_force_and_rollbacks_belong_to_thei
     assert row["sites"][local]["state"] == "reverted", row
     assert {r["in_force"] for r in row["sites"].values()} == {f"apply {p_id}"}, row
     # both sites exactly as P left them, P's journals in force
-    assert {n: sc.read_state(tb.ns(n)) for n in sites} == after_p
+    assert e.now() == after_p
     for n in sites:
-        journal = siteapply.read_journal(siteapply.state_dir(tb.ns(n), root))
+        journal = siteapply.read_journal(siteapply.state_dir(tb.ns(n), e.root))
         assert (journal["label"], journal["phase"]) == (f"apply {p_id}", "applied")
     assert _get(url, p_id)["state"] == "applied"
 
@@ -139,47 +156,43 @@ def test_a_failed_apply_keeps_the_previous_in_force_and_rollbacks_belong_to_thei
     with session_scope(engine) as s:
         applied.finish(s, applied.get_apply(s, apply_id=p_id), "rolling_back")
     engine.dispose()
-    busy = _mpcoa(env, str(tid), "--no-confirm", "--no-watch")
+    busy = _mpcoa(env, str(e.tid), "--no-confirm", "--no-watch")
     assert busy.returncode == 2 and f"apply {p_id} is rolling back" in busy.stderr, \
         busy.stdout + busy.stderr
-    assert {n: sc.read_state(tb.ns(n)) for n in sites} == after_p
+    assert e.now() == after_p
 
     # the rollback (under way) goes to P, the apply in force, passing over the failed N
-    back = _mpcoa(env, str(tid), "--rollback", "--json")
+    back = _mpcoa(env, str(e.tid), "--rollback", "--json")
     assert back.returncode == 0, back.stdout + back.stderr
     out = json.loads(back.stdout)
     assert (out["apply"], out["state"]) == (p_id, "rolled_back"), out
-    assert {n: sc.read_state(tb.ns(n)) for n in sites} == before
+    assert e.now() == before
 
     # once more: it ran already, which is what was asked
-    again = _mpcoa(env, str(tid), "--rollback")
+    again = _mpcoa(env, str(e.tid), "--rollback")
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"apply {p_id}: rolled_back; already rolled back" in again.stdout
-    assert {n: sc.read_state(tb.ns(n)) for n in sites} == before
+    assert e.now() == before
 
 
-def test_a_rollback_leaves_another_applys_journal_alone(bed, tmp_path):
-    tb, sites = bed
-    tid, env = embedded_database(sites, tmp_path)
-    url = env["MPCOA_DATABASE_URL"]
-    root = tmp_path / "apply-state"
-    env["MPCOA_APPLY_STATE"] = str(root)
-    before = {n: sc.read_state(tb.ns(n)) for n in sites}
+def test_a_rollback_leaves_another_applys_journal_alone(embedded):
+    e = embedded
+    tb, sites, url, env, before = e.tb, e.sites, e.url, e.env, e.before
     targets = {n: _target(before[n], "reno", "4096 32768 3145728", []) for n in sites}
-    stale = _row(url, tid, _plan(bed, sites, targets), "applied")
+    stale = _row(url, e.tid, _plan(e, targets), "applied")
     # the sites hold another apply's journal (a newer apply, say, the database knows elsewhere)
     for n in sites:
-        siteapply.apply(targets[n], ns=tb.ns(n), root=root, label=f"apply {stale + 1000}")
-    held = {n: sc.read_state(tb.ns(n)) for n in sites}
+        siteapply.apply(targets[n], ns=tb.ns(n), root=e.root, label=f"apply {stale + 1000}")
+    held = e.now()
     try:
-        back = _mpcoa(env, str(tid), "--rollback")
+        back = _mpcoa(env, str(e.tid), "--rollback")
         assert back.returncode == 1, back.stdout + back.stderr
         row = _get(url, stale)
         assert row["state"] == "failed" and {r["state"] for r in row["sites"].values()} == {
             "refused"}, row
         assert f"holds apply {stale + 1000}'s journal" in row["error"], row
-        assert {n: sc.read_state(tb.ns(n)) for n in sites} == held  # never undone
+        assert e.now() == held  # never undone
     finally:
         for n in sites:
-            siteapply.rollback(ns=tb.ns(n), root=root)
-    assert {n: sc.read_state(tb.ns(n)) for n in sites} == before
+            siteapply.rollback(ns=tb.ns(n), root=e.root)
+    assert e.now() == before

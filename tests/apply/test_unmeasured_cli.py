@@ -10,10 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from probes.localsite import LocalSite, capability_report
 from probes.siteconfig import read_state
 from service.algorithm.topology import TopologySpec
 from tests.builders import site
+
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
 
 BIN = Path(sys.executable).parent
 LOCAL, REMOTE = f"A{secrets.token_hex(3)}", f"B{secrets.token_hex(3)}"

@@ -10,11 +10,8 @@ import secrets
 import pytest
 
 from probes import siteconfig as sc
-from service.algorithm.topology import TopologySpec
-from tests.builders import site
+from tests.apply import livebed
 from tests.support import wait_for
-
-from .test_apply_live import SITES, _serve, _up, bed  # noqa: F401 -- bed: the module's testbed
 
 pytestmark = pytest.mark.netns
 
@@ -27,8 +24,7 @@ def _database(tmp_path, bed_name: str) -> tuple[int, str, dict]:
     url = f"sqlite:///{tmp_path / 'mpcoa.sqlite3'}"
     upgrade(url)
     engine = make_engine(url)
-    spec = TopologySpec.model_validate({"local": site("A", SITES["A"]),
-                                        "remote": site("B", SITES["B"])})
+    spec = livebed.topology()
     with session_scope(engine) as s:
         tid = ensure_topology(s, spec=spec,
                               rtts_ms={n: 20.0 for n in spec.subflow_names()}).id
@@ -42,7 +38,7 @@ def _database(tmp_path, bed_name: str) -> tuple[int, str, dict]:
     return tid, token, env
 
 
-def test_a_provisional_answer_is_applied_only_when_asked_for(bed, tmp_path):  # noqa: F811
+def test_a_provisional_answer_is_applied_only_when_asked_for(bed, tmp_path):
     import httpx
 
     from tests.processes import kill_group
@@ -51,11 +47,11 @@ def test_a_provisional_answer_is_applied_only_when_asked_for(bed, tmp_path):  # 
     before = {n: sc.read_state(bed.ns(n)) for n in ("A", "B")}
     tid, token, env = _database(tmp_path, bed.name)
     port = free_port()
-    server = _serve(env, tmp_path, port)
+    server = livebed.serve(env, tmp_path, port)
     c = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30,
                      headers={"Authorization": f"Bearer {token}"})
     try:
-        wait_for(lambda: _up(port, server), 60, "mpcoa serve to answer")
+        wait_for(lambda: livebed.up(port, server), 60, "mpcoa serve to answer")
         ans = c.post("/recommendations", json={"topology_id": tid})
         assert ans.status_code == 202 and ans.json()["provisional"], ans.text
         obs = ans.json()["obs_mib"]

@@ -8,12 +8,9 @@ import secrets
 
 import pytest
 
-from probes import siteapply
-from service import db
 from service.algorithm.topology import TopologySpec
 from service.db import session_scope
 from service.flows import failover_watch
-from service.settings import get_settings
 from service.store import applied
 from service.store.inventory import ensure_topology
 from tests.support import wait_for
@@ -21,14 +18,9 @@ from tests.workers.conftest import site_names, topology_body
 
 
 @pytest.fixture
-def apply_id(tmp_path, monkeypatch):
+def apply_id(embedded_default):
     """An applied row whose sender has a used endpoint (1) and a standby (2), its receiver
     nothing to promote; the flows' default engine on a SQLite file of this test's own."""
-    url = f"sqlite:///{tmp_path / 'mpcoa.sqlite3'}"
-    monkeypatch.setenv("MPCOA_DATABASE_URL", url)
-    monkeypatch.setattr(siteapply, "STATE_ROOT", tmp_path / "apply")
-    get_settings.cache_clear()
-    db.upgrade(url)
     local, remote = site_names()
     ns = f"mpcoa-absent-{secrets.token_hex(3)}"  # no such namespace
     plan = {"watch": {"wanted": True, "hold_s": 2.0}, "sites": [
@@ -37,17 +29,12 @@ def apply_id(tmp_path, monkeypatch):
             {"id": 2, "flags": ["subflow", "fullmesh", "backup"]}]},
         {"site": remote, "namespace": ns + "r", "standby_endpoints": [], "endpoints": [
             {"id": 2, "flags": ["signal"]}]}]}
-    try:
-        with session_scope() as s:
-            tid = ensure_topology(s, spec=TopologySpec.model_validate(
-                topology_body(local, remote))).id
-            row = applied.add_apply(s, topology_id=tid, recommendation_id=None, plan=plan)
-            applied.finish(s, row, "applied")
-        yield row.id
-    finally:
-        for key in [k for k in db._engines if str(tmp_path) in k]:
-            db._engines.pop(key).dispose()
-        get_settings.cache_clear()
+    with session_scope() as s:
+        tid = ensure_topology(s, spec=TopologySpec.model_validate(
+            topology_body(local, remote))).id
+        row = applied.add_apply(s, topology_id=tid, recommendation_id=None, plan=plan)
+        applied.finish(s, row, "applied")
+    return row.id
 
 
 def _events(apply_id: int) -> list[dict]:
@@ -55,6 +42,7 @@ def _events(apply_id: int) -> list[dict]:
         return list(applied.get_apply(s, apply_id=apply_id).events)
 
 
+@pytest.mark.slow  # the watcher is a process of its own
 def test_nothing_to_watch_and_a_watcher_that_dies_are_said(apply_id):
     with session_scope() as s:
         plan = applied.get_apply(s, apply_id=apply_id).plan

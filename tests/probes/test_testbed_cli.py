@@ -12,6 +12,8 @@ import yaml
 
 from tests.probes.conftest import assert_nothing_left, small_spec, unique_name
 
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+
 MPCOA = str(Path(sys.executable).parent / "mpcoa")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
@@ -24,6 +25,7 @@ def test_choose_never_shares_a_site_and_starts_the_busiest_site_first():
     assert choose(pending, {"a", "c"}) == []
 
 
+@pytest.mark.slow
 def test_the_simulation_meets_the_target_with_the_real_locks():
     engine = create_engine("sqlite://")
     SiteLock.__table__.create(engine)

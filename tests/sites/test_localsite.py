@@ -23,6 +23,8 @@ from service.store import artifacts, inventory
 from tests.api.conftest import HU, SRL
 from tests.conftest import migrated_database, new_campaign
 
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+
 MPCOA = str(Path(sys.executable).parent / "mpcoa")
 REPO = Path(__file__).resolve().parents[2]
 

@@ -24,6 +24,7 @@ from service.settings import Settings, get_settings
 from service.store import tokens
 from service.store.inventory import ensure_topology
 from tests.apply.measured import measured_answer
+from tests.apply.sitestate import holds
 from tests.support import wait_for
 
 from .conftest import topology_body, worker_env
@@ -100,7 +101,7 @@ class Sites:
 
     def as_planned(self, plan: dict) -> bool:
         now = self.now()
-        return all(_matches(now[e["site"]], e["target"]) for e in plan["sites"])
+        return all(holds(now[e["site"]], e["target"]) for e in plan["sites"])
 
     def check(self, row: dict) -> str:
         """Every site as the row's state says: planned when applied, as before otherwise."""
@@ -113,13 +114,6 @@ class Sites:
             for part in ("sysctls", "endpoints", "limits", "available_ccs"):
                 assert now[n][part] == self.before[n][part], (n, part, row)
         return "as before"
-
-
-def _matches(state: dict, target: dict) -> bool:
-    eps = [{k: v for k, v in e.items() if k != "dev"} for e in state["endpoints"]]
-    want = [{k: v for k, v in e.items() if k != "dev"} for e in target["endpoints"]]
-    return (eps == want and all(state["limits"][k] == v for k, v in target["limits"].items())
-            and all(state["sysctls"][k] == v for k, v in target["sysctls"].items()))
 
 
 def _latest(client, tid: int) -> dict:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import secrets
 import subprocess
 
+import pytest
+
 from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope, upgrade
 from service.flows.batch import BatchState
@@ -16,6 +18,8 @@ from tests.api.calibration import seed_srl_hu
 from tests.builders import paper_site
 
 from .conftest import BIN
+
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
 
 TAG = secrets.token_hex(2)
 

@@ -35,6 +35,8 @@ from tests.support import free_port, wait_for
 
 from .conftest import BIN, topology_body
 
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+
 EVERY_MINUTE = "* * * * *"
 YEARLY = "0 0 1 1 *"
 

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import func, select
 
 from models import Campaign, Measurement, utcnow
-from probes.base import MeasurementRequest, MeasurementResult
+from probes.base import MeasurementRequest, MeasurementResult, ReceiverAbsent
 from probes.vocabulary import ISP, Site
 from service import db
 from service.algorithm.topology import TopologySpec
@@ -25,7 +25,7 @@ from service.flows import executor
 from service.flows.leasing import lease_heartbeat
 from service.flows.plan import ProbeStep
 from service.settings import Settings
-from service.store import dispatch_outbox, inventory, probe_lease
+from service.store import dispatch_outbox, inventory, measurements, probe_lease
 from tests.conftest import migrated_database, new_campaign
 from tests.private_servers import PrivatePostgres
 from tests.support import require, wait_for
@@ -190,6 +190,32 @@ def test_a_probe_whose_lease_was_taken_over_stores_nothing(lease_engine):
     with db.session_scope(lease_engine) as s:  # the new holder's lease is untouched
         c = s.get(Campaign, campaign_id)
         assert c.lease_id == taken["lease"] and c.lease_owner == "another turn"
+
+
+def test_a_step_whose_receiver_has_no_worker_is_not_used_up(lease_engine):
+    """The receiver site's worker is away (killed, restarting) at the step's last attempt: the
+    sites' fault, not the probe's. Nothing is stored, the step is still to do, and the lease is
+    handed back to the turn that claimed it, which releases it; the next turn runs the step."""
+    campaign_id = _campaign(lease_engine)
+    settings = _settings(probe_retries=2)
+    lease = _claim(lease_engine, campaign_id, "turn")
+
+    def receiver_away(request):
+        raise ReceiverAbsent("receiver site: no worker of the receiver site took the passive "
+                             "side in 12 s")
+
+    outcome = executor.run_step(lease_engine, campaign_id=campaign_id, step=STEP, lease=lease,
+                                owner="turn", measure=receiver_away, settings=settings,
+                                attempt=settings.probe_retries)
+    assert outcome.receiver_absent and not outcome.stored and outcome.retry_in_s is None
+    assert _stored(lease_engine, campaign_id) == 0
+    with db.session_scope(lease_engine) as s:
+        assert STEP.key not in measurements.done_keys(s, campaign_id=campaign_id)
+    assert executor.release(lease_engine, campaign_id=campaign_id, lease=lease, owner="turn")
+    again = _claim(lease_engine, campaign_id, "next turn")
+    outcome = executor.run_step(lease_engine, campaign_id=campaign_id, step=STEP, lease=again,
+                                owner="next turn", measure=_result, settings=settings)
+    assert outcome.stored and _stored(lease_engine, campaign_id) == 1
 
 
 def test_the_heartbeat_keeps_a_lease_that_would_run_out(lease_engine):
