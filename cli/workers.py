@@ -76,6 +76,11 @@ def calibrate(
     frame_size: Annotated[int | None, typer.Option(help="stream: bytes per frame")] = None,
     delay_budget_ms: Annotated[
         float | None, typer.Option(help="stream: a frame later than this is late")] = None,
+    probe_tool: Annotated[
+        str | None,
+        typer.Option(help="auto | netperfmeter | iperf3: the tool every phase's probes run on "
+                     "(default: MPCOA_PROBE_TOOL, auto)"),
+    ] = None,
 ) -> None:
     """Run a calibration campaign for a topology with a progress bar; print the recommendation.
     With --batch, one campaign per listed topology, in a shuffled order (seed stored)."""
@@ -89,6 +94,7 @@ def calibrate(
             ccs=ccs, buffer_grid_mib=buffers, runs=runs, duration_s=duration, delta=delta,
             probe_seconds_budget=budget, mode=mode,
             objective=stream_objective(stream_mbps, frame_rate, frame_size, delay_budget_ms),
+            probe_tool=probe_tool,
         )
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         fail(str(exc).replace("\n", "; "))
@@ -329,6 +335,12 @@ def _site_report(name: str, isp_options: list[str]) -> dict:
     report = capability_report(local, netperfmeter=default_binary())
     report["config"] = _current_config()  # what an apply would replace (GET .../apply-plan)
     typer.echo(json.dumps(report, indent=2))
+    for tool, version in report["tools"].items():
+        if tool in report["allows"]:
+            what = ", ".join(report["allows"][tool]) or "nothing here"
+            typer.echo(f"tool {tool}: {version or 'not found'}; measures {what}", err=True)
+    for note in report["tool_notes"]:
+        typer.echo(f"note: {note}", err=True)
     for problem in report["problems"]:
         typer.echo(f"problem: {problem}", err=True)
     try:

@@ -28,6 +28,7 @@ from .base import Base, JSONType, UTCDateTime, utcnow
 
 CAMPAIGN_STATES = ("queued", "running", "done", "failed", "cancelled")
 CAMPAIGN_MODES = ("grid", "adaptive")
+CAMPAIGN_PROBE_TOOLS = ("auto", "netperfmeter", "iperf3")  # probes.base.PROBE_TOOLS
 ACTIVE_CAMPAIGN_STATES = ("queued", "running")
 FINAL_CAMPAIGN_STATES = ("done", "failed", "cancelled")
 MEASUREMENT_PHASES = ("impact", "buffer", "warm", "selection")  # warm: a recalibration's checks
@@ -138,6 +139,7 @@ class Campaign(Base):
     __table_args__ = (
         CheckConstraint(_in("state", CAMPAIGN_STATES), name="state"),
         CheckConstraint(_in("mode", CAMPAIGN_MODES), name="mode"),
+        CheckConstraint(_in("probe_tool", CAMPAIGN_PROBE_TOOLS), name="probe_tool"),
         CheckConstraint("runs >= 1 AND duration_s > 0", name="positive_plan"),
         # One active campaign per topology, held by the database: a check-then-insert in the
         # service loses races between two API processes.
@@ -172,6 +174,8 @@ class Campaign(Base):
     objective: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     objective_key: Mapped[str] = mapped_column(String(120), default="bulk",
                                                server_default="bulk", index=True)
+    # the probe tool every phase runs on: auto | netperfmeter | iperf3 (probes.tools.choose)
+    probe_tool: Mapped[str] = mapped_column(String(16), default="auto", server_default="auto")
     probe_seconds_budget: Mapped[float | None] = mapped_column(Float, nullable=True)
     # progress
     probes_total: Mapped[int] = mapped_column(Integer, default=0)

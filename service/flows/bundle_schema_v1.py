@@ -12,7 +12,13 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, model_validator
 
-from models import CAMPAIGN_MODES, EVENT_KINDS, FINAL_CAMPAIGN_STATES, MEASUREMENT_PHASES
+from models import (
+    CAMPAIGN_MODES,
+    CAMPAIGN_PROBE_TOOLS,
+    EVENT_KINDS,
+    FINAL_CAMPAIGN_STATES,
+    MEASUREMENT_PHASES,
+)
 from probes.base import ARTIFACT_NAME_PATTERN
 from probes.vocabulary import (
     CC_PATTERN,
@@ -182,6 +188,7 @@ class CampaignRow(BaseModel):
     mode: Literal[CAMPAIGN_MODES] = "grid"
     objective: JsonObject | None = None
     objective_key: Text(120) = "bulk"
+    probe_tool: Literal[CAMPAIGN_PROBE_TOOLS] = "auto"
     probe_seconds_budget: Num(0, 1e9, gt=True) | None = None
     probes_total: Count = 0
     probes_done: Count = 0

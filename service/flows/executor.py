@@ -134,6 +134,7 @@ def pending_request(
         warmup_s=timing.warmup_s if lengthened(timing) else None,
         path_manager=step.pm,
         profile=profile_of(objective_of(campaign.objective), step.phase),
+        tool=campaign.probe_tool or "auto",
     )
 
 

@@ -53,6 +53,7 @@ def add_campaign(
     mode: str = "grid",
     objective: Mapping[str, Any] | None = None,
     objective_key: str = "bulk",
+    probe_tool: str = "auto",
 ) -> Campaign:
     """A new campaign in state 'queued' (validated and planned by `flows.plan`)."""
     now = utcnow()
@@ -70,6 +71,7 @@ def add_campaign(
         mode=mode,
         objective=dict(objective) if objective else None,
         objective_key=objective_key,
+        probe_tool=probe_tool,
         probe_seconds_budget=probe_seconds_budget,
         probes_total=probes_total,
         seed=seed,
