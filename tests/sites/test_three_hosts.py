@@ -87,8 +87,10 @@ def forwarder(network):
 
 
 class SiteWorkers:
-    def __init__(self, tmp: Path, network, db_url: str, redis_db: int) -> None:
+    def __init__(self, tmp: Path, network, db_url: str, redis_db: int,
+                 extra_env: dict[str, str] | None = None) -> None:
         self.tmp, self.network, self.db_url, self.redis_db = tmp, network, db_url, redis_db
+        self.extra_env = dict(extra_env or {})
         self.procs: dict[str, subprocess.Popen] = {}
         self.all: list[subprocess.Popen] = []
 
@@ -105,6 +107,7 @@ class SiteWorkers:
             "MPCOA_PROBE_RETRY_BACKOFF_S": "0.2",
             "MPCOA_LEASE_TTL_S": "8", "MPCOA_LEASE_HEARTBEAT_S": "2",
             "MPCOA_PASSIVE_READY_TIMEOUT_S": "12", "MPCOA_TWO_SIDED_MARGIN_S": "10",
+            **self.extra_env,
         })
         argv = ["ip", "netns", "exec", host.ns, str(BIN / "mpcoa"), "worker", "--site", site]
         for label, addr in host.isps.items():
