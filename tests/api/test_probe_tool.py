@@ -3,8 +3,12 @@ sites' reported tools cannot run is refused with what to install."""
 
 from __future__ import annotations
 
+import pytest
+from pydantic import ValidationError
+
 from models import Campaign
 from probes.paced_tool import VERSION
+from service.settings import Settings
 from service.store import artifacts
 
 from .conftest import HU, SRL
@@ -21,6 +25,15 @@ def plan(topology_id, **extra):
 
 def report(tools, **extra):
     return {"congestion_controls": ["cubic", "reno"], "tools": tools, **extra}
+
+
+def test_the_setting_is_one_of_three(monkeypatch):
+    assert Settings(_env_file=None).probe_tool == "auto"
+    monkeypatch.setenv("MPCOA_PROBE_TOOL", "netperfmeter")
+    assert Settings(_env_file=None).probe_tool == "netperfmeter"
+    monkeypatch.setenv("MPCOA_PROBE_TOOL", "netperf")
+    with pytest.raises(ValidationError, match="probe_tool"):
+        Settings(_env_file=None)
 
 
 def test_the_plan_names_its_tool(client, auth, db_session):

@@ -17,7 +17,8 @@ def test_calibrate_command_runs_a_campaign_in_process(sites, testbed, tmp_path):
     topology_id, env = embedded_database(sites, tmp_path)
     args = ["calibrate", str(topology_id), "--cc", "reno", "--cc", "cubic", "--cc", "nosuchcc",
             "--buffer", "0.03125", "--buffer", "0.125", "--buffer", "0.5", "--runs", "1",
-            "--duration", "2", "--budget", "36", "--mode", "grid"]  # the paper's 18 probes
+            "--duration", "2", "--budget", "36", "--mode", "grid",  # the paper's 18 probes
+            "--probe-tool", "iperf3"]
     out = subprocess.run([str(BIN / "mpcoa"), *args], env=env, capture_output=True, text=True,
                          timeout=300, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -34,6 +35,10 @@ def test_calibrate_command_runs_a_campaign_in_process(sites, testbed, tmp_path):
     assert (state, done, total) == ("done", 18, 18)
     statuses = db.execute("select status, count(*) from measurements group by status").fetchall()
     assert statuses == [("ok", 18)]
+    # every phase on the tool the plan names, its version stored with each probe
+    assert db.execute("select probe_tool from campaigns").fetchone() == ("iperf3",)
+    tools = db.execute("select tool, tool_version, count(*) from measurements group by 1, 2")
+    assert [(t, n) for t, _v, n in tools] == [("iperf3", 18)]
     occ, obs = db.execute(
         "select occ, obs_mib from recommendations where kind = 'calibrated'").fetchone()
     assert occ in ("reno", "cubic") and 0.03125 <= obs <= 0.5
