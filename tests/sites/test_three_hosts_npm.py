@@ -6,6 +6,7 @@ campaign's on iperf3. Needs NetPerfMeter 2.x (MPCOA_NETPERFMETER): deselected wi
 from __future__ import annotations
 
 import json
+import secrets
 
 import pytest
 
@@ -16,11 +17,37 @@ from service.settings import Settings
 from tests.support import wait_for
 
 from . import test_three_hosts as t3
+from . import threehosts as th
 from .test_three_hosts import BUDGET, PLAN, PROBES, SiteWorkers, finished, measurements, topology
 
-# the three-host module's fixtures (its network, database, broker, API and sites)
-names, network, db, redis_db, forwarder = t3.names, t3.network, t3.db, t3.redis_db, t3.forwarder
-hosts_api, site_ids = t3.hosts_api, t3.site_ids
+# the three-host module's fixtures (its database, broker, API and sites)
+names, db, redis_db, hosts_api, site_ids = t3.names, t3.db, t3.redis_db, t3.hosts_api, t3.site_ids
+BASE = 4  # addresses of their own: the three-host module may run beside this one
+
+
+@pytest.fixture(scope="module")
+def network(names):
+    tag = secrets.token_hex(2)
+    net = None
+    try:
+        net = th.build(tag, {names[k]: v for k, v in t3.LABELS.items()}, base=BASE)
+        yield net
+    finally:
+        if net is None:
+            net = th.Network(tag, f"m3{tag}c")
+            net.hosts = {names[k]: th.Host(names[k], f"m3{tag}{i}", {}, "")
+                         for i, k in enumerate(t3.LABELS)}
+        th.destroy(net)
+        assert not [n for n in th.sh("ip", "netns", "list").stdout.split() if f"m3{tag}" in n]
+
+
+@pytest.fixture(scope="module")
+def forwarder(network):
+    fwd = th.Forwarder([h.mgmt_root for h in network.hosts.values()], [5432, 6379]).start()
+    try:
+        yield fwd
+    finally:
+        fwd.stop()
 
 pytestmark = [pytest.mark.netns, pytest.mark.postgres, pytest.mark.broker,
               pytest.mark.netperfmeter]
