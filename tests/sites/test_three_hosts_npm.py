@@ -104,6 +104,11 @@ def test_a_campaign_across_hosts_on_netperfmeter_beside_iperf3(
         rec = answer(db, done["id"])
         assert rec.otp_mbps > 0
         answers[tool] = rec
+        # orchestration overhead: the campaign's wall time beyond its probe-seconds
+        wall = done["elapsed_s"]
+        print(f"{tool}: {done['probes_done']} probes, {done['probe_seconds_used']:.1f} "
+              f"probe-s in {wall:.1f} s wall: overhead "
+              f"{(wall - done['probe_seconds_used']) / done['probe_seconds_used']:.2f}")
     npm, iperf3 = answers["netperfmeter"], answers["iperf3"]
     print(f"A->B netperfmeter: {npm.opm}/{npm.occ} {npm.obs_mib:g} MiB, "
           f"{npm.otp_mbps:.2f} Mbit/s; iperf3: {iperf3.opm}/{iperf3.occ} "
