@@ -73,3 +73,15 @@ def test_what_the_sites_cannot_run_is_refused(client, auth, db_session):
     # auto: iperf3 and the paced tool there
     ok = client.post("/campaigns", json=plan(topo["id"], objective=STREAM), headers=auth)
     assert ok.status_code == 202, ok.text
+
+
+def test_netperfmeter_counts_at_a_real_site_only_with_its_passive_node():
+    from probes.tools import choose
+    from service.flows.probe_tool import site_tools
+
+    npm = {**DEBIAN, "netperfmeter": "2.0.10", "mpcoa-paced": VERSION}
+    without = site_tools(report(npm))
+    with_node = site_tools(report(npm, netperfmeter_passive={"port": 20001}))
+    assert without["netperfmeter"] is None and with_node["netperfmeter"] == "2.0.10"
+    assert choose("auto", "bulk", [without, with_node]) == "iperf3"
+    assert choose("auto", "paced", [with_node, with_node]) == "netperfmeter"
