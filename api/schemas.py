@@ -325,6 +325,8 @@ class CampaignOut(BaseModel):
     mode: str = "grid"  # grid or adaptive
     objective: Objective = Field(default_factory=Objective,
                                  description="what the campaign optimises (bulk or a stream)")
+    probe_tool: str = Field(default="auto", description="the tool its probes run on: auto, "
+                            "netperfmeter or iperf3 (each measurement names the one it ran on)")
     probe_seconds_budget: float | None
     probes_total: int
     probes_done: int

@@ -88,6 +88,12 @@ def demo(
         typer.Option(help="ask for a stream of this rate (25 frames/s) instead of bulk: the "
                      "campaign paces its buffer probes and answers by p99 frame delay"),
     ] = None,
+    probe_tool: Annotated[
+        str,
+        typer.Option(help="auto | netperfmeter | iperf3: the tool every probe runs on (auto: "
+                     "NetPerfMeter 2.x when MPCOA_NETPERFMETER or PATH has it, else iperf3 and "
+                     "the paced tool)"),
+    ] = "auto",
 ) -> None:
     """Testbed + API + a reduced calibration campaign + the recommendation, in one command."""
     from probes.spec import SpecError, load_spec, scenario_path
@@ -100,8 +106,9 @@ def demo(
         spec = load_spec(scenario_path(scenario))
     except (SpecError, KeyError, OSError) as exc:
         fail(f"--scenario: {exc}")
+    _check_probe_tool(probe_tool, stream_mbps is not None)
     data = data_dir or Path(tempfile.mkdtemp(prefix="mpcoa-demo-"))
-    _configure(data, runs, duration, port, spec.name)
+    _configure(data, runs, duration, port, spec.name, probe_tool)
 
     from probes import bpf_cc, testbed
     from probes.interrupts import Stopped, shielded, stop_on_signals
@@ -197,11 +204,34 @@ def _announce(spec, scenario: str, data: Path, runs: int, duration: float,
     )
 
 
-def _configure(data: Path, runs: int, duration: float, port: int, testbed: str) -> None:
+def _check_probe_tool(choice: str, stream: bool) -> None:
+    """Refuse a probe tool this host cannot run before anything is built (both sites of the
+    emulated testbed are this host)."""
+    from probes.base import CapabilityError
+    from probes.netperfmeter import default_binary
+    from probes.tools import PROBE_TOOLS, choose, inventory
+
+    if choice not in PROBE_TOOLS:
+        fail(f"--probe-tool: {choice!r} is not one of {', '.join(PROBE_TOOLS)}")
+    tools = inventory(netperfmeter=default_binary())["tools"]
+    kinds = ["bulk"] + (["paced"] if stream else [])
+    try:
+        for kind in kinds:
+            choose(choice, kind, [tools, tools])
+    except CapabilityError as exc:
+        fail(f"--probe-tool {choice}: {exc}")
+
+
+# what the demo keeps of the caller's environment: where the probe tools are
+KEPT_ENV = ("MPCOA_NETPERFMETER",)
+
+
+def _configure(data: Path, runs: int, duration: float, port: int, testbed: str,
+               probe_tool: str = "auto") -> None:
     """The demo's settings, through the environment so every part of the process agrees."""
     from service.settings import get_settings
 
-    for key in [k for k in os.environ if k.startswith("MPCOA_")]:
+    for key in [k for k in os.environ if k.startswith("MPCOA_") and k not in KEPT_ENV]:
         del os.environ[key]
     os.environ.update(
         {
@@ -212,6 +242,7 @@ def _configure(data: Path, runs: int, duration: float, port: int, testbed: str) 
             "MPCOA_CAMPAIGN_BUFFER_GRID_MIB": json.dumps(DEMO_BUFFERS_MIB),
             "MPCOA_PORT": str(port),
             "MPCOA_TESTBED": testbed,  # its own, should another testbed have the same sites
+            "MPCOA_PROBE_TOOL": probe_tool,
         }
     )
     get_settings.cache_clear()

@@ -76,6 +76,11 @@ def calibrate(
     frame_size: Annotated[int | None, typer.Option(help="stream: bytes per frame")] = None,
     delay_budget_ms: Annotated[
         float | None, typer.Option(help="stream: a frame later than this is late")] = None,
+    probe_tool: Annotated[
+        str | None,
+        typer.Option(help="auto | netperfmeter | iperf3: the tool every phase's probes run on "
+                     "(default: MPCOA_PROBE_TOOL, auto)"),
+    ] = None,
 ) -> None:
     """Run a calibration campaign for a topology with a progress bar; print the recommendation.
     With --batch, one campaign per listed topology, in a shuffled order (seed stored)."""
@@ -89,6 +94,7 @@ def calibrate(
             ccs=ccs, buffer_grid_mib=buffers, runs=runs, duration_s=duration, delta=delta,
             probe_seconds_budget=budget, mode=mode,
             objective=stream_objective(stream_mbps, frame_rate, frame_size, delay_budget_ms),
+            probe_tool=probe_tool,
         )
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         fail(str(exc).replace("\n", "; "))
@@ -287,13 +293,16 @@ def worker(
     if (isp or check) and len(site) != 1:
         fail("--isp/--check: give exactly one --site (the site this host is)")
     report = None
-    if isp or check:
+    if check:
         report = _site_report(site[0], isp or [])
-        if check:
-            raise typer.Exit(EXIT_FAILED if report["problems"] else 0)
+        raise typer.Exit(EXIT_FAILED if report["problems"] else 0)
+    if isp:  # a bad --isp is refused before anything else
+        _resolve(site[0], isp)
     settings = get_settings()
     if not settings.broker_url:
         fail("MPCOA_BROKER_URL is not set: a worker needs a broker (redis://...)")
+    if isp:
+        report = _site_report(site[0], isp, passive_node=True)
     if report is not None and report["problems"]:
         fail("this host cannot probe for site " + site[0] + ": " + "; ".join(report["problems"]))
     if isp:  # this worker runs its own end of every probe (two-sided probes)
@@ -312,23 +321,29 @@ def worker(
     ])
 
 
-def _site_report(name: str, isp_options: list[str]) -> dict:
+def _site_report(name: str, isp_options: list[str], passive_node: bool = False) -> dict:
     """Resolve the site's ISPs on this host, print its capability report and store it (when the
-    site is registered and the database reachable: a report is never a reason not to start)."""
+    site is registered and the database reachable: a report is never a reason not to start).
+    `passive_node`: start the site's NetPerfMeter passive node first, where NetPerfMeter 2.x
+    is here, and name its ports in the report."""
     import json
 
-    from probes.localsite import capability_report, resolve_local_site
+    from probes.localsite import capability_report
     from probes.netperfmeter import default_binary
     from service.store import artifacts as artifact_store
 
-    try:
-        local = resolve_local_site(name, isp_options)
-    except ValueError as exc:  # a bad site: one clear line, status 1, no traceback
-        typer.echo(f"mpcoa: error: {exc}", err=True)
-        raise typer.Exit(EXIT_FAILED) from None
+    local = _resolve(name, isp_options)
     report = capability_report(local, netperfmeter=default_binary())
+    if passive_node and report["allows"].get("netperfmeter"):
+        report["netperfmeter_passive"] = _start_passive_node(local)
     report["config"] = _current_config()  # what an apply would replace (GET .../apply-plan)
     typer.echo(json.dumps(report, indent=2))
+    for tool, version in report["tools"].items():
+        if tool in report["allows"]:
+            what = ", ".join(report["allows"][tool]) or "nothing here"
+            typer.echo(f"tool {tool}: {version or 'not found'}; measures {what}", err=True)
+    for note in report["tool_notes"]:
+        typer.echo(f"note: {note}", err=True)
     for problem in report["problems"]:
         typer.echo(f"problem: {problem}", err=True)
     try:
@@ -340,6 +355,35 @@ def _site_report(name: str, isp_options: list[str]) -> dict:
     except Exception as exc:
         typer.echo(f"report not stored: database unavailable ({type(exc).__name__})", err=True)
     return report
+
+
+def _resolve(name: str, isp_options: list[str]):
+    from probes.localsite import resolve_local_site
+
+    try:
+        return resolve_local_site(name, isp_options)
+    except ValueError as exc:  # a bad site: one clear line, status 1, no traceback
+        typer.echo(f"mpcoa: error: {exc}", err=True)
+        raise typer.Exit(EXIT_FAILED) from None
+
+
+def _start_passive_node(local) -> dict | None:
+    """The site's NetPerfMeter passive node, for the worker's life (it dies with the worker:
+    PR_SET_PDEATHSIG); None, said, when it does not start (the site then probes on iperf3)."""
+    import atexit
+
+    from probes.base import ProbeError
+    from probes.netperfmeter import default_binary
+    from probes.npm_twosided import PassiveNode
+
+    try:
+        node = PassiveNode(default_binary(), local.isps).start()
+    except ProbeError as exc:
+        typer.echo(f"netperfmeter passive node not started: {exc}", err=True)
+        return None
+    atexit.register(node.stop)
+    typer.echo(f"netperfmeter passive node on port {node.port} (pid {node.pid})", err=True)
+    return node.describe()
 
 
 def _current_config() -> dict | None:

@@ -29,6 +29,7 @@ from .campaign_state import CampaignState
 
 CAMPAIGN_STATES = ("queued", "running", "done", "failed", "cancelled")
 CAMPAIGN_MODES = ("grid", "adaptive")
+CAMPAIGN_PROBE_TOOLS = ("auto", "netperfmeter", "iperf3")  # probes.base.PROBE_TOOLS
 ACTIVE_CAMPAIGN_STATES = ("queued", "running")
 FINAL_CAMPAIGN_STATES = ("done", "failed", "cancelled")
 MEASUREMENT_PHASES = ("impact", "buffer", "warm", "selection")  # warm: a recalibration's checks
@@ -139,6 +140,7 @@ class Campaign(Base):
     __table_args__ = (
         CheckConstraint(_in("state", CAMPAIGN_STATES), name="state"),
         CheckConstraint(_in("mode", CAMPAIGN_MODES), name="mode"),
+        CheckConstraint(_in("probe_tool", CAMPAIGN_PROBE_TOOLS), name="probe_tool"),
         CheckConstraint("runs >= 1 AND duration_s > 0", name="positive_plan"),
         # One active campaign per topology, held by the database: a check-then-insert in the
         # service loses races between two API processes.
@@ -173,6 +175,8 @@ class Campaign(Base):
     objective: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     objective_key: Mapped[str] = mapped_column(String(120), default="bulk",
                                                server_default="bulk", index=True)
+    # the probe tool every phase runs on: auto | netperfmeter | iperf3 (probes.tools.choose)
+    probe_tool: Mapped[str] = mapped_column(String(16), default="auto", server_default="auto")
     executor: Mapped[str | None] = mapped_column(String(32), nullable=True)
     # The outbox: when the executor last accepted a hand-over; NULL = one is owed (the broker
     # was down, or the last probe's follow-up could not be sent): the sweeper sends it.

@@ -46,6 +46,11 @@ MAX_ARTIFACTS = 32
 ARTIFACT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
 
 
+#: The probe tool a campaign asks for (`probes.tools.choose` picks the backend from it).
+ProbeTool = Literal["auto", "netperfmeter", "iperf3"]
+PROBE_TOOLS: tuple[str, ...] = ("auto", "netperfmeter", "iperf3")
+
+
 def excluded_max_bytes() -> int:
     raw = os.environ.get("MPCOA_EXCLUDED_MAX_BYTES")
     if raw is None:
@@ -126,6 +131,9 @@ class MeasurementRequest(BaseModel):
     duration_s: float = Field(default=10.0, gt=0, le=MAX_PROBE_S, allow_inf_nan=False)
     profile: TrafficProfile = Field(default_factory=TrafficProfile.bulk)
     path_manager: PathManager = FULLMESH
+    #: the campaign's probe tool: auto takes NetPerfMeter 2.x where both ends have it, else
+    #: iperf3 for bulk and the paced tool for streams (`probes.tools.choose`)
+    tool: ProbeTool = "auto"
     #: seconds at the start left out of goodput_mbps; default min(2 s, duration / 2)
     warmup_s: float = Field(default=None, ge=0, le=3600, allow_inf_nan=False)  # type: ignore[assignment]
 

@@ -11,11 +11,10 @@ import ipaddress
 import json
 import platform
 import re
-import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from probes.capabilities import IPERF3_VERSION, NETPERFMETER_VERSION, tool_version
+from probes import tools as probe_tools
 from probes.netns import run_ns, sysctl_get
 from probes.vocabulary import LABEL_PATTERN, NAME_PATTERN
 
@@ -119,11 +118,8 @@ def capability_report(site: LocalSite | None, ns: str | None = None,
         pms.append("in-kernel")
         if pm_type is not None:
             pms.append("userspace")
-    tools = {
-        "iperf3": tool_version("iperf3", ["--version"], IPERF3_VERSION),
-        "mptcpize": "present" if shutil.which("mptcpize") else None,
-        "netperfmeter": tool_version(netperfmeter, ["--version"], NETPERFMETER_VERSION),
-    }
+    found = probe_tools.inventory(netperfmeter=netperfmeter)
+    tools = found["tools"]
     problems = []
     if enabled is None:
         problems.append("kernel MPTCP: not available (no net.mptcp sysctls)")
@@ -132,9 +128,10 @@ def capability_report(site: LocalSite | None, ns: str | None = None,
     if not ccs:
         problems.append("no congestion control offered (net.ipv4.tcp_available_congestion_"
                         "control)")
-    if not tools["iperf3"] and not tools["netperfmeter"]:
-        problems.append("no probe tool: neither iperf3 nor NetPerfMeter (MPCOA_NETPERFMETER) "
-                        "found")
+    if probe_tools.BULK not in probe_tools.measures(tools):
+        problems.append(f"no probe tool that runs here: install {probe_tools.INSTALL_IPERF3} "
+                        f"or {probe_tools.INSTALL_NETPERFMETER}"
+                        + "".join(f"; {n}" for n in found["notes"]))
     return {
         "site": site.name if site else None,
         "kernel": platform.release(),
@@ -143,6 +140,8 @@ def capability_report(site: LocalSite | None, ns: str | None = None,
         "pm_type": None if pm_type is None else ("userspace" if pm_type == "1" else "in-kernel"),
         "congestion_controls": ccs,
         "tools": tools,
+        "allows": found["allows"],
+        "tool_notes": found["notes"],
         "netperfmeter_path": netperfmeter,
         "endpoints": dict(site.isps) if site else {},
         "problems": problems,

@@ -450,30 +450,40 @@ class NetPerfMeterBackend:
         outdir = tempfile.mkdtemp(prefix="mpcoa-npm-", dir=self.pair.workdir)
         cmd = self.tool_run(request, version, port, outdir, plan.server_addr, plan.bind_addr)
         out = run_probe(self.pair, plan, cmd)
-        log = out.client_stdout + out.client_stderr
-        (Path(outdir) / "active.log").write_text(log)
-        if out.client_returncode != 0:
-            raise ProbeError(f"netperfmeter active side failed ({out.client_returncode}): "
-                             f"{log[-500:]}")
-        res = parse_results(outdir)
-        connected = parse_active_log(log)
-        watched = [p for proto, _a, p in connected["data"] if proto == "MPTCP"]
-        if watched and cmd.data_port not in watched:
-            raise ProbeError(f"netperfmeter: MPTCP data went to port(s) {watched}, the observer "
-                             f"watched {cmd.data_port}")
-        raw = {"passive_argv": cmd.server_argv, "active_argv": cmd.client_argv,
-               "outdir": outdir, "active_log": log, "passive_log": out.server_stdout,
-               "results": res, "connections": connected}
-        result = assemble(request, self.pair, plan, out, tool="netperfmeter", version=version,
-                          series=res["series"], total_mbps=res["goodput_mbps"],
-                          bytes_received=res["received_bytes"],
-                          kernel_extra={"cc_requested": res["cc"]}, raw=raw,
-                          buffers_set=buffers_set(connected["buffers"]))
+        return finish_result(request, self.pair, plan, out, cmd, outdir, version,
+                             floor_ms=self.pair.delay_floor_ms())
+
+
+def finish_result(request: MeasurementRequest, pair: HostPair, plan: Any, out: Any,
+                  cmd: ToolRun, outdir: str, version: str, *, floor_ms: float | None,
+                  extra_raw: dict[str, Any] | None = None) -> MeasurementResult:
+    """The result of a run whose active side wrote its files to `outdir` (the passive side's
+    results come back to the active side over the control connection: run-passive.*)."""
+    log = out.client_stdout + out.client_stderr
+    (Path(outdir) / "active.log").write_text(log)
+    if out.client_returncode != 0:
+        raise ProbeError(f"netperfmeter active side failed ({out.client_returncode}): "
+                         f"{log[-500:]}")
+    res = parse_results(outdir)
+    connected = parse_active_log(log)
+    watched = [p for proto, _a, p in connected["data"] if proto == "MPTCP"]
+    if watched and cmd.data_port not in watched:
+        raise ProbeError(f"netperfmeter: MPTCP data went to port(s) {watched}, the observer "
+                         f"watched {cmd.data_port}")
+    raw = {"passive_argv": cmd.server_argv, "active_argv": cmd.client_argv,
+           "outdir": outdir, "active_log": log, "passive_log": out.server_stdout,
+           "results": res, "connections": connected, **(extra_raw or {})}
+    result = assemble(request, pair, plan, out, tool="netperfmeter", version=version,
+                      series=res["series"], total_mbps=res["goodput_mbps"],
+                      bytes_received=res["received_bytes"],
+                      kernel_extra={"cc_requested": res["cc"]}, raw=raw,
+                      buffers_set=buffers_set(connected["buffers"]))
+    if out.server_stdout:
         (Path(outdir) / "passive.log").write_text(out.server_stdout)
-        add_result_artifacts(result, outdir)
-        if request.profile.kind == "paced":
-            add_frames(result, outdir, floor_ms=self.pair.delay_floor_ms())
-        return result
+    add_result_artifacts(result, outdir)
+    if request.profile.kind == "paced":
+        add_frames(result, outdir, floor_ms=floor_ms)
+    return result
 
 
 def add_frames(result: MeasurementResult, directory: str | Path,

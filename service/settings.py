@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from probes.base import MAX_PROBE_S
+from probes.base import MAX_PROBE_S, ProbeTool
 from probes.spec import TESTBED_NAME_PATTERN
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,9 @@ class Settings(BaseSettings):
     run_campaigns: bool = True
     # Probes: the tool, and what a failing probe gets before it is recorded as failed.
     iperf3_binary: str = "iperf3"
+    # The campaigns' probe tool (a campaign's plan may name another): auto takes NetPerfMeter
+    # 2.x where both sites have it, else iperf3 for bulk and the paced tool for streams.
+    probe_tool: ProbeTool = "auto"
     # Several emulated testbeds may run the same two sites (a demo beside an experiment): this
     # one is probed; unset, the first healthy testbed that has both sites.
     testbed: str | None = Field(default=None, pattern=TESTBED_NAME_PATTERN)

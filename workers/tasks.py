@@ -25,7 +25,7 @@ from sqlalchemy.exc import OperationalError
 
 from probes.base import ProbeError
 from service.db import session_scope
-from service.flows import dispatch, executor, recalibration, twosided
+from service.flows import dispatch, executor, npm_probe, recalibration, twosided
 from service.flows.plan import ProbeStep
 from service.flows.probing import default_prober_factory
 from service.settings import get_settings
@@ -142,6 +142,10 @@ def _measure(task, campaign_id: int, sites: tuple[str, str], step: ProbeStep, re
         raise ProbeError(refused)
     # a real site: the receiver site's worker runs the other end
     key = twosided.next_session_key(campaign_id, step)
+    backend, receiver_report = npm_probe.backend_for(campaign_id, request)
+    if backend == "netperfmeter":  # against the receiving site's long-lived passive node
+        return npm_probe.active_side(request=request, site=site,
+                                     receiver_report=receiver_report or {}, key=key)
     remote = sites[1]
 
     def send_passive() -> None:

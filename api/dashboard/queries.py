@@ -367,6 +367,7 @@ def campaign_page(session: Session, campaign_id: int) -> dict:
         "measurements": [{"row": r, "artifacts": names.get(r.id, [])} for r in rows],
         "measurement_rows": MEASUREMENT_ROWS,
         "by_phase": reads.measurement_counts(session, campaign.id),
+        "tools": reads.tool_counts(session, campaign.id),
         "stream": _stream(session, campaign),
         **reads.derived_counts(session, campaign.id),
     }

@@ -29,7 +29,7 @@ from ..db import session_scope
 from ..settings import Settings
 from ..store import campaigns as campaign_store
 from ..store import dispatch_outbox, inventory, probe_lease
-from . import budget
+from . import budget, probe_tool
 from .plan import CampaignParameters, Plan, checked_probes, resolve
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,7 @@ def start_campaign(
     """The one way to create a campaign: plan it, store it queued, dispatch it after commit."""
     topology = inventory.get_topology(session, topology_id=topology_id)
     plan, probes_total = plan_for(topology, params, settings)
+    probe_tool.refuse_unrunnable(session, topology, plan)
     campaign = campaign_store.add_campaign(
         session,
         topology_id=topology.id,
@@ -103,6 +104,7 @@ def start_campaign(
         mode=plan.mode,
         objective=plan.objective.stored() if plan.objective.is_stream else None,
         objective_key=plan.objective.key(),
+        probe_tool=plan.probe_tool,
         probe_seconds_budget=plan.probe_seconds_budget,
         seed=secrets.randbelow(2**31),
         probes_total=probes_total,

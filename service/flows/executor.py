@@ -153,6 +153,7 @@ def _pending(
         warmup_s=timing.warmup_s if lengthened(timing) else None,
         path_manager=step.pm,
         profile=profile_of(objective_of(campaign.objective), step.phase),
+        tool=campaign.probe_tool or "auto",
     ), timing.to_dict()
 
 

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from models import NO_EXCLUSION
+from probes.base import ProbeTool
 from probes.vocabulary import (
     FULLMESH,
     PATH_MANAGERS,
@@ -67,6 +68,13 @@ class CampaignParameters(BaseModel):
         description="what to optimise: bulk goodput (default) or a stream's p99 frame delay "
         "(paced probes; grid mode)",
     )
+    probe_tool: ProbeTool | None = Field(
+        default=None,
+        description="the tool every phase's probes run on: netperfmeter (NetPerfMeter 2.x on "
+        "both sites), iperf3 (bulk; a stream's probes on the paced tool), or auto: NetPerfMeter "
+        "2.x where both sites have it, else iperf3 and the paced tool (default: the settings' "
+        "probe_tool)",
+    )
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,7 @@ class Plan:
     probe_seconds_budget: float | None
     mode: str = "grid"
     objective: Objective = field(default_factory=Objective)
+    probe_tool: str = "auto"
 
 
 def resolve(
@@ -138,6 +147,7 @@ def resolve(
         probe_seconds_budget=budget,
         mode=mode,
         objective=objective,
+        probe_tool=params.probe_tool or settings.probe_tool,
     )
 
 

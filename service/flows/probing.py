@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from probes import testbed as tb
+from probes import tools as probe_tools
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError
+from probes.netperfmeter import default_binary as default_netperfmeter
 
 from ..settings import Settings
 
@@ -28,11 +30,15 @@ class Prober(Protocol):
 
 @dataclass
 class TestbedProber:
-    """Measurements on a running emulated testbed, each side inside its site's namespace."""
+    """Measurements on a running emulated testbed, each side inside its site's namespace.
+
+    Both sites are namespaces of this host: this host's tools are both ends' tools. The
+    backend of each probe follows its request's `tool` (`probes.tools.choose`)."""
 
     testbed: str
-    backend: str = "iperf3"
     iperf3_binary: str | None = None
+    netperfmeter_binary: str | None = None
+    _tools: dict | None = None
 
     def _attach(self) -> tb.Testbed:
         return tb.attach(self.testbed)
@@ -43,12 +49,24 @@ class TestbedProber:
         offered = [set(tb.available_congestion_controls(bed.ns(s.name))) for s in bed.spec.sites]
         return set.intersection(*offered)
 
+    def tools(self) -> dict:
+        if self._tools is None:
+            self._tools = probe_tools.inventory(
+                netperfmeter=self.netperfmeter_binary or default_netperfmeter(),
+                iperf3=self.iperf3_binary or "iperf3")["tools"]
+        return self._tools
+
+    def backend_for(self, request: MeasurementRequest) -> str:
+        return probe_tools.choose(request.tool, request.profile.kind, [self.tools()] * 2)
+
     def measure(self, request: MeasurementRequest) -> MeasurementResult:
-        if request.profile.kind == "paced" and self.backend == "iperf3":
-            # iperf3 paces but measures no frame delay: a stream's probes run on the paced tool
-            return self._attach().measure(request, backend="paced")
-        kwargs = {"binary": self.iperf3_binary} if self.iperf3_binary else {}
-        return self._attach().measure(request, backend=self.backend, **kwargs)
+        backend = self.backend_for(request)
+        kwargs = {}
+        if backend == "iperf3" and self.iperf3_binary:
+            kwargs["binary"] = self.iperf3_binary
+        if backend == "netperfmeter" and self.netperfmeter_binary:
+            kwargs["binary"] = self.netperfmeter_binary
+        return self._attach().measure(request, backend=backend, **kwargs)
 
 
 def find_testbed(local_site: str, remote_site: str, name: str | None = None) -> str:

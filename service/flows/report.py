@@ -101,6 +101,7 @@ def _summary_page(data: ReportData) -> Figure:
         ("probe budget", _fmt(c.run_state.budget.cap_s, " probe-s")),
         ("probes ok / failed", f"{data.counts.get('ok', 0)} / {data.counts.get('failed', 0)}"),
         ("probe time used", _fmt(c.run_state.budget.used_s, " s")),
+        ("probe tool asked", c.probe_tool or "auto"),
         ("tools", ", ".join(f"{t} {'/'.join(v)}" for t, v in data.software.get("tools",
                                                                                 {}).items())
          or "-"),

@@ -66,6 +66,7 @@ def add_campaign(
     mode: str = "grid",
     objective: Mapping[str, Any] | None = None,
     objective_key: str = "bulk",
+    probe_tool: str = "auto",
 ) -> Campaign:
     """A new campaign in state 'queued' (validated and planned by `flows.plan`)."""
     now = utcnow()
@@ -83,6 +84,7 @@ def add_campaign(
         mode=mode,
         objective=dict(objective) if objective else None,
         objective_key=objective_key,
+        probe_tool=probe_tool,
         seed=seed,
         dropped_ccs={},
         run_state_json=CampaignState().with_budget(

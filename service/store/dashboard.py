@@ -108,6 +108,17 @@ def measurement_counts(session: Session, campaign_id: int) -> dict[str, dict[str
     return by_phase
 
 
+def tool_counts(session: Session, campaign_id: int) -> list[tuple[str, str, int]]:
+    """(tool, version, probes) of the campaign's measurements: what its probes really ran on."""
+    rows = session.execute(
+        select(Measurement.tool, Measurement.tool_version, func.count(Measurement.id))
+        .where(Measurement.campaign_id == campaign_id)
+        .group_by(Measurement.tool, Measurement.tool_version)
+        .order_by(Measurement.tool, Measurement.tool_version)
+    )
+    return [(tool or "none", version or "", int(n)) for tool, version, n in rows]
+
+
 def derived_counts(session: Session, campaign_id: int) -> dict[str, int]:
     """How many impact factors, fits and recommendations the campaign has."""
 

@@ -29,8 +29,9 @@ MPCOA = str(Path(sys.executable).parent / "mpcoa")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _mpcoa(*args: str, database_url: str | None = None, tmp: Path) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO),
+def _mpcoa(*args: str, database_url: str | None = None, tmp: Path,
+           path: str | None = None) -> subprocess.CompletedProcess:
+    env = {"PATH": path or os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO),
            "MPCOA_DATA_DIR": str(tmp), "HOME": str(tmp)}
     if database_url:
         env["MPCOA_DATABASE_URL"] = database_url
@@ -97,6 +98,33 @@ def test_check_with_real_addresses_and_bad_inputs(tmp_path):
     # a bad --isp is refused before anything else, also without --check
     cp = _mpcoa("--site", "SRL", "--isp", "L=@nosuchif0", tmp=tmp_path)
     assert cp.returncode == 1 and "Traceback" not in cp.stderr
+
+
+def _path_without(tmp: Path, *missing: str) -> str:
+    """A PATH with this host's programs but `missing`: a host where they are not installed."""
+    bin_ = tmp / "bin"
+    bin_.mkdir()
+    for folder in ("/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+        for program in Path(folder).iterdir() if Path(folder).is_dir() else []:
+            target = bin_ / program.name
+            if program.name not in missing and not target.exists():
+                target.symlink_to(program)
+    return str(bin_)
+
+
+def test_check_says_which_tools_run_and_refuses_a_host_none_runs_on(tmp_path):
+    ok = _mpcoa("--site", "SRL", "--isp", "lo=@lo", "--check", tmp=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert "tool iperf3: 3." in ok.stderr and "measures bulk" in ok.stderr
+    assert "tool mpcoa-paced: 1; measures frames" in ok.stderr
+    assert json.loads(ok.stdout)["allows"]["iperf3"] == ["bulk"]
+    # iperf3 3.12 without mptcpize runs no MPTCP probe: that host cannot probe
+    path = _path_without(tmp_path, "mptcpize", "netperfmeter")
+    cp = _mpcoa("--site", "SRL", "--isp", "lo=@lo", "--check", tmp=tmp_path, path=path)
+    assert cp.returncode == 1, cp.stdout + cp.stderr
+    assert "tool iperf3: 3.12; measures nothing here" in cp.stderr
+    assert "problem: no probe tool that runs here: install iperf3 and mptcpize" in cp.stderr
+    assert "mptcpize is missing" in cp.stderr and "Traceback" not in cp.stderr
 
 
 @pytest.mark.postgres

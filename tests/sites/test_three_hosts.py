@@ -96,9 +96,11 @@ def forwarder(network):
 
 class SiteWorkers:
     def __init__(self, tmp: Path, network, db_url: str, redis_db: int,
-                 clock_shift_s: dict[str, int] | None = None) -> None:
+                 clock_shift_s: dict[str, int] | None = None,
+                 extra_env: dict[str, str] | None = None) -> None:
         self.tmp, self.network, self.db_url, self.redis_db = tmp, network, db_url, redis_db
         self.clock_shift_s = clock_shift_s or {}
+        self.extra_env = dict(extra_env or {})
         self.procs: dict[str, subprocess.Popen] = {}
         self.all: list[subprocess.Popen] = []
 
@@ -116,6 +118,7 @@ class SiteWorkers:
             "MPCOA_LEASE_TTL_S": "8", "MPCOA_LEASE_HEARTBEAT_S": "2",
             "MPCOA_PASSIVE_READY_TIMEOUT_S": "12", "MPCOA_TWO_SIDED_MARGIN_S": "10",
             "MPCOA_PROBE_RETRIES": str(RETRIES),
+            **self.extra_env,
         })
         argv = ["ip", "netns", "exec", host.ns, str(BIN / "mpcoa"), "worker", "--site", site]
         if site in self.clock_shift_s:  # a host whose clock is not the others'

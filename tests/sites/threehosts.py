@@ -37,20 +37,22 @@ class Network:
         return [self.core, *(h.ns for h in self.hosts.values())]
 
 
-def build(tag: str, sites: dict[str, list[str]]) -> Network:
-    """`sites`: site name -> ISP labels. Site i, ISP j: 10.(100+i).j.2 on the site, .1 on the
-    core; management 10.(200+i).0.2 on the site, .1 in the root namespace."""
+def build(tag: str, sites: dict[str, list[str]], base: int = 0) -> Network:
+    """`sites`: site name -> ISP labels. Site i, ISP j: 10.(100+base+i).j.2 on the site, .1 on
+    the core; management 10.(200+base+i).0.2 on the site, .1 in the root namespace. Another
+    `base` (a multiple of 4) gives a set-up that can run beside this one."""
     net = Network(tag, f"m3{tag}c")
     sh("ip", "netns", "add", net.core)
     sh("ip", "-n", net.core, "link", "set", "lo", "up")
     sh("ip", "netns", "exec", net.core, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+    every = f"10.{100 + base}.0.0/14"  # the sites' ISP networks
     for i, (site, labels) in enumerate(sites.items()):
         ns = f"m3{tag}{i}"
         sh("ip", "netns", "add", ns)
         sh("ip", "-n", ns, "link", "set", "lo", "up")
         isps: dict[str, str] = {}
         for j, label in enumerate(labels):
-            sub = f"10.{100 + i}.{j}"
+            sub = f"10.{100 + base + i}.{j}"
             a, b = f"m3{tag}{i}{j}s", f"m3{tag}{i}{j}c"
             sh("ip", "link", "add", a, "netns", ns, "type", "veth", "peer", "name", b,
                "netns", net.core)
@@ -63,19 +65,18 @@ def build(tag: str, sites: dict[str, list[str]]) -> Network:
             # source routing: each ISP address leaves through its own interface
             table = str(100 + j)
             sh("ip", "-n", ns, "rule", "add", "from", f"{sub}.2", "table", table)
-            sh("ip", "-n", ns, "route", "add", "10.100.0.0/14", "via", f"{sub}.1", "dev", a,
+            sh("ip", "-n", ns, "route", "add", every, "via", f"{sub}.1", "dev", a,
                "table", table)
             if j == 0:
-                sh("ip", "-n", ns, "route", "add", "10.100.0.0/14", "via", f"{sub}.1",
-                   "dev", a)
+                sh("ip", "-n", ns, "route", "add", every, "via", f"{sub}.1", "dev", a)
             isps[label] = f"{sub}.2"
         m_site, m_root = f"m3{tag}{i}m", f"m3{tag}{i}r"
         sh("ip", "link", "add", m_site, "netns", ns, "type", "veth", "peer", "name", m_root)
-        sh("ip", "-n", ns, "addr", "add", f"10.{200 + i}.0.2/24", "dev", m_site)
-        sh("ip", "addr", "add", f"10.{200 + i}.0.1/24", "dev", m_root)
+        sh("ip", "-n", ns, "addr", "add", f"10.{200 + base + i}.0.2/24", "dev", m_site)
+        sh("ip", "addr", "add", f"10.{200 + base + i}.0.1/24", "dev", m_root)
         sh("ip", "-n", ns, "link", "set", m_site, "up")
         sh("ip", "link", "set", m_root, "up")
-        net.hosts[site] = Host(site, ns, isps, f"10.{200 + i}.0.1")
+        net.hosts[site] = Host(site, ns, isps, f"10.{200 + base + i}.0.1")
     return net
 
 
