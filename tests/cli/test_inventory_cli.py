@@ -170,6 +170,18 @@ def test_site_topology_and_campaign_commands_on_sqlite(database_url, tmp_path):
     env = _env(database_url, tmp_path)
     _inventory_round_trip(env, tmp_path)
     _campaigns(env, database_url, tmp_path)
+    # calibrate's refusals come before any probe: a missing topology is 3, --json a batch 2
+    _refused(_in_process(env, "calibrate", "999999", "--json"), 3, "topology 999999 not found")
+    (tmp_path / "ids").write_text("1\n")
+    _refused(_in_process(env, "calibrate", "--batch", str(tmp_path / "ids"), "--json"), 2,
+             "--json is for one campaign")
+    tokens = json.loads(_in_process(env, "token", "list", "--json").stdout)
+    made = json.loads(_in_process(env, "token", "create", "ci", "--scope", "read", "--json")
+                      .stdout)
+    assert made["scope"] == "read" and made["token"].startswith("mpcoa_")
+    listed = json.loads(_in_process(env, "token", "list", "--json").stdout)
+    assert [t["name"] for t in listed] == [*(t["name"] for t in tokens), "ci"]
+    _refused(_in_process(env, "token", "revoke", "nobody"), 3, "no token named 'nobody'")
 
 
 @pytest.mark.postgres
