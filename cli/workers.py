@@ -252,8 +252,8 @@ def _print_outcome(cid: int, state: str) -> None:
     with session_scope() as s:
         campaign = campaign_store.get_campaign(s, campaign_id=cid)
         if state != "done":
-            typer.echo(f"campaign {cid} {state}: {campaign.error or ''}", err=True)
-            raise typer.Exit(EXIT_FAILED)
+            fail(f"campaign {cid} {state}" + (f": {campaign.error}" if campaign.error else ""),
+                 EXIT_FAILED)
         rec = recommendations.get_recommendation(
             s, recommendation_id=campaign.recommendation_id
         )
