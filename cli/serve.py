@@ -98,23 +98,32 @@ def serve(
 
 
 @db_app.command("upgrade")
-def db_upgrade(revision: str = typer.Argument("head")) -> None:
+def db_upgrade(revision: str = typer.Argument("head"),
+               as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Upgrade the schema (default: to the newest revision)."""
     from service import db
 
     url = _settings().effective_database_url
     db.upgrade(url, revision)
-    typer.echo(f"at revision {db.current_revision(url)}")
+    _at(db.current_revision(url), as_json)
 
 
 @db_app.command("downgrade")
-def db_downgrade(revision: str = typer.Argument(..., help="target revision, e.g. base")) -> None:
+def db_downgrade(revision: str = typer.Argument(..., help="target revision, e.g. base"),
+                 as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Downgrade the schema to REVISION ('base' drops every table)."""
     from service import db
 
     url = _settings().effective_database_url
     db.downgrade(url, revision)
-    typer.echo(f"at revision {db.current_revision(url)}")
+    _at(db.current_revision(url), as_json)
+
+
+def _at(revision: str | None, as_json: bool) -> None:
+    if as_json:
+        emit_json({"revision": revision})
+    else:
+        typer.echo(f"at revision {revision}")
 
 
 @db_app.command("current")
@@ -182,7 +191,8 @@ def token_list(as_json: bool = typer.Option(False, "--json", help="print JSON"))
 
 
 @token_app.command("revoke")
-def token_revoke(name: str) -> None:
+def token_revoke(name: str,
+                 as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Revoke the token called NAME."""
     from service import db
     from service.errors import NotFound
@@ -193,6 +203,9 @@ def token_revoke(name: str) -> None:
             tokens.revoke_token(session, name=name)
     except NotFound as exc:
         fail(exc.message, EXIT_NOT_FOUND)
+    if as_json:
+        emit_json({"name": name, "revoked": True})
+        return
     typer.echo(f"revoked {name}")
 
 

@@ -108,11 +108,15 @@ def _cc_call(fn, *args, **kw):
 
 
 @cc_app.command("load")
-def cc_load_cmd(names: list[str] | None = CC_NAMES_ARG) -> None:
+def cc_load_cmd(names: list[str] | None = CC_NAMES_ARG,
+                as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Build (cached) and register BPF congestion controls; present ones are left alone."""
     from probes import bpf_cc
 
     loaded = _cc_call(bpf_cc.load, names or None)
+    if as_json:  # name -> the map id this call registered, or null: it was there already
+        emit_json({name: loaded.get(name) for name in names or bpf_cc.SUPPORTED})
+        return
     for name in names or bpf_cc.SUPPORTED:
         how = f"loaded (map id {loaded[name]})" if name in loaded else "already available"
         typer.echo(f"{name}: {how}")
@@ -123,6 +127,7 @@ def cc_unload_cmd(
     names: list[str] | None = CC_NAMES_ARG,
     force: bool = typer.Option(False, "--force", help="unload even while probes or sockets "
                                "use them (their next socket cannot set the control)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Unregister OUR BPF congestion controls (struct_ops maps named mpcoa_<cc>) only; refused
     while a running probe or a socket uses one of them."""
@@ -136,6 +141,9 @@ def cc_unload_cmd(
                    + "\n(wait for them to end, or --force)", err=True)
         raise typer.Exit(EXIT_USAGE)
     gone = _cc_call(bpf_cc.unload, names or None)
+    if as_json:
+        emit_json({"unloaded": list(gone)})
+        return
     typer.echo(f"unloaded: {', '.join(gone)}" if gone else "nothing of ours to unload")
 
 
