@@ -11,7 +11,7 @@ from fastapi.responses import RedirectResponse
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import docs, errors, metrics
+from api import docs, errors, metrics, openapi
 from api.dashboard import login_router, static_router
 from api.dashboard import router as dashboard_router
 from api.deps import SessionDep
@@ -125,6 +125,7 @@ def create_app(
     app.include_router(static_router)
     app.include_router(dashboard_router)
     docs.install(app)
+    openapi.install(app)
 
     # Open whatever the read policy: compose's healthcheck and load balancers ask it without a
     # token, and it tells nothing of the sites (the database's kind, the executor, the policy).

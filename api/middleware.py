@@ -11,13 +11,13 @@ were read first, four unauthenticated 12.8 MB bodies took GET /health from 0.04 
 
 from __future__ import annotations
 
-import json
 import time
 
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from api import problems
 from api.deps import in_lane  # the lane of the endpoints' own token checks
 from service.store import tokens
 
@@ -27,9 +27,12 @@ OPEN_WRITES = frozenset({"/dashboard/login", "/dashboard/logout"})
 LIVE_TOKEN_TTL_S = 10.0
 
 
-async def send_json(send: Send, status: int, body: dict, headers: dict[str, str] | None = None):
-    payload = json.dumps(body).encode()
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+async def send_problem(send: Send, status: int, detail: str,
+                       headers: dict[str, str] | None = None):
+    """An RFC 9457 problem (api.problems), sent before FastAPI has the request."""
+    payload = problems.encoded(status, detail)
+    raw = [(b"content-type", problems.MEDIA_TYPE.encode()),
+           (b"content-length", str(len(payload)).encode())]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     # The client may still be sending a body nobody reads: close the connection after this.
     raw.append((b"connection", b"close"))
@@ -61,9 +64,8 @@ class WriteGate:
             return await self.app(scope, receive, send)
         token = bearer_token(scope)
         if token is None or not await self._live_token(scope, token):
-            return await send_json(
-                send, 401,
-                {"detail": "a valid API token is needed (Authorization: Bearer <token>)"},
+            return await send_problem(
+                send, 401, "a valid API token is needed (Authorization: Bearer <token>)",
                 {"WWW-Authenticate": "Bearer"},
             )
         await self.app(scope, receive, send)
@@ -107,8 +109,8 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         length = _header(scope, b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            return await send_json(
-                send, 413, {"detail": f"the request body is larger than {self.max_bytes} bytes"}
+            return await send_problem(
+                send, 413, f"the request body is larger than {self.max_bytes} bytes"
             )
         received = 0
         started = False
@@ -132,4 +134,4 @@ class BodyLimit:
         except BodyTooLarge as exc:  # read outside FastAPI's body handling (a form, a raw read)
             if started:
                 raise
-            await send_json(send, 413, {"detail": exc.detail})
+            await send_problem(send, 413, exc.detail)

@@ -49,9 +49,21 @@ class Page(BaseModel, Generic[T]):
     offset: int
 
 
+class FieldError(BaseModel):
+    loc: list[str | int] = Field(description="the path to the field at fault")
+    msg: str
+    type: str
+
+
 class Problem(BaseModel):
-    detail: str
-    loc: list[str | int] = []
+    """Every error: an RFC 9457 problem document, served as application/problem+json."""
+
+    type: str = Field("about:blank", description="RFC 9457: no type beyond the status")
+    title: str = Field(description="the status's phrase")
+    status: int
+    detail: str = Field(description="what went wrong, for a person")
+    loc: list[str | int] | None = Field(None, description="the field at fault (400, 409, 422)")
+    errors: list[FieldError] | None = Field(None, description="a 422's every field at fault")
 
 
 # --- sites ---------------------------------------------------------------------------------------

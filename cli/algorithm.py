@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
+from cli.errors import emit_json, fail
 from service.algorithm.regression import ALL_MODEL_KINDS, fit
 from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA, solve
 from service.formats import (
@@ -23,14 +23,6 @@ from service.formats import (
     parse_samples,
     solution_to_dict,
 )
-
-EXIT_BAD_INPUT = 2
-
-
-def fail(message: str) -> None:
-    """One line on stderr and status 2: bad input never shows a traceback."""
-    typer.echo(f"mpcoa: error: {message}", err=True)
-    raise typer.Exit(EXIT_BAD_INPUT)
 
 
 def bad_input_exits(func: Callable) -> Callable:
@@ -62,7 +54,7 @@ def read_text(path: Path) -> str:
 
 
 def emit(document: dict) -> None:
-    typer.echo(json.dumps(document, indent=2, allow_nan=False))
+    emit_json(document)
 
 
 FileArg = Annotated[Path, typer.Option(help="input file, or - for standard input")]
@@ -77,7 +69,7 @@ BsMaxOpt = Annotated[
     float | None,
     typer.Option("--bs-max", help=f"largest buffer, MiB [default {DEFAULT_BS_MAX_MIB}]"),
 ]
-ModelOpt = Annotated[str, typer.Option(help=f"regression model: {' | '.join(ALL_MODEL_KINDS)}")]
+ModelOpt = Annotated[Literal[ALL_MODEL_KINDS], typer.Option(help="regression model")]
 SameOpt = Annotated[
     list[str] | None,
     typer.Option("--same-as-fullmesh", help="a CC whose PCDC subset keeps every subflow"),

@@ -9,13 +9,11 @@ from typing import Annotated
 
 import typer
 
-from cli.algorithm import fail
+from cli.errors import EXIT_FAILED, PREFIX, fail, service_failure
 from service.db import session_scope, upgrade
 from service.errors import ServiceError
 from service.flows import failover_watch
 from service.settings import get_settings
-
-EXIT_FAILED = 1
 
 
 def _print_plan(plan: dict) -> None:
@@ -106,7 +104,7 @@ def apply(
                 row = applied.latest_apply(s, topology_id=topology_id)
             apply_id, plan, started = row.id, row.plan, row.state
     except ServiceError as exc:
-        fail(exc.message)
+        service_failure(exc)
     if rollback and started != "rolling_back":  # rolled back meanwhile (or never in force)
         typer.echo(f"apply {apply_id}: {started}; already rolled back" + _why_nothing(started))
         raise typer.Exit(0)
@@ -140,7 +138,7 @@ def apply(
     if holding and state == "applied":
         _watch_in_foreground(lambda: None, stopping)  # run_apply started them here
     if rollback and settings.broker_url and state == "rolling_back":
-        typer.echo(f"mpcoa: error: {_not_rolled_back(apply_id, timeout_s)}", err=True)
+        typer.echo(PREFIX + _not_rolled_back(apply_id, timeout_s), err=True)
         raise typer.Exit(EXIT_FAILED)
     raise typer.Exit(0 if state in ("applied", "rolled_back") else EXIT_FAILED)
 

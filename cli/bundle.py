@@ -8,18 +8,12 @@ from typing import Annotated
 import typer
 from sqlalchemy.exc import DBAPIError
 
-from cli.algorithm import fail
+from cli.errors import emit_json, fail, service_failure, unavailable
 from service.db import session_scope, upgrade
 from service.errors import ServiceError
 from service.settings import get_settings
 
 MAX_BUNDLE_BYTES = 2 * 1024**3
-
-
-def database_problem(exc: DBAPIError) -> str:
-    """One line for a database that cannot be read: unreachable, or not migrated."""
-    first = str(exc.orig or exc).strip().splitlines()[0][:200]
-    return f"database: {first} (is it reachable, and migrated: `mpcoa db upgrade`?)"
 
 
 def ready_database() -> None:
@@ -33,6 +27,7 @@ def export(
     campaign_id: Annotated[int, typer.Argument(min=1, help="campaign id")],
     output: Annotated[Path, typer.Option("-o", "--output", help="the bundle to write (.tar.gz)",
                                          dir_okay=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Write a campaign's bundle: metadata, every measurement with its evidence and raw outputs,
     the derived Ω, selection, fits and answer (docs/formats.md)."""
@@ -45,9 +40,9 @@ def export(
         with session_scope() as s:
             spool = spooled_bundle(s, campaign_id=campaign_id)
     except ServiceError as exc:
-        fail(exc.message)
+        service_failure(exc)
     except DBAPIError as exc:
-        fail(database_problem(exc))
+        unavailable(exc)
     with spool:
         try:
             with output.open("wb") as f:
@@ -55,12 +50,16 @@ def export(
                 size = f.tell()
         except OSError as exc:
             fail(f"{output}: {exc.strerror or exc}")
+    if as_json:
+        emit_json({"campaign_id": campaign_id, "path": str(output), "bytes": size})
+        return
     typer.echo(f"campaign {campaign_id}: {output} ({size} bytes)")
 
 
 def import_(
     path: Annotated[Path, typer.Argument(help="a bundle written by `mpcoa export`",
                                          dir_okay=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Load a bundle into this database as a new campaign (new ids, provenance kept), answer it
     again as a finished campaign is answered, and say whether that gives the bundle's answer.
@@ -87,9 +86,15 @@ def import_(
                    f"no answer ({'; '.join(done.no_answer) or 'the data gives none'})")
     except ServiceError as exc:
         where = ".".join(str(p) for p in exc.loc)
-        fail(f"{path}: {where + ': ' if where else ''}{exc.message}")
+        service_failure(exc, f"{path}: {where + ': ' if where else ''}")
     except DBAPIError as exc:
-        fail(database_problem(exc))
+        unavailable(exc)
+    if as_json:
+        emit_json({"campaign_id": done.campaign_id, "topology_id": done.topology_id,
+                   "measurements": done.measurements, "artifacts": done.artifacts,
+                   "recommendation_id": done.recommendation_id, "answer": got,
+                   "bundle_answer": done.bundle_answer, "differs": done.differs or {}})
+        raise typer.Exit(1 if done.differs else 0)
     typer.echo(f"imported as campaign {done.campaign_id} of topology {done.topology_id}: "
                f"{done.measurements} measurements, {done.artifacts} raw outputs")
     if done.bundle_answer is None:

@@ -16,14 +16,15 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from cli.algorithm import fail
+from cli.errors import fail
+from probes.spec import shipped_scenarios
 
 console = Console()
 
@@ -70,7 +71,8 @@ def _topology_body(spec) -> tuple[dict, dict]:
 
 
 def demo(
-    scenario: Annotated[str, typer.Option(help="srl-hu | unis-hin | uit-haw")] = "unis-hin",
+    scenario: Annotated[Literal[shipped_scenarios()], typer.Option(
+        help="a shipped scenario")] = "unis-hin",
     port: Annotated[int, typer.Option(min=1024, max=65535)] = 8000,
     runs: Annotated[int, typer.Option(min=1, max=9)] = 2,
     duration: Annotated[

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import faulthandler
+import sys
+from importlib.metadata import PackageNotFoundError, version
 
 import typer
+from sqlalchemy.exc import DBAPIError, OperationalError
+from typer._click import exceptions as click_errors  # typer ships its own click
+from typer.core import TyperGroup
 
 from cli.algorithm import register as register_algorithm
 from cli.apply import register as register_apply
 from cli.bundle import register as register_bundle
+from cli.campaigns import app as campaign_app
 from cli.demo import register as register_demo
+from cli.errors import EXIT_UNAVAILABLE, EXIT_USAGE, PREFIX, database_problem
+from cli.inventory import site_app, topology_app
 from cli.report import register as register_report
 from cli.serve import register as register_serve
 from cli.testbed import app as testbed_app
@@ -19,12 +27,69 @@ from cli.workers import register as register_workers
 # Python stack on stderr instead of a bare "Segmentation fault": what an operator can report.
 faulthandler.enable()
 
+
+class MpcoaGroup(TyperGroup):
+    """The top-level command: a usage error (unknown option, a value out of range or not one of
+    the choices) ends like every other error, `mpcoa: error: ...` after the usage line, status
+    2; a database that cannot be reached, wherever a command meets it, is one line and status 4
+    (cli/errors.py), never a traceback."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click_errors.NoArgsIsHelpError as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click_errors.UsageError as exc:
+            if exc.ctx is not None:
+                typer.echo(exc.ctx.get_usage(), err=True)
+                typer.echo(f"Try '{exc.ctx.command_path} --help' for help.", err=True)
+            # typer checks choices with pydantic, whose message starts "Value error, "
+            typer.echo(PREFIX + exc.format_message().replace("Value error, ", ""), err=True)
+            sys.exit(EXIT_USAGE)
+        except click_errors.ClickException as exc:
+            typer.echo(PREFIX + exc.format_message(), err=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        except DBAPIError as exc:
+            if not (isinstance(exc, OperationalError) or exc.connection_invalidated):
+                raise
+            typer.echo(PREFIX + database_problem(exc), err=True)
+            sys.exit(EXIT_UNAVAILABLE)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _version(show: bool) -> None:
+    if show:
+        try:
+            typer.echo(f"mpcoa {version('mpcoa')}")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            typer.echo("mpcoa (not installed)")
+        raise typer.Exit(0)
+
+
 app = typer.Typer(
     name="mpcoa",
+    cls=MpcoaGroup,
     help="Measure, fit and recommend MPTCP path manager, congestion control and buffer size.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="print the version and exit"),
+) -> None:
+    """Measure, fit and recommend MPTCP path manager, congestion control and buffer size.
+    Exit status: 0 done, 1 the outcome is a failure, 2 usage or invalid input, 3 not found,
+    4 database unavailable (docs/cli.md)."""
+
 
 register_algorithm(app)  # solve, fit, impact, recommend
 register_serve(app)  # serve, db, token
@@ -34,3 +99,6 @@ register_bundle(app)  # export, import
 register_report(app)  # report
 register_apply(app)  # apply --dry-run | --rollback
 app.add_typer(testbed_app, name="testbed")  # testbed up | down | status
+app.add_typer(site_app, name="site")  # site add | list
+app.add_typer(topology_app, name="topology")  # topology add FILE | list
+app.add_typer(campaign_app, name="campaign")  # campaign list | cancel

@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 from sqlalchemy.exc import DBAPIError
 
-from cli.algorithm import fail
-from cli.bundle import database_problem, ready_database
+from cli.bundle import ready_database
+from cli.errors import emit_json, fail, service_failure, unavailable
 from service.db import session_scope
 from service.errors import ServiceError
 
@@ -22,6 +22,7 @@ def report(
     png: Annotated[Path | None, typer.Option(
         "--png", help="also write each page as DIR/report-N.png", file_okay=False)] = None,
     dpi: Annotated[int, typer.Option(min=50, max=300, help="PNG resolution")] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """The paper's figures for one campaign (Ω with intervals, the selection path, every arm's
     fit with its points and the δ band, T*, OBS, Eq. 1's B, the promise and what probes
@@ -36,9 +37,9 @@ def report(
             pdf = render_pdf(data)
             pngs = render_pngs(data, dpi=dpi) if png is not None else []
     except ServiceError as exc:
-        fail(exc.message)
+        service_failure(exc)
     except DBAPIError as exc:
-        fail(database_problem(exc))
+        unavailable(exc)
     try:
         output.write_bytes(pdf)
         if png is not None:
@@ -47,6 +48,11 @@ def report(
                 (png / f"report-{k}.png").write_bytes(page)
     except OSError as exc:
         fail(f"{exc.filename}: {exc.strerror or exc}")
+    if as_json:
+        emit_json({"campaign_id": campaign_id, "pdf": str(output),
+                   "pngs": [str(png / f"report-{k}.png") for k in range(1, len(pngs) + 1)]
+                   if png is not None else []})
+        return
     typer.echo(f"campaign {campaign_id}: {output}"
                + (f" and {len(pngs)} pages in {png}/" if png is not None else ""))
 

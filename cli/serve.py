@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 import typer
 
+from cli.errors import EXIT_NOT_FOUND, emit_json, fail, service_failure
+
+LogLevel = Literal["critical", "error", "warning", "info", "debug", "trace"]
 db_app = typer.Typer(help="Database schema migrations (Alembic).", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens for the REST API's writes.", no_args_is_help=True)
 
@@ -62,7 +67,7 @@ def serve(
     host: str = typer.Option(None, help="bind address (default MPCOA_HOST or 127.0.0.1)"),
     port: int = typer.Option(None, help="port (default MPCOA_PORT or 8000)"),
     migrate: bool = typer.Option(True, help="upgrade the schema to head before serving"),
-    log_level: str = typer.Option("info", help="uvicorn log level"),
+    log_level: Annotated[LogLevel, typer.Option(help="uvicorn log level")] = "info",
     workers: int = typer.Option(
         1, min=1, max=64, help="worker processes (e.g. one per core; each has its own DB pool)"
     ),
@@ -74,8 +79,7 @@ def serve(
 
     settings = _settings()
     if workers > 1 and settings.is_embedded:
-        typer.echo("error: --workers > 1 needs PostgreSQL (MPCOA_DATABASE_URL)", err=True)
-        raise typer.Exit(2)
+        fail("--workers > 1 needs PostgreSQL (MPCOA_DATABASE_URL)")
     if migrate and settings.auto_migrate:
         db.upgrade(settings.effective_database_url)
     where = settings.sqlite_path if settings.is_embedded else "MPCOA_DATABASE_URL"
@@ -94,38 +98,53 @@ def serve(
 
 
 @db_app.command("upgrade")
-def db_upgrade(revision: str = typer.Argument("head")) -> None:
+def db_upgrade(revision: str = typer.Argument("head"),
+               as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Upgrade the schema (default: to the newest revision)."""
     from service import db
 
     url = _settings().effective_database_url
     db.upgrade(url, revision)
-    typer.echo(f"at revision {db.current_revision(url)}")
+    _at(db.current_revision(url), as_json)
 
 
 @db_app.command("downgrade")
-def db_downgrade(revision: str = typer.Argument(..., help="target revision, e.g. base")) -> None:
+def db_downgrade(revision: str = typer.Argument(..., help="target revision, e.g. base"),
+                 as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Downgrade the schema to REVISION ('base' drops every table)."""
     from service import db
 
     url = _settings().effective_database_url
     db.downgrade(url, revision)
-    typer.echo(f"at revision {db.current_revision(url)}")
+    _at(db.current_revision(url), as_json)
+
+
+def _at(revision: str | None, as_json: bool) -> None:
+    if as_json:
+        emit_json({"revision": revision})
+    else:
+        typer.echo(f"at revision {revision}")
 
 
 @db_app.command("current")
-def db_current() -> None:
+def db_current(as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Print the schema revision of the configured database."""
     from service import db
 
-    typer.echo(db.current_revision(_settings().effective_database_url) or "none")
+    revision = db.current_revision(_settings().effective_database_url)
+    if as_json:
+        emit_json({"revision": revision})
+        return
+    typer.echo(revision or "none")
 
 
 @token_app.command("create")
 def token_create(
     name: str = typer.Argument(..., help="who or what the token is for"),
-    scope: str = typer.Option("write", help="'write' (reads and writes) or 'read' (reads only)"),
+    scope: Literal["write", "read"] = typer.Option(
+        "write", help="'write' (reads and writes) or 'read' (reads only)"),
     expires_days: float | None = typer.Option(None, min=0.001, help="expires after this long"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Create a token and print it once; only its SHA-256 is stored."""
     from datetime import timedelta
@@ -144,26 +163,36 @@ def token_create(
         with db.session_scope(db.get_engine(settings)) as session:
             value = tokens.create_token(session, name=name, scope=scope, expires_at=expires_at)
     except (Conflict, Invalid) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        service_failure(exc)
+    if as_json:
+        emit_json({"name": name, "scope": scope, "token": value,
+                   "expires_at": expires_at.isoformat() if expires_at else None})
+        return
     typer.echo(value)
 
 
 @token_app.command("list")
-def token_list() -> None:
+def token_list(as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Token names, creation and last use (never the tokens)."""
     from service import db
     from service.store import tokens
 
     with db.session_scope(db.get_engine(_settings())) as session:
-        for row in tokens.list_tokens(session):
+        rows = tokens.list_tokens(session)
+        if as_json:
+            emit_json([{"name": r.name, "scope": r.scope, "revoked": r.revoked,
+                        "created_at": r.created_at, "last_used_at": r.last_used_at,
+                        "expires_at": r.expires_at} for r in rows])
+            return
+        for row in rows:
             state = "revoked" if row.revoked else "active"
             typer.echo(f"{row.name}\t{state}\t{row.scope}\t{row.created_at:%Y-%m-%d %H:%M}\t"
                        f"{row.last_used_at}\texpires {row.expires_at}")
 
 
 @token_app.command("revoke")
-def token_revoke(name: str) -> None:
+def token_revoke(name: str,
+                 as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Revoke the token called NAME."""
     from service import db
     from service.errors import NotFound
@@ -173,8 +202,10 @@ def token_revoke(name: str) -> None:
         with db.session_scope(db.get_engine(_settings())) as session:
             tokens.revoke_token(session, name=name)
     except NotFound as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        fail(exc.message, EXIT_NOT_FOUND)
+    if as_json:
+        emit_json({"name": name, "revoked": True})
+        return
     typer.echo(f"revoked {name}")
 
 

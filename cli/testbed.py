@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from cli.errors import EXIT_USAGE, PREFIX, emit_json, fail
 from probes import testbed as tb
 from probes.base import ProbeError
 from probes.interrupts import Stopped, stop_on_signals
@@ -20,6 +21,7 @@ app = typer.Typer(help="Emulated multi-homed MPTCP testbed (namespaces, shaping,
 def up_cmd(
     file: str = typer.Argument(..., help="topology file (YAML/JSON), or a shipped scenario name "
                                "(srl-hu, unis-hin, uit-haw)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Bring a testbed up from a topology file (idempotent)."""
     try:
@@ -34,12 +36,15 @@ def up_cmd(
         with stop_on_signals():
             bed = tb.up(spec)
     except (SpecError, ProbeError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(str(exc))
     except Stopped as exc:
         typer.echo(f"stopped by {exc}: nothing left up", err=True)
         raise typer.Exit(exc.exit_code) from None
     st = bed.status()
+    if as_json:
+        emit_json({**st, "addresses": {f"{s.name}.{i.label}": bed.address(s.name, i.label)
+                                       for s in spec.sites for i in s.isps}})
+        return
     typer.echo(f"testbed {bed.name} up: namespaces {', '.join(st['namespaces'])}")
     for site in spec.sites:
         for isp in site.isps:
@@ -59,8 +64,7 @@ def down_cmd(name: str = typer.Argument(..., help="testbed name")) -> None:
     from probes.spec import TESTBED_NAME_PATTERN
 
     if not re.fullmatch(TESTBED_NAME_PATTERN, name):
-        typer.echo(f"error: name: {name!r} is not a testbed name", err=True)
-        raise typer.Exit(2)
+        fail(f"name: {name!r} is not a testbed name")
     removed = tb.down(name)
     typer.echo(f"testbed {name} down" + (f": removed {len(removed)} items" if removed
                                          else ": nothing to remove"))
@@ -100,16 +104,19 @@ def _cc_call(fn, *args, **kw):
     try:
         return fn(*args, **kw)
     except ProbeError as exc:  # CapabilityError, BpfCcError
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(str(exc))
 
 
 @cc_app.command("load")
-def cc_load_cmd(names: list[str] | None = CC_NAMES_ARG) -> None:
+def cc_load_cmd(names: list[str] | None = CC_NAMES_ARG,
+                as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Build (cached) and register BPF congestion controls; present ones are left alone."""
     from probes import bpf_cc
 
     loaded = _cc_call(bpf_cc.load, names or None)
+    if as_json:  # name -> the map id this call registered, or null: it was there already
+        emit_json({name: loaded.get(name) for name in names or bpf_cc.SUPPORTED})
+        return
     for name in names or bpf_cc.SUPPORTED:
         how = f"loaded (map id {loaded[name]})" if name in loaded else "already available"
         typer.echo(f"{name}: {how}")
@@ -120,6 +127,7 @@ def cc_unload_cmd(
     names: list[str] | None = CC_NAMES_ARG,
     force: bool = typer.Option(False, "--force", help="unload even while probes or sockets "
                                "use them (their next socket cannot set the control)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Unregister OUR BPF congestion controls (struct_ops maps named mpcoa_<cc>) only; refused
     while a running probe or a socket uses one of them."""
@@ -129,10 +137,13 @@ def cc_unload_cmd(
     mine = [n for n in wanted if n in _cc_call(bpf_cc.ours)]
     busy = cc_users.users(mine) if mine and not force else []
     if busy:
-        typer.echo("error: not unloading, in use:\n  " + "\n  ".join(busy)
+        typer.echo(PREFIX + "not unloading, in use:\n  " + "\n  ".join(busy)
                    + "\n(wait for them to end, or --force)", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_USAGE)
     gone = _cc_call(bpf_cc.unload, names or None)
+    if as_json:
+        emit_json({"unloaded": list(gone)})
+        return
     typer.echo(f"unloaded: {', '.join(gone)}" if gone else "nothing of ours to unload")
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
+from pydantic import ValidationError
+from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from sqlalchemy.exc import IntegrityError
 
-from cli.algorithm import fail
+from cli.errors import EXIT_FAILED, emit_json, fail, service_failure, validation_message
 from models import FINAL_CAMPAIGN_STATES
 from service.algorithm.objective import Objective
 from service.db import session_scope, upgrade
@@ -21,16 +23,16 @@ from service.settings import get_settings
 from service.store import campaigns as campaign_store
 from service.store import recommendations
 
-EXIT_FAILED = 1
 
-
-def _progress_bar() -> Progress:
+def _progress_bar(on_stderr: bool = False) -> Progress:
+    """The campaign's bar; on stderr when stdout carries the JSON result."""
     return Progress(
         TextColumn("[bold]campaign {task.fields[cid]}[/] {task.fields[what]}"),
         BarColumn(),
         TextColumn("{task.completed}/{task.total} probes"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
+        console=Console(stderr=True) if on_stderr else None,
     )
 
 
@@ -50,7 +52,7 @@ def calibrate(
     budget: Annotated[float | None, typer.Option(
         min=1, help="probe-seconds budget (adaptive default: what grid mode would probe)")] = None,
     mode: Annotated[
-        str | None,
+        Literal["grid", "adaptive"] | None,
         typer.Option(help="grid (every buffer, the paper's sweep) or adaptive (probes chosen "
                      "from what was measured); default: MPCOA_CAMPAIGN_MODE, adaptive"),
     ] = None,
@@ -77,10 +79,12 @@ def calibrate(
     delay_budget_ms: Annotated[
         float | None, typer.Option(help="stream: a frame later than this is late")] = None,
     probe_tool: Annotated[
-        str | None,
-        typer.Option(help="auto | netperfmeter | iperf3: the tool every phase's probes run on "
-                     "(default: MPCOA_PROBE_TOOL, auto)"),
+        Literal["auto", "netperfmeter", "iperf3"] | None,
+        typer.Option(help="the tool every phase's probes run on (default: MPCOA_PROBE_TOOL, "
+                     "auto)"),
     ] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="print the campaign and its answer as JSON (progress on stderr)")] = False,
 ) -> None:
     """Run a calibration campaign for a topology with a progress bar; print the recommendation.
     With --batch, one campaign per listed topology, in a shuffled order (seed stored)."""
@@ -96,18 +100,22 @@ def calibrate(
             objective=stream_objective(stream_mbps, frame_rate, frame_size, delay_budget_ms),
             probe_tool=probe_tool,
         )
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        fail(str(exc).replace("\n", "; "))
+    except ValidationError as exc:
+        fail(validation_message(exc))
     if (topology_id is None) == (batch is None):
         fail("give a TOPOLOGY_ID or --batch FILE (one of them)")
     if batch is None:
         if state is not None or seed is not None:
             fail("--state and --seed belong to --batch")
         cid = _start(topology_id, params, settings)
-        _print_plan(cid)
-        state_ = _run(cid, settings)
+        _print_plan(cid, err=as_json)
+        state_ = _run(cid, settings, on_stderr=as_json)
+        if as_json:
+            _emit_outcome(cid, state_)
         _print_outcome(cid, state_)
         return
+    if as_json:
+        fail("--json is for one campaign (TOPOLOGY_ID); a batch's state file has its campaigns")
     _run_batch(batch, state or batch.with_name(batch.name + ".state.json"), seed, params,
                settings)
 
@@ -120,15 +128,15 @@ def _start(topology_id: int, params: CampaignParameters, settings) -> int:
             )
             return campaign.id
     except ServiceError as exc:
-        fail(str(exc).replace("\n", "; "))
+        service_failure(exc)
     except IntegrityError:  # the database's one-active-campaign-per-topology index
         fail(f"topology {topology_id} has a queued or running campaign; cancel it or wait")
     raise AssertionError("fail() exits")
 
 
-def _run(cid: int, settings) -> str:
+def _run(cid: int, settings, on_stderr: bool = False) -> str:
     """Run (or poll) one campaign to its end with a progress bar; its final state."""
-    with _progress_bar() as bar:
+    with _progress_bar(on_stderr) as bar:
         task = bar.add_task("", total=None, cid=cid, what="starting")
 
         def show(campaign, step):
@@ -219,7 +227,7 @@ def _poll(cid: int, show) -> str:
         time.sleep(1.0)
 
 
-def _print_plan(cid: int) -> None:
+def _print_plan(cid: int, err: bool = False) -> None:
     """The campaign's plan as stored: mode, CCs, grid, runs and duration, and its budget."""
     with session_scope() as s:
         c = campaign_store.get_campaign(s, campaign_id=cid)
@@ -228,15 +236,30 @@ def _print_plan(cid: int) -> None:
             f"campaign {cid}: {c.mode}, CCs {', '.join(c.ccs)}, {len(c.buffer_grid_mib)} buffers "
             f"({min(c.buffer_grid_mib):g}-{max(c.buffer_grid_mib):g} MiB), {c.runs} runs x "
             f"{c.duration_s:g} s; budget "
-            + ("none" if budget_s is None else f"{budget_s:.0f} probe-seconds"))
+            + ("none" if budget_s is None else f"{budget_s:.0f} probe-seconds"), err=err)
+
+
+def _emit_outcome(cid: int, state: str) -> None:
+    """The campaign and its answer as `GET /campaigns/{id}` and the recommendation give them;
+    a campaign that did not finish exits 1 (its error in the campaign's `error`)."""
+    from api.schemas import CampaignOut, RecommendationOut
+
+    with session_scope() as s:
+        campaign = campaign_store.get_campaign(s, campaign_id=cid)
+        rec = (recommendations.get_recommendation(s, recommendation_id=campaign.recommendation_id)
+               if campaign.recommendation_id is not None else None)
+        emit_json({"campaign": CampaignOut.of(campaign).model_dump(mode="json"),
+                   "recommendation": RecommendationOut.of(rec).model_dump(mode="json")
+                   if rec is not None and state == "done" else None})
+    raise typer.Exit(0 if state == "done" else EXIT_FAILED)
 
 
 def _print_outcome(cid: int, state: str) -> None:
     with session_scope() as s:
         campaign = campaign_store.get_campaign(s, campaign_id=cid)
         if state != "done":
-            typer.echo(f"campaign {cid} {state}: {campaign.error or ''}", err=True)
-            raise typer.Exit(EXIT_FAILED)
+            fail(f"campaign {cid} {state}" + (f": {campaign.error}" if campaign.error else ""),
+                 EXIT_FAILED)
         rec = recommendations.get_recommendation(
             s, recommendation_id=campaign.recommendation_id
         )
@@ -363,8 +386,7 @@ def _resolve(name: str, isp_options: list[str]):
     try:
         return resolve_local_site(name, isp_options)
     except ValueError as exc:  # a bad site: one clear line, status 1, no traceback
-        typer.echo(f"mpcoa: error: {exc}", err=True)
-        raise typer.Exit(EXIT_FAILED) from None
+        fail(str(exc), EXIT_FAILED)
 
 
 def _start_passive_node(local) -> dict | None:

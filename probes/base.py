@@ -8,7 +8,6 @@ Nothing here imports from the rest of the project; names and labels follow the v
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from probes import environment
 from probes.frames import FrameStats
 from probes.vocabulary import (  # the names' rules are the vocabulary's (re-exported here)
     CC_PATTERN,
@@ -52,12 +52,8 @@ PROBE_TOOLS: tuple[str, ...] = ("auto", "netperfmeter", "iperf3")
 
 
 def excluded_max_bytes() -> int:
-    raw = os.environ.get("MPCOA_EXCLUDED_MAX_BYTES")
-    if raw is None:
-        return DEFAULT_EXCLUDED_MAX_BYTES
-    if not raw.isdigit() or int(raw) > 1 << 30:
-        raise ValueError(f"MPCOA_EXCLUDED_MAX_BYTES: not a byte count: {raw!r}")
-    return int(raw)
+    """MPCOA_EXCLUDED_MAX_BYTES (service/settings.py validates it: a ValueError naming it)."""
+    return environment.get("excluded_max_bytes", DEFAULT_EXCLUDED_MAX_BYTES)
 
 
 class ProbeError(RuntimeError):

@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from probes import bpf_cache
+from probes import bpf_cache, environment
 from probes.base import CC_PATTERN, CapabilityError, ProbeError
 
 SOURCE_DIR = Path(__file__).resolve().parent / "bpf_cc"
@@ -123,7 +123,7 @@ def _require_btf() -> None:
 def cache_dir() -> Path:
     """Where compiled objects live: $MPCOA_BPF_CC_CACHE, /var/lib/mpcoa/bpf_cc (root), or
     $XDG_CACHE_HOME/mpcoa/bpf_cc."""
-    env = os.environ.get("MPCOA_BPF_CC_CACHE")
+    env = environment.get("bpf_cc_cache")
     if env:
         return Path(env)
     if os.geteuid() == 0:

@@ -19,18 +19,23 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from probes import pidfile
+from probes import environment, pidfile
 from probes.netns import list_netns
 
 log = logging.getLogger(__name__)
 
-REGISTRY = Path(os.environ.get("MPCOA_CC_USERS_DIR", "/run/mpcoa/cc-users"))
+DEFAULT_REGISTRY = Path("/run/mpcoa/cc-users")
+REGISTRY: Path | None = None  # a fixed folder (tests); else MPCOA_CC_USERS_DIR or the default
+
+
+def registry() -> Path:
+    return REGISTRY or Path(environment.get("cc_users_dir", DEFAULT_REGISTRY))
 
 
 @contextlib.contextmanager
 def using(ccs: Iterable[str], what: str) -> Iterator[None]:
     """Declare, for the block's length, that this process needs the controls `ccs`."""
-    path = REGISTRY / f"{os.getpid()}-{secrets.token_hex(6)}.json"
+    path = registry() / f"{os.getpid()}-{secrets.token_hex(6)}.json"
     try:
         pidfile.write(path, os.getpid(), ccs=sorted({c for c in ccs if c}), what=what[:200])
     except OSError as exc:  # never a reason not to probe: an unload just cannot see this one
@@ -47,7 +52,7 @@ def probe_users(names: Iterable[str]) -> list[str]:
     """The running probes that need one of `names`, described; files of dead ones go."""
     wanted = set(names)
     out = []
-    for path in sorted(REGISTRY.glob("*.json")) if REGISTRY.is_dir() else []:
+    for path in sorted(registry().glob("*.json")) if registry().is_dir() else []:
         record = pidfile.read(path)
         if not pidfile.alive(record):
             path.unlink(missing_ok=True)

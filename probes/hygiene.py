@@ -9,24 +9,21 @@ destroying the TCP subflows of an MPTCP connection resets the connection on both
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterable
 
+from probes import environment
 from probes.base import ProbeError, QuietCheck
 from probes.netns import run_ns
 from probes.sstats import parse_ss_msk, parse_ss_subflows
 
 
 def quiet_timeout_s() -> float:
-    raw = os.environ.get("MPCOA_QUIET_TIMEOUT_S", "10")
+    """MPCOA_QUIET_TIMEOUT_S, 0..600 s (default 10; service/settings.py validates it)."""
     try:
-        v = float(raw)
-    except ValueError:
-        raise ProbeError(f"MPCOA_QUIET_TIMEOUT_S: not a number: {raw!r}") from None
-    if not 0 <= v <= 600:
-        raise ProbeError(f"MPCOA_QUIET_TIMEOUT_S: {v} outside 0..600")
-    return v
+        return float(environment.get("quiet_timeout_s", 10.0))
+    except ValueError as exc:
+        raise ProbeError(str(exc)) from None
 
 
 def abort_connections(ns: str | None, ports: Iterable[int]) -> int:

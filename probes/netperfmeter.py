@@ -29,7 +29,6 @@ from __future__ import annotations
 import bz2
 import itertools
 import math
-import os
 import re
 import shlex
 import shutil
@@ -37,6 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from probes import environment
 from probes.base import CapabilityError, MeasurementRequest, MeasurementResult, ProbeError
 from probes.capabilities import NETPERFMETER_VERSION, check_host, require
 from probes.context import HostPair
@@ -393,7 +393,7 @@ def add_result_artifacts(result: MeasurementResult, directory: str | Path) -> No
 
 def default_binary() -> str:
     """``MPCOA_NETPERFMETER`` (a path or a name on PATH), else ``netperfmeter``."""
-    return os.environ.get("MPCOA_NETPERFMETER") or "netperfmeter"
+    return environment.get("netperfmeter") or "netperfmeter"
 
 
 class NetPerfMeterBackend:

@@ -43,11 +43,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from probes import journal_file
+from probes import environment, journal_file
 from probes import siteconfig as sc
 from probes.base import ProbeError
 
-STATE_ROOT = Path(os.environ.get("MPCOA_APPLY_STATE", "/run/mpcoa/apply"))
+DEFAULT_STATE_ROOT = Path("/run/mpcoa/apply")
+STATE_ROOT: Path | None = None  # a fixed folder (tests); else MPCOA_APPLY_STATE or the default
 # reverting: an apply that failed or was interrupted is being undone back to the previous one
 PHASES = ("applying", "applied", "reverting", "rolling_back", "rolled_back")
 #: the order values are restored in: the endpoints first, a BPF registration last (after the
@@ -57,7 +58,8 @@ LEGACY_FILE = "journal.json"
 
 
 def state_dir(ns: str | None, root: Path | None = None) -> Path:
-    return (root or STATE_ROOT) / (ns or "host")
+    return (root or STATE_ROOT or Path(environment.get("apply_state", DEFAULT_STATE_ROOT))) / (
+        ns or "host")
 
 
 def read_journal(directory: Path) -> dict[str, Any] | None:

@@ -247,6 +247,11 @@ def load_spec(path: str | Path) -> TestbedSpec:
     return parse_spec(data)
 
 
+def shipped_scenarios() -> tuple[str, ...]:
+    """The names of the scenario files shipped with the package."""
+    return tuple(sorted(p.stem for p in (Path(__file__).parent / "scenarios").glob("*.yaml")))
+
+
 def scenario_path(name: str) -> Path:
     """Path of a shipped scenario file (srl-hu, unis-hin, uit-haw)."""
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", name):  # a name, never a path

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probes import cc_users
+from probes import cc_users, environment
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError
 from probes.netns import (
     ip,
@@ -51,7 +51,12 @@ from probes.netns import (
 from probes.queues import link_queue, queue_table
 from probes.spec import TestbedSpec, parse_spec
 
-STATE_ROOT = Path(os.environ.get("MPCOA_TESTBED_STATE", "/run/mpcoa/testbeds"))
+DEFAULT_STATE_ROOT = Path("/run/mpcoa/testbeds")
+STATE_ROOT: Path | None = None  # a fixed folder (tests); else MPCOA_TESTBED_STATE or the default
+
+
+def state_root() -> Path:
+    return STATE_ROOT or Path(environment.get("testbed_state", DEFAULT_STATE_ROOT))
 NS_PREFIX = "mpcoa-"
 TUN_NAME = "dline"
 TRANSIT_TABLE = "100"
@@ -124,7 +129,7 @@ class Testbed:
 
     @property
     def state_dir(self) -> Path:
-        return STATE_ROOT / self.name
+        return state_root() / self.name
 
     @property
     def core_ns(self) -> str:
@@ -401,7 +406,7 @@ def up(spec: TestbedSpec) -> Testbed:
 def attach(name: str) -> Testbed:
     """The running testbed called ``name`` (from its state)."""
     try:
-        st = json.loads((STATE_ROOT / name / "state.json").read_text())
+        st = json.loads((state_root() / name / "state.json").read_text())
     except (OSError, ValueError):
         raise TestbedError(f"testbed {name!r} is not up") from None
     tb = Testbed(parse_spec(st["spec"]))
@@ -413,7 +418,7 @@ def attach(name: str) -> Testbed:
 def down(name: str) -> list[str]:
     """Remove every namespace, device and process of testbed ``name``. Returns what was removed."""
     removed: list[str] = []
-    state_dir = STATE_ROOT / name
+    state_dir = state_root() / name
     pid = None
     with contextlib.suppress(OSError, ValueError):
         pid = json.loads((state_dir / "state.json").read_text()).get("delayline_pid")
@@ -434,7 +439,7 @@ def down(name: str) -> list[str]:
 def testbed_status(name: str) -> dict[str, Any]:
     st: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
-        st = json.loads((STATE_ROOT / name / "state.json").read_text())
+        st = json.loads((state_root() / name / "state.json").read_text())
     pid = st.get("delayline_pid")
     alive = bool(pid) and pid_alive(pid) and "probes.delayline" in " ".join(pid_cmdline(pid))
     spec = st.get("spec") or {}
@@ -465,8 +470,8 @@ def _queues_of(spec_data: dict[str, Any]) -> list[dict[str, Any]]:
 def status() -> list[dict[str, Any]]:
     """Every testbed with state or namespaces on this machine (orphans included)."""
     names: set[str] = set()
-    if STATE_ROOT.exists():
-        names |= {p.name for p in STATE_ROOT.iterdir() if p.is_dir()}
+    if state_root().exists():
+        names |= {p.name for p in state_root().iterdir() if p.is_dir()}
     for n in list_netns():
         if n.startswith(NS_PREFIX):
             names.add(n[len(NS_PREFIX):].split("-", 1)[0])

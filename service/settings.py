@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from probes import environment
 from probes.base import MAX_PROBE_S, ProbeTool
 from probes.spec import TESTBED_NAME_PATTERN
 
@@ -291,3 +292,46 @@ def _placeholder(what: str, value: str | None, min_length: int = 1) -> str | Non
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+class ProbeSettings(BaseSettings):
+    """The probes' own settings (probes/environment.py asks for them): read afresh at each use,
+    as the probes read them at the moment they need them."""
+
+    model_config = SettingsConfigDict(env_prefix="MPCOA_", env_file=".env", extra="ignore")
+
+    netperfmeter: str | None = Field(
+        default=None, description="the NetPerfMeter binary (a path or a name on PATH); unset: "
+        "netperfmeter")
+    apply_state: Path | None = Field(
+        default=None, description="the apply journal's folder (keep it on a volume); unset: "
+        "/run/mpcoa/apply")
+    testbed_state: Path | None = Field(
+        default=None, description="the emulated testbeds' state; unset: /run/mpcoa/testbeds")
+    cc_users_dir: Path | None = Field(
+        default=None, description="running probes' congestion-control claims; unset: "
+        "/run/mpcoa/cc-users")
+    quiet_timeout_s: float | None = Field(
+        default=None, ge=0, le=600, description="how long a probe waits for quiet sites, s; "
+        "unset: 10")
+    bpf_cc_cache: Path | None = Field(
+        default=None, description="compiled BPF congestion controls; unset: "
+        "/var/lib/mpcoa/bpf_cc (root) or $XDG_CACHE_HOME/mpcoa/bpf_cc")
+    excluded_max_bytes: int | None = Field(
+        default=None, ge=0, le=1 << 30, description="bytes an excluded subflow may carry; "
+        "unset: 4096")
+
+
+def probe_setting(name: str):
+    """One of ProbeSettings' values; a bad value is a ValueError that names its variable."""
+    from pydantic import ValidationError
+
+    try:
+        return getattr(ProbeSettings(), name)
+    except ValidationError as exc:
+        bad = "; ".join(f"MPCOA_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']} "
+                        f"(got {e.get('input')!r})" for e in exc.errors(include_url=False))
+        raise ValueError(bad) from None
+
+
+environment.install(probe_setting)

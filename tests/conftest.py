@@ -27,6 +27,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+import service.settings  # noqa: F401  (installs the probes' settings reader, as every entry point)
 from tests import support
 
 # Keep pytest's rewritten test modules: where PYTHONDONTWRITEBYTECODE is set (this machine kind

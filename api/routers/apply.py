@@ -22,6 +22,19 @@ ERRORS = {401: {"description": "no valid token"}, 404: {"description": "unknown 
                 "(apply) an answer no probe measured without allow_unmeasured"}}
 
 router = APIRouter(tags=["apply"])
+ApplyId = Annotated[int, Path(ge=1, le=MAX_ID)]
+# an apply or rollback settles within its confirmation (5-120 s) plus the sites' reports
+POLL_AFTER_S = 5
+ROLLBACK_STATES = ("rolling_back", "rolled_back")
+
+
+def apply_url(topology_id: int, apply_id: int) -> str:
+    return f"/topologies/{topology_id}/applies/{apply_id}"
+
+
+def _accepted(response: Response, url: str) -> None:
+    response.headers["Location"] = url
+    response.headers["Retry-After"] = str(POLL_AFTER_S)
 
 
 class ApplyPlanOut(BaseModel):
@@ -101,7 +114,7 @@ def get_apply_plan(topology_id: Id, session: SessionDep):
 @router.post("/topologies/{topology_id}/apply", response_model=AppliedOut,
              status_code=status.HTTP_202_ACCEPTED, dependencies=[Depends(require_write)],
              responses=ERRORS, summary="Apply the newest answer on both sites, then confirm it")
-def post_apply(topology_id: Id, request: Request, session: SessionDep,
+def post_apply(topology_id: Id, request: Request, response: Response, session: SessionDep,
                body: ApplyIn | None = None):
     body = body or ApplyIn()
     row = apply_flow.start_apply(session, topology_id=topology_id, confirm=body.confirm,
@@ -114,6 +127,7 @@ def post_apply(topology_id: Id, request: Request, session: SessionDep,
     apply_flow.dispatch(row.id, row.plan, "apply", request.app.state.settings,
                         engine=_engine(session))
     session.refresh(row)
+    _accepted(response, apply_url(topology_id, row.id))
     return AppliedOut.of(row)
 
 
@@ -134,6 +148,7 @@ def post_rollback(topology_id: Id, request: Request, response: Response,
     apply_flow.dispatch(row.id, row.plan, "rollback", request.app.state.settings,
                         engine=_engine(session))
     session.refresh(row)
+    _accepted(response, apply_url(topology_id, row.id) + "/rollback")
     return AppliedOut.of(row)
 
 
@@ -147,3 +162,46 @@ def list_applied(topology_id: Id, session: SessionDep,
     inventory.get_topology(session, topology_id=topology_id)
     return [AppliedOut.of(r) for r in applied.list_applies(session, topology_id=topology_id,
                                                            limit=limit)]
+
+
+@router.get("/topologies/{topology_id}/applies", response_model=list[AppliedOut],
+            dependencies=[Depends(require_read)], responses=ERRORS,
+            summary="The applies of the topology's answers, newest first (also at /applied)")
+def list_applies(topology_id: Id, session: SessionDep,
+                 limit: Annotated[int, Query(ge=1, le=100)] = 20):
+    return list_applied(topology_id, session, limit)
+
+
+def _apply_of(session, topology_id: int, apply_id: int):
+    from service.errors import NotFound
+    from service.store import inventory
+
+    inventory.get_topology(session, topology_id=topology_id)
+    row = applied.get_apply(session, apply_id=apply_id)
+    if row.topology_id != topology_id:
+        raise NotFound(f"apply {apply_id} not found for topology {topology_id}")
+    return row
+
+
+@router.get("/topologies/{topology_id}/applies/{apply_id}", response_model=AppliedOut,
+            dependencies=[Depends(require_read)],
+            responses={404: {"description": "unknown topology or apply"}},
+            summary="One apply: its state, the sites' reports, the confirmation, the events")
+def get_apply(topology_id: Id, apply_id: ApplyId, session: SessionDep):
+    return AppliedOut.of(_apply_of(session, topology_id, apply_id))
+
+
+@router.get("/topologies/{topology_id}/applies/{apply_id}/rollback", response_model=AppliedOut,
+            dependencies=[Depends(require_read)],
+            responses={404: {"description": "unknown topology or apply, or never rolled back"}},
+            summary="The rollback of one apply: the apply's record while and once it is undone")
+def get_rollback(topology_id: Id, apply_id: ApplyId, session: SessionDep):
+    from service.errors import NotFound
+
+    row = _apply_of(session, topology_id, apply_id)
+    rolled = (row.state in ROLLBACK_STATES or row.action == "rollback"
+              or any((rep or {}).get("state") in ROLLBACK_STATES
+                     for rep in (row.sites or {}).values()))
+    if not rolled:
+        raise NotFound(f"apply {apply_id} was not rolled back")
+    return AppliedOut.of(row)

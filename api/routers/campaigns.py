@@ -36,6 +36,8 @@ OptionalId = Annotated[int | None, Query(ge=1, le=MAX_ID)]
 State = Literal[CAMPAIGN_STATES]
 
 router = APIRouter()
+# a campaign's probes last seconds each: polling faster than this only loads the server
+POLL_AFTER_S = 5
 
 
 @router.get(
@@ -90,6 +92,7 @@ def create_campaign(body: CampaignIn, request: Request, response: Response, sess
     )
     commit(session)
     response.headers["Location"] = f"/campaigns/{campaign.id}"
+    response.headers["Retry-After"] = str(POLL_AFTER_S)
     return CampaignOut.of(campaign)
 
 

@@ -31,6 +31,7 @@ from service.store import answer_generation, tokens
 from service.store import recommendations as store
 
 router = APIRouter(tags=["recommendations"])
+POLL_AFTER_S = 5  # the campaign behind a provisional answer: its probes last seconds each
 
 
 @router.post(
@@ -84,7 +85,8 @@ async def create_recommendation(
         if asked.provisional:
             timer.source = "provisional"
             return Response(asked.content, status.HTTP_202_ACCEPTED,
-                            {"Location": asked.poll_url or ""}, media_type="application/json")
+                            {"Location": asked.poll_url or "", "Retry-After": str(POLL_AFTER_S)},
+                            media_type="application/json")
         return Response(asked.content, media_type="application/json")
 
 

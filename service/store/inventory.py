@@ -54,8 +54,11 @@ def _isp_rows(spec: algo.Site) -> list[ISP]:
     ]
 
 
-def _find_site(session: Session, name: str) -> Site | None:
+def find_site(session: Session, name: str) -> Site | None:
     return session.scalar(select(Site).where(Site.name == name))
+
+
+_find_site = find_site
 
 
 def create_site(session: Session, *, spec: algo.Site, description: str = "") -> Site:

@@ -134,11 +134,6 @@ def test_impact_omega_and_series():
         (["fit", "--samples", "-"], "pm,cc,bs\nPCDC,cubic,1\n", "header"),
         (["fit", "--samples", "-"], "pm,cc,bs_mib,tp_mbps\nPCDC,cubic,1,nan\n", "tp_mbps"),
         (["fit", "--samples", "-"], "pm,cc,bs_mib,tp_mbps\nPCDC,cubic,1,2\n", "distinct"),
-        (
-            ["fit", "--samples", "-", "--model", "magic"],
-            '{"samples": [{"pm": "PCDC", "cc": "c", "bs_mib": 1, "tp_mbps": 1}]}',
-            "model",
-        ),
         (["impact", "--omega", "-"], '{"omega": {"cubic": {}}}', "omega.cubic"),
         (
             ["impact", "--series", "-"],
@@ -154,6 +149,14 @@ def test_bad_input_is_one_line_and_status_2(args, stdin, needle):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("mpcoa: error:"), out.stderr
     assert needle in lines[0]
+
+
+def test_an_unknown_model_is_a_usage_error_naming_the_choices():
+    out = run("fit", "--samples", "-", "--model", "magic", stdin='{"samples": []}')
+    assert out.returncode == 2 and out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert lines[0].startswith("Usage: ") and lines[-1].startswith("mpcoa: error: "), out.stderr
+    assert "'magic' is not one of 'paper', 'per-arm', 'saturating', 'auto'" in lines[-1]
 
 
 def _csv(rows) -> str:

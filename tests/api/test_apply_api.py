@@ -76,7 +76,7 @@ def test_plan_for_real_sites_and_the_errors(client, auth, db_session):
     r = client.post(f"/topologies/{tid}/rollback", headers=auth)
     assert r.status_code == 409 and "nothing to roll back" in r.json()["detail"]
     r = client.post(f"/topologies/{tid}/apply", json={"seconds": 1}, headers=auth)
-    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "seconds"]
+    assert r.status_code == 422 and r.json()["errors"][0]["loc"] == ["body", "seconds"]
     r = client.post(f"/topologies/{tid}/apply", json={"nope": 1}, headers=auth)
     assert r.status_code == 422
 
@@ -123,7 +123,7 @@ def test_apply_bounds_watch_and_hold_s(client, auth):
         r = client.post(f"/topologies/{tid}/apply", json=body, headers=auth)
         assert r.status_code == 422, (body, r.text)
         field = next(iter(body))
-        assert any(field in e["loc"] for e in r.json()["detail"]), r.json()
+        assert any(field in e["loc"] for e in r.json()["errors"]), r.json()
     # in bounds, it gets past validation to the flow: no answer yet for this topology
     r = client.post(f"/topologies/{tid}/apply", json={"hold_s": 0.5, "watch": False},
                     headers=auth)

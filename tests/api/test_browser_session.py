@@ -116,7 +116,7 @@ def test_descriptions_reject_control_and_bidi_characters(client, auth):
                 "del\x7f", "c1\x85"):
         r = client.post("/sites", json={**SRL, "description": bad}, headers=auth)
         assert r.status_code == 422, repr(bad)
-        assert r.json()["detail"][0]["loc"] == ["body", "description"]
+        assert r.json()["errors"][0]["loc"] == ["body", "description"]
     r = client.post("/sites", json={**SRL, "description": "Simula — Fornebu, Norge ✓"},
                     headers=auth)
     assert r.status_code == 201
@@ -126,7 +126,7 @@ def test_bandwidths_are_numbers_not_strings(client, auth):
     isp = {**HU["isps"][0], "down_kbps": "100000"}
     r = client.post("/sites", json={**HU, "isps": [isp, HU["isps"][1]]}, headers=auth)
     assert r.status_code == 422
-    assert r.json()["detail"][0]["loc"] == ["body", "isps", 0, "down_kbps"]
+    assert r.json()["errors"][0]["loc"] == ["body", "isps", 0, "down_kbps"]
     for value in (True, "1e5", None):
         isp = {**HU["isps"][0], "up_kbps": value}
         assert client.post("/sites", json={**HU, "isps": [isp]}, headers=auth).status_code == 422

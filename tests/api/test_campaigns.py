@@ -47,7 +47,7 @@ def test_campaign_create_progress_and_cancel(client, auth):
     assert r.json()["finished_at"] is not None
     assert client.get("/campaigns", params={"state": "cancelled"}).json()["total"] >= 1
     bad = client.post("/campaigns", json={**body, "ccs": ["Not A CC"]}, headers=auth)
-    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][:2] == ["body", "ccs"]
+    assert bad.status_code == 422 and bad.json()["errors"][0]["loc"][:2] == ["body", "ccs"]
     assert client.post("/campaigns/2147483647/cancel", headers=auth).status_code == 404
 
 

@@ -32,15 +32,15 @@ def test_site_conflicts_and_validation(client, auth):
     assert client.post("/sites", json=SRL, headers=auth).status_code == 409
     dup = {**HU, "isps": [HU["isps"][0], {**HU["isps"][1], "label": "C"}]}
     r = client.post("/sites", json=dup, headers=auth)
-    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "isps"]
+    assert r.status_code == 422 and r.json()["errors"][0]["loc"] == ["body", "isps"]
     bad = {**HU, "isps": [{**HU["isps"][0], "down_kbps": -5}]}
     r = client.post("/sites", json=bad, headers=auth)
     assert r.status_code == 422
-    assert r.json()["detail"][0]["loc"] == ["body", "isps", 0, "down_kbps"]
+    assert r.json()["errors"][0]["loc"] == ["body", "isps", 0, "down_kbps"]
     r = client.post("/sites", json={**HU, "name": "has space"}, headers=auth)
-    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "name"]
+    assert r.status_code == 422 and r.json()["errors"][0]["loc"] == ["body", "name"]
     r = client.post("/sites", json={**HU, "extra": 1}, headers=auth)
-    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "extra"]
+    assert r.status_code == 422 and r.json()["errors"][0]["loc"] == ["body", "extra"]
     assert client.get("/sites/0").status_code == 422
     assert client.get(f"/sites/{2**40}").status_code == 422
 
@@ -75,7 +75,7 @@ def test_topology_lifecycle(client, auth):
     rtts = {sf["name"]: sf["rtt_ms"] for sf in r.json()["subflows"]}
     assert rtts["K-C"] is None and rtts["U-C"] == 20
     r = client.patch(f"/topologies/{topo['id']}", json={"rtts_ms": {"Z-Z": 20}}, headers=auth)
-    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "rtts_ms", "Z-Z"]
+    assert r.status_code == 422 and r.json()["errors"][0]["loc"] == ["body", "rtts_ms", "Z-Z"]
     # A used site cannot lose an ISP, but its bandwidths may change and the subflows follow.
     r = client.put(f"/sites/{a['id']}", json={**SRL, "isps": SRL["isps"][:2]}, headers=auth)
     assert r.status_code == 409

@@ -75,8 +75,8 @@ def test_a_422_names_the_field_without_echoing_the_input(client, auth):
     body = {**HU, "isps": [isp] * 5000}  # ~300 kB: under the cap, far over the 16 ISPs allowed
     r = client.post("/sites", json=body, headers=auth)
     assert r.status_code == 422
-    assert len(r.content) < 2000 and "input" not in r.json()["detail"][0]
-    assert r.json()["detail"][0]["loc"] == ["body", "isps"]
+    assert len(r.content) < 2000 and "input" not in r.json()["errors"][0]
+    assert r.json()["errors"][0]["loc"] == ["body", "isps"]
 
 
 def test_request_lists_and_maps_are_bounded(app):
@@ -136,4 +136,7 @@ def test_server_faults_are_not_422(client, app):
         raise ValueError("a bug, not the client's input")
 
     r = client.get("/_boom")
-    assert r.status_code == 500 and r.json() == {"detail": "internal server error"}
+    assert r.status_code == 500 and r.json() == {
+        "type": "about:blank", "title": "Internal Server Error", "status": 500,
+        "detail": "internal server error"}
+    assert r.headers["content-type"] == "application/problem+json"

@@ -65,7 +65,8 @@ def test_parallel_site_and_topology_creation_is_201_or_409(race, race_url):
     replies = _parallel(client, posts)
     codes = Counter(r.status_code for r in replies)
     assert codes == {201: 1, 409: PARALLEL - 1}, codes
-    assert all(r.headers["content-type"] == "application/json" for r in replies)
+    assert all(r.headers["content-type"] == ("application/json" if r.status_code == 201
+                                             else "application/problem+json") for r in replies)
     assert _count(race_url, Site) == 2 and _count(race_url, Topology) == 1
 
 

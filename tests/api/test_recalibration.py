@@ -111,8 +111,8 @@ def test_a_cron_that_never_fires_is_422_and_not_stored(client, auth):
     for never in ("0 0 31 2 *", "0 0 30 2 *", "0 0 31 4 *"):
         r = client.put(url, json={"cron": never}, headers=auth)
         assert r.status_code == 422, (never, r.text)
-        assert r.json()["detail"][0]["loc"] == ["body", "cron"]
-        assert "never fires" in r.json()["detail"][0]["msg"]
+        assert r.json()["errors"][0]["loc"] == ["body", "cron"]
+        assert "never fires" in r.json()["errors"][0]["msg"]
     assert client.get(url).status_code == 404
 
 
@@ -146,7 +146,7 @@ def test_a_plan_too_large_is_422_for_campaigns_and_schedules(client, auth):
     topo = _topology(client, auth, SRL, HU)
     r = client.post("/campaigns", json={"topology_id": topo["id"], **HUGE_PLAN}, headers=auth)
     assert r.status_code == 422, r.text
-    assert "probes" in r.json()["detail"][0]["msg"] and "at most" in r.json()["detail"][0]["msg"]
+    assert "probes" in r.json()["errors"][0]["msg"] and "at most" in r.json()["errors"][0]["msg"]
     long_probes = {"runs": 9, "duration_s": 3600}  # the paper's plan at an hour per probe
     r = client.put(f"/topologies/{topo['id']}/schedule",
                    json={"cron": "0 3 * * *", "parameters": long_probes}, headers=auth)

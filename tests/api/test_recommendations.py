@@ -139,14 +139,14 @@ def test_bad_input_is_422_with_the_field_path(client, auth):
     for body, loc in cases:
         r = client.post("/recommendations", json=body, headers=auth)
         assert r.status_code == 422, (body, r.text)
-        assert any(e["loc"][: len(loc)] == loc for e in r.json()["detail"]), r.text
+        assert any(e["loc"][: len(loc)] == loc for e in r.json()["errors"]), r.text
     both = client.post("/recommendations", json={}, headers=auth)
     assert both.status_code == 422
     unknown_sf = client.post(
         "/recommendations",
         json={"topology": {"local": SRL, "remote": HU, "rtts_ms": {"X-Y": 10}}}, headers=auth)
     assert unknown_sf.status_code == 422
-    assert unknown_sf.json()["detail"][0]["loc"] == ["body", "topology", "rtts_ms", "X-Y"]
+    assert unknown_sf.json()["errors"][0]["loc"] == ["body", "topology", "rtts_ms", "X-Y"]
 
 
 def test_unknown_topology_is_404_and_conflicting_inline_site_is_409(client, auth):

@@ -41,7 +41,7 @@ def assert_nothing_left(name: str, pid: int | None = None) -> None:
     assert left == [], f"namespaces left behind: {left}"
     if pid is not None:
         assert not pid_alive(pid), f"delay line {pid} left running"
-    assert not (tbmod.STATE_ROOT / name).exists()
+    assert not (tbmod.state_root() / name).exists()
 
 
 @pytest.fixture(scope="module")

@@ -47,7 +47,7 @@ def test_calibrate_command_runs_a_campaign_in_process(sites, testbed, tmp_path):
 
     bad = subprocess.run([str(BIN / "mpcoa"), "calibrate", "999"], env=env, capture_output=True,
                          text=True, timeout=60, check=False)
-    assert bad.returncode == 2 and "topology 999 not found" in bad.stderr
+    assert bad.returncode == 3 and "topology 999 not found" in bad.stderr  # not found: 3
 
 
 def test_an_adaptive_campaign_settles_on_the_real_testbed(sites, testbed, tmp_path):

@@ -1,0 +1,46 @@
+"""Settings in one place: every MPCOA_ variable the code names is read by service/settings.py
+(no os.environ read of one elsewhere) and listed in .env.example."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from service.settings import ProbeSettings, Settings
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("cli", "api", "workers", "service", "models", "probes", "migrations")
+NAME = re.compile(r"\bMPCOA_[A-Z0-9_]*[A-Z0-9]\b")
+# a read of an MPCOA_ variable from the process environment (a write, `environ[X] = v`, is not)
+DIRECT_READ = re.compile(
+    r"""(?:environ\.get|getenv)\(\s*["']MPCOA_|environ\[\s*["']MPCOA_[A-Z0-9_]+["']\s*\](?!\s*=[^=])""")
+
+
+def _sources() -> list[Path]:
+    files = [p for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py")]
+    scripts = [p for p in (REPO / "scripts").iterdir() if p.is_file()]
+    return [*files, REPO / "docker-compose.yml", REPO / "Dockerfile", *scripts]
+
+
+def _listed() -> set[str]:
+    """The names .env.example sets or shows commented out (`# MPCOA_X=...`)."""
+    text = (REPO / ".env.example").read_text()
+    return set(re.findall(r"^#?\s*(MPCOA_[A-Z0-9_]+)=", text, flags=re.M))
+
+
+def test_every_mpcoa_variable_is_listed_in_env_example():
+    named = {name for path in _sources() for name in NAME.findall(path.read_text())}
+    fields = {f"MPCOA_{n.upper()}" for cls in (Settings, ProbeSettings) for n in cls.model_fields}
+    assert len(named) > 20 and fields
+    missing = sorted((named | fields) - _listed())
+    assert missing == [], f"add to .env.example: {missing}"
+
+
+def test_only_service_settings_reads_mpcoa_variables():
+    readers = {str(path.relative_to(REPO)) for path in _sources()
+               if path.suffix == ".py" and DIRECT_READ.search(path.read_text())}
+    assert readers == set(), readers
+    # the check finds what it looks for
+    assert DIRECT_READ.search('raw = os.environ.get("MPCOA_X", "1")')
+    assert DIRECT_READ.search('os.environ["MPCOA_X"]')
+    assert not DIRECT_READ.search('os.environ["MPCOA_X"] = "1"')
