@@ -80,7 +80,7 @@ def main() -> None:
                 probe_seconds_budget=plan * args.duration,
             )
             # This benchmark is the executor: it runs the campaign in the foreground.
-            dispatch.register_executor("inprocess", lambda _cid: None)
+            dispatch.register_executor("inprocess", lambda *_: None)
             cid = dispatch.start_campaign(
                 s, topology_id=row.id, params=params, reason="benchmark", settings=settings
             ).id

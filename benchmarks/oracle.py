@@ -171,7 +171,7 @@ def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode=
     settings = get_settings()
     upgrade(settings.effective_database_url)
     topo, rtts = topology_of(spec, sender, receiver)
-    dispatch.register_executor("inprocess", lambda _cid: None)  # this script runs it
+    dispatch.register_executor("inprocess", lambda *_: None)  # this script runs it
     with session_scope() as s:
         row = inventory.ensure_topology(s, spec=topo, rtts_ms=rtts)
         params = CampaignParameters(ccs=ccs, buffer_grid_mib=grid, runs=runs,
