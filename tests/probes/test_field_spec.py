@@ -125,3 +125,20 @@ def test_schedule_steps_and_web_sizes():
     expected = crossgen.web_clipped_mean(crossgen.WEB_MEAN_BYTES)
     assert sum(sizes) / len(sizes) == pytest.approx(expected, rel=0.1)
     assert max(sizes) > 20 * crossgen.WEB_MEAN_BYTES > sorted(sizes)[len(sizes) // 2]
+
+
+@pytest.mark.parametrize(("scenario", "kind"), [
+    ("field-shared", "cross"), ("field-lte", "schedule"), ("field-lossy", "loss_burst")])
+def test_shipped_field_scenarios(scenario, kind):
+    spec = load_spec(scenario_path(scenario))
+    assert spec.has_field_conditions()
+    isps = [isp for s in spec.sites for isp in s.isps]
+    if kind == "cross":  # every sender uplink shared with competing bulk flows
+        assert all(c.kind == "bulk" and c.direction == "up"
+                   for isp in spec.sites[0].isps for c in isp.cross)
+    elif kind == "schedule":
+        steps = next(isp.schedule for isp in isps if isp.schedule).steps
+        assert max(up for _t, up, _d in steps) >= 5 * min(up for _t, up, _d in steps)
+    else:
+        lossy = [p for p in spec.resolved_paths() if p.loss_pct]
+        assert len({p.a_label for p in lossy}) == 1 and all(p.loss_burst > 1 for p in lossy)
