@@ -93,6 +93,7 @@ def test_bulk_cross_traffic_takes_a_share_of_the_link():
         r = probe(bed, 10)
         cross_mbps = (sink_bytes(name) - before) * 8 / 1e6 / (time.monotonic() - t0)
     capacity = RATE_KBPS / 1000
+    print(f"probe {r.goodput_mbps:.2f} Mbit/s, competing flow {cross_mbps:.2f} Mbit/s")
     # the probe starts (its quiet check ignores the shared queue) and is a valid probe ...
     assert r.failure_reason() is None, r.failure_reason()
     assert r.quiet_check.quiet, r.quiet_check
@@ -113,6 +114,7 @@ def test_schedule_changes_the_measured_capacity_between_steps():
         seen = {s["step"] for s in [tbmod.testbed_status(name)["schedules"][0]]}
     assert r.failure_reason() is None, r.failure_reason()
     rates = sorted(v for _t, v in r.goodput_series[1:])
+    print("1 s goodputs", [round(v, 2) for v in rates])
     # 18 s over a 16 s period: at least 7 s in each step
     assert sum(v >= 5.5 for v in rates) >= 4, rates
     assert sum(v <= 2.6 for v in rates) >= 4, rates
@@ -149,6 +151,7 @@ def test_loss_burst_gives_bursts_at_the_stated_rate():
     bursty, plain = counters[f"{u}>{d}"], counters[f"{t}>{d}"]
     assert bursty["packets"] >= 39_000 and plain["packets"] >= 39_000
     rate, mean_burst = bursty["dropped"] / bursty["packets"], bursty["dropped"] / bursty["bursts"]
+    print("bursty", bursty, "plain", plain)
     # 40,000 packets at 2 % in bursts of 8 is about 100 bursts: margins for that
     assert 0.011 <= rate <= 0.032, bursty
     assert 5.5 <= mean_burst <= 11.5, bursty
