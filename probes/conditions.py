@@ -21,14 +21,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from probes.base import ProbeError
 from probes.netns import ip, ip_batch, kill_pid, pid_alive, pid_cmdline, run, sysctl_set
 from probes.queues import link_queue
 
-if TYPE_CHECKING:
-    from probes.testbed import SiteLink, Testbed
+# `bed` is a probes.testbed.Testbed and `link` one of its SiteLinks: not imported, since the
+# testbed imports this module (imports flow one way)
+Testbed = SiteLink = Any
 
 FAR_ADDR = "10.250.0.1"
 FAR_GW = "10.250.0.254"
