@@ -19,7 +19,8 @@ app = typer.Typer(help="Emulated multi-homed MPTCP testbed (namespaces, shaping,
 @app.command("up")
 def up_cmd(
     file: str = typer.Argument(..., help="topology file (YAML/JSON), or a shipped scenario name "
-                               "(srl-hu, unis-hin, uit-haw)"),
+                               "(srl-hu, unis-hin, uit-haw, field-shared, field-lte, "
+                               "field-lossy)"),
 ) -> None:
     """Bring a testbed up from a topology file (idempotent)."""
     try:

@@ -300,7 +300,8 @@ def load_spec(path: str | Path) -> TestbedSpec:
 
 
 def scenario_path(name: str) -> Path:
-    """Path of a shipped scenario file (srl-hu, unis-hin, uit-haw)."""
+    """Path of a shipped scenario file (srl-hu, unis-hin, uit-haw; with field conditions
+    field-shared, field-lte, field-lossy)."""
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", name):  # a name, never a path
         raise SpecError(f"scenario {name!r}: no such scenario")
     p = Path(__file__).parent / "scenarios" / f"{name}.yaml"
