@@ -72,7 +72,9 @@ class CrossWeb(_Cross):
 
 
 Cross = Annotated[CrossBulk | CrossOnOff | CrossWeb, Field(discriminator="kind")]
-StepKbps = Annotated[float, Field(gt=0, le=MAX_KBPS, allow_inf_nan=False)]
+# strict, as the ISPs' rates: a number, never a string that lax parsing would turn into one
+StepKbps = Annotated[float, Field(gt=0, le=MAX_KBPS, allow_inf_nan=False, strict=True)]
+StepTime = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)]
 
 
 class ScheduleSpec(BaseModel):
@@ -82,8 +84,7 @@ class ScheduleSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     period_s: float = Field(ge=1, le=MAX_PERIOD_S, allow_inf_nan=False)
-    steps: list[tuple[Annotated[float, Field(ge=0, allow_inf_nan=False)], StepKbps, StepKbps]] = \
-        Field(min_length=1, max_length=MAX_STEPS)
+    steps: list[tuple[StepTime, StepKbps, StepKbps]] = Field(min_length=1, max_length=MAX_STEPS)
 
     @field_validator("steps")
     @classmethod

@@ -74,6 +74,7 @@ def test_too_many_cross_entries():
     ({"period_s": 10, "steps": [[0, 100, 100], [10, 50, 50]]}, "inside the period"),
     ({"period_s": 10, "steps": [[0, 0, 100]]}, "steps.0.1"),
     ({"period_s": 10, "steps": [[0, 100]]}, "steps.0"),
+    ({"period_s": 10, "steps": [[0, "100", 100]]}, "steps.0.1"),
     ({"period_s": 10, "steps": []}, "steps"),
     ({"period_s": 0.5, "steps": [[0, 100, 100]]}, "period_s"),
     ({"steps": [[0, 100, 100]]}, "period_s"),
