@@ -398,7 +398,7 @@ class Testbed:
                                  "rate_scale": self.spec.rate_scale}
         return result
 
-    def delayline_stats(self) -> dict[str, int]:
+    def delayline_stats(self) -> dict[str, Any]:
         try:
             return json.loads((self.state_dir / "delayline.stats.json").read_text())
         except (OSError, ValueError):
