@@ -20,7 +20,8 @@ app = typer.Typer(help="Emulated multi-homed MPTCP testbed (namespaces, shaping,
 @app.command("up")
 def up_cmd(
     file: str = typer.Argument(..., help="topology file (YAML/JSON), or a shipped scenario name "
-                               "(srl-hu, unis-hin, uit-haw)"),
+                               "(srl-hu, unis-hin, uit-haw, field-shared, field-lte, "
+                               "field-lossy)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Bring a testbed up from a topology file (idempotent)."""
@@ -52,8 +53,33 @@ def up_cmd(
                        f"down {isp.down_kbps * spec.rate_scale:g} kbit/s "
                        f"up {isp.up_kbps * spec.rate_scale:g} kbit/s")
     for p in spec.resolved_paths():
-        typer.echo(f"  path {p.name}: {p.delay_ms:g} ms one way, loss {p.loss_pct:g} %, "
+        burst = f" in bursts of {p.loss_burst:g} packets" if p.loss_burst and p.loss_pct else ""
+        typer.echo(f"  path {p.name}: {p.delay_ms:g} ms one way, loss {p.loss_pct:g} %{burst}, "
                    f"jitter {p.jitter_ms:g} ms")
+    for line in _field_lines(st):
+        typer.echo(line)
+
+
+def _field_lines(st: dict) -> list[str]:
+    """Competing traffic, schedules and bursty-loss counters of a testbed's status."""
+    out = []
+    for c in st.get("cross", []):
+        what = {"bulk": lambda c: f"{c['flows']} x {c['cc']}",
+                "onoff": lambda c: f"{c['mbps']:g} Mbit/s {c['on_s']:g} s on, {c['off_s']:g} s off",
+                "web": lambda c: f"{c['mbps']:g} Mbit/s of short flows"}[c["kind"]](c)
+        rate = "" if c.get("received_mbps") is None else f", {c['received_mbps']:g} Mbit/s last s"
+        out.append(f"  cross {c['site']}.{c['isp']} {c['direction']}: {c['kind']} {what} "
+                   f"({'running' if c['alive'] else 'DEAD'}{rate})")
+    for s in st.get("schedules", []):
+        out.append(f"  schedule {s['site']}.{s['isp']} every {s['period_s']:g} s: step {s['step']} "
+                   f"up {s['up_kbps']:g} down {s['down_kbps']:g} kbit/s "
+                   f"({'running' if s['alive'] else 'DEAD'})")
+    for e in st.get("schedule_errors", []):
+        out.append(f"  schedule error: {e}")
+    for path, n in st.get("loss_counters", {}).items():
+        mean = f", mean burst {n['dropped'] / n['bursts']:.2f}" if n["bursts"] else ""
+        out.append(f"  losses {path}: {n['dropped']} of {n['packets']} packets{mean}")
+    return out
 
 
 @app.command("down")
@@ -89,6 +115,8 @@ def status_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON"))
         for q in r.get("queues", []):
             typer.echo(f"  queue {q['site']}.{q['isp']} {q['direction']} {q['rate_kbps']:g} kbit/s:"
                        f" {q['packets']:g} packets = {q['ms']:g} ms ({q['source']})")
+        for line in _field_lines(r):
+            typer.echo(line)
 
 
 # ---- congestion controls the kernel lacks, as BPF struct_ops (probes/bpf_cc) -----------------

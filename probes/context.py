@@ -33,6 +33,9 @@ class HostPair:
     #: subflow name -> the least one-way delay its path can have, sender to receiver (ms), where
     #: it is known (the emulated testbed's configured delay less its jitter); empty: unknown
     path_floor_ms: dict[str, float] = field(default_factory=dict)
+    #: namespace -> devices whose queue other traffic keeps busy (the testbed's competing
+    #: traffic): the quiet check before a probe does not wait for their backlog to drain
+    shared_qdiscs: dict[str, list[str]] = field(default_factory=dict)
     workdir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()))
 
     def subflow_name(self, local: str, remote: str) -> str | None:

@@ -3,7 +3,8 @@
 Runs inside the core namespace (``ip netns exec <core> python -m probes.delayline CONFIG``),
 attaches to the persistent TUN device the testbed created there, and for every IPv4 packet the
 kernel routes into it (``ip rule iif <site link> lookup <table>`` -> ``default dev <tun>``)
-looks up the path by (source, destination) address, drops it with the path's loss probability,
+looks up the path by (source, destination) address, drops it with the path's loss probability
+(independently, or in bursts from a Gilbert-Elliott chain when the path has ``loss_burst``),
 holds it for the path's one-way delay from the moment it reads it (plus jitter, never reordering
 within a path; never less than the delay without jitter) and writes it back, so the kernel
 forwards it to the destination site's link.
@@ -40,14 +41,42 @@ def open_tun(name: str) -> int:
 
 
 class Path:
-    __slots__ = ("delay", "jitter", "last", "loss", "queue")
+    __slots__ = ("bad", "bursts", "delay", "dropped", "enter_bad", "jitter", "last", "leave_bad",
+                 "loss", "packets", "queue", "was_dropped")
 
-    def __init__(self, delay_ms: float, loss_pct: float, jitter_ms: float) -> None:
+    def __init__(self, delay_ms: float, loss_pct: float, jitter_ms: float,
+                 loss_burst: float | None = None) -> None:
         self.delay = delay_ms / 1000.0
         self.loss = loss_pct / 100.0
         self.jitter = jitter_ms / 1000.0
         self.queue: deque[tuple[float, bytes]] = deque()
         self.last = 0.0
+        # Gilbert-Elliott: every packet is dropped in the bad state; the chain leaves it with
+        # probability 1/burst per packet (bursts of mean length `burst`) and enters it so that
+        # the long-run share of bad packets is the loss rate.
+        self.bad = False
+        self.enter_bad = self.leave_bad = 0.0
+        if loss_burst is not None and self.loss > 0:
+            self.leave_bad = 1.0 / loss_burst
+            self.enter_bad = self.leave_bad * self.loss / (1.0 - self.loss)
+        # counters: packets seen, dropped, and runs of consecutive drops (bursts)
+        self.packets = self.dropped = self.bursts = 0
+        self.was_dropped = False
+
+    def drops(self, rnd: float) -> bool:
+        """Whether this packet is lost (`rnd` uniform in [0, 1)), counting it."""
+        self.packets += 1
+        if self.leave_bad:
+            lost = self.bad
+            self.bad = rnd >= self.leave_bad if self.bad else rnd < self.enter_bad
+        else:
+            lost = rnd < self.loss
+        if lost:
+            self.dropped += 1
+            if not self.was_dropped:
+                self.bursts += 1
+        self.was_dropped = lost
+        return lost
 
 
 def run(config: dict) -> int:
@@ -55,7 +84,9 @@ def run(config: dict) -> int:
     paths: dict[tuple[bytes, bytes], Path] = {}
     for p in config["paths"]:
         key = (socket.inet_aton(p["src"]), socket.inet_aton(p["dst"]))
-        paths[key] = Path(p["delay_ms"], p.get("loss_pct", 0.0), p.get("jitter_ms", 0.0))
+        paths[key] = Path(p["delay_ms"], p.get("loss_pct", 0.0), p.get("jitter_ms", 0.0),
+                          p.get("loss_burst"))
+    names = {f"{socket.inet_ntoa(k[0])}>{socket.inet_ntoa(k[1])}": v for k, v in paths.items()}
     passthrough = Path(0.0, 0.0, 0.0)
     rng = random.Random(config.get("seed"))  # noqa: S311 - emulation, not crypto
     watch = config.get("netns_file")
@@ -116,7 +147,7 @@ def run(config: dict) -> int:
                 if path is None:
                     unknown += 1
                     path = passthrough
-                if path.loss and rng.random() < path.loss:
+                if path.loss and path.drops(rng.random()):
                     dropped += 1
                     continue
                 t = now + path.delay
@@ -135,7 +166,10 @@ def run(config: dict) -> int:
             if stats_file:
                 tmp = stats_file + ".tmp"
                 with open(tmp, "w", encoding="ascii") as f:
-                    json.dump({"forwarded": forwarded, "dropped": dropped, "unknown": unknown}, f)
+                    json.dump({"forwarded": forwarded, "dropped": dropped, "unknown": unknown,
+                               "paths": {n: {"packets": v.packets, "dropped": v.dropped,
+                                             "bursts": v.bursts}
+                                         for n, v in names.items() if v.loss}}, f)
                 os.replace(tmp, stats_file)
     os.close(fd)
     return 0

@@ -64,26 +64,32 @@ def still_sending(where: str, tcp_text: str, mptcp_text: str) -> list[tuple[str,
     return out
 
 
-def qdisc_backlogs(ns: str | None) -> list[tuple[str, int]]:
-    """(description, backlog bytes) of every qdisc with a backlog in ``ns``."""
+def qdisc_backlogs(ns: str | None, ignore: Iterable[str] = ()) -> list[tuple[str, int]]:
+    """(description, backlog bytes) of every qdisc with a backlog in ``ns``, leaving out the
+    devices in ``ignore``."""
+    skip = set(ignore)
     cp = run_ns(ns, ["tc", "-s", "-j", "qdisc", "show"], check=False)
     try:
         rows = json.loads(cp.stdout or "[]")
     except ValueError:
         return []
     return [(f"{ns or 'host'} qdisc {r.get('kind')} {r.get('dev')} {r['backlog']} B",
-             int(r["backlog"])) for r in rows if int(r.get("backlog") or 0) > 0]
+             int(r["backlog"])) for r in rows
+            if int(r.get("backlog") or 0) > 0 and r.get("dev") not in skip]
 
 
 def wait_quiet(socket_ns: list[str], qdisc_ns: list[str], timeout_s: float | None = None,
-               interval_s: float = 0.2) -> QuietCheck:
+               interval_s: float = 0.2, ignore: dict[str, list[str]] | None = None
+               ) -> QuietCheck:
     """Poll until nothing is queued in ``socket_ns`` and no qdisc of ``qdisc_ns`` has a
-    backlog, at most ``timeout_s``; the result says what was still busy."""
+    backlog, at most ``timeout_s``; the result says what was still busy. ``ignore``:
+    namespace -> devices whose backlog is other traffic's (not waited for)."""
+    ignore = ignore or {}
     timeout_s = quiet_timeout_s() if timeout_s is None else timeout_s
     t0 = time.monotonic()
     while True:
         socks = [b for ns in socket_ns for b in busy_sockets(ns)]
-        qds = [b for ns in qdisc_ns for b in qdisc_backlogs(ns)]
+        qds = [b for ns in qdisc_ns for b in qdisc_backlogs(ns, ignore.get(ns, ()))]
         waited = time.monotonic() - t0
         if (not socks and not qds) or waited >= timeout_s:
             return QuietCheck(

@@ -66,7 +66,7 @@ def check_quiet(pair: HostPair) -> QuietCheck | None:
     sites = [ns for ns in (pair.sender_ns, pair.receiver_ns) if ns is not None]
     if not sites:
         return None
-    return wait_quiet(sites, sites + list(pair.transit_ns))
+    return wait_quiet(sites, sites + list(pair.transit_ns), ignore=pair.shared_qdiscs)
 
 
 def wait_listening(ns: str | None, port: int, proc: subprocess.Popen[str], tool: str,

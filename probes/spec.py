@@ -29,8 +29,23 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from probes.field_spec import (
+    MAX_CROSS_PER_ISP,
+    Cross,
+    LossBurst,
+    ScheduleSpec,
+    check_loss_burst,
+    cross_list,
+)
 from probes.vocabulary import ISP, MAX_ISPS_PER_SITE, Site
 
 MAX_DELAY_MS = 10_000.0
@@ -58,6 +73,13 @@ class IspSpec(ISP):
     #: this ISP link's bottleneck queue (both directions), overriding the testbed's
     queue_ms: QueueMs | None = None
     queue_packets: QueuePackets | None = None
+    #: competing traffic through this ISP's link from a host outside the two sites
+    #: (probes/field_spec.py)
+    cross: list[Cross] | None = Field(default=None, max_length=MAX_CROSS_PER_ISP)
+    #: this link's capacity over time, repeating (probes/field_spec.py)
+    schedule: ScheduleSpec | None = None
+
+    _cross_list = field_validator("cross", mode="before")(cross_list)
 
     @model_validator(mode="after")
     def _queue(self) -> IspSpec:
@@ -83,6 +105,9 @@ class PathSpec(BaseModel):
     delay_ms: DelayMs | None = None
     loss_pct: LossPct | None = None
     jitter_ms: DelayMs | None = None
+    #: losses in bursts of this mean length in packets (Gilbert-Elliott), the rate staying
+    #: loss_pct; None = independent losses
+    loss_burst: LossBurst | None = None
 
 
 class PathDefaults(BaseModel):
@@ -91,6 +116,7 @@ class PathDefaults(BaseModel):
     delay_ms: DelayMs = 0.0
     loss_pct: LossPct = 0.0
     jitter_ms: DelayMs = 0.0
+    loss_burst: LossBurst | None = None
 
 
 class ResolvedPath(BaseModel):
@@ -104,6 +130,7 @@ class ResolvedPath(BaseModel):
     delay_ms: float
     loss_pct: float
     jitter_ms: float
+    loss_burst: float | None = None
 
 
 class TestbedSpec(BaseModel):
@@ -140,6 +167,11 @@ class TestbedSpec(BaseModel):
         for p in self.resolved_paths():
             if p.jitter_ms > p.delay_ms:
                 raise ValueError(f"paths.{p.name}.jitter_ms: larger than delay_ms")
+            check_loss_burst(f"paths.{p.name}.", p.loss_pct, p.loss_burst)
+            if p.loss_burst is not None and p.loss_pct == 0 and \
+                    self.paths.get(p.name, PathSpec()).loss_burst is not None:
+                raise ValueError(f"paths.{p.name}.loss_burst: the path has no loss "
+                                 "(loss_pct 0): give loss_pct too")
         return self
 
     # ---- derived values -------------------------------------------------------------------
@@ -168,6 +200,7 @@ class TestbedSpec(BaseModel):
                         delay_ms=d.delay_ms if p.delay_ms is None else p.delay_ms,
                         loss_pct=d.loss_pct if p.loss_pct is None else p.loss_pct,
                         jitter_ms=d.jitter_ms if p.jitter_ms is None else p.jitter_ms,
+                        loss_burst=d.loss_burst if p.loss_burst is None else p.loss_burst,
                     )
                 )
         return out
@@ -206,10 +239,29 @@ class TestbedSpec(BaseModel):
             best = min(best, cut)
         return best
 
+    def has_field_conditions(self) -> bool:
+        return any(isp.cross or isp.schedule for s in self.sites for isp in s.isps) or any(
+            p.loss_burst is not None for p in self.resolved_paths())
+
     def digest(self) -> str:
+        # Field conditions left unset are left out, so a quiet scenario keeps the digest it had
+        # before they existed (results stored with it still match).
         return hashlib.sha256(
-            json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+            json.dumps(_without_unset_fields(self.model_dump(mode="json")),
+                       sort_keys=True).encode()
         ).hexdigest()[:16]
+
+
+_FIELD_KEYS = ("cross", "schedule", "loss_burst")
+
+
+def _without_unset_fields(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _without_unset_fields(v) for k, v in data.items()
+                if not (k in _FIELD_KEYS and v is None)}
+    if isinstance(data, list):
+        return [_without_unset_fields(v) for v in data]
+    return data
 
 
 def _format_error(exc: ValidationError) -> str:
@@ -253,7 +305,8 @@ def shipped_scenarios() -> tuple[str, ...]:
 
 
 def scenario_path(name: str) -> Path:
-    """Path of a shipped scenario file (srl-hu, unis-hin, uit-haw)."""
+    """Path of a shipped scenario file (srl-hu, unis-hin, uit-haw; with field conditions
+    field-shared, field-lte, field-lossy)."""
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", name):  # a name, never a path
         raise SpecError(f"scenario {name!r}: no such scenario")
     p = Path(__file__).parent / "scenarios" / f"{name}.yaml"

@@ -11,6 +11,9 @@ Layout for a testbed ``NAME`` (see docs/testbed.md)::
   downlink shaping: tbf on the egress of the core's ``sN-L`` (rate = ISP down x rate_scale);
 - delay, loss, jitter: ``probes.delayline`` on the TUN device in the core, per (src, dst) pair;
 - per-source routing in the sites (``ip rule from ADDR lookup 100+i``), rp_filter off everywhere;
+- field conditions (``probes.conditions``): competing traffic from hosts outside the sites
+  through an ISP's link (``cross``), the link's rates changed over time (``schedule``), bursty
+  losses in the delay line (``loss_burst``);
 - MPTCP endpoints: the sender's addresses ``subflow fullmesh``, the receiver's other addresses
   ``signal``, limits 8/8, so the in-kernel path manager builds all Ns x Mr subflows.
 
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probes import cc_users, environment
+from probes import cc_users, conditions, environment
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError
 from probes.netns import (
     ip,
@@ -162,8 +165,10 @@ class Testbed:
         if not st or st.get("digest") != self.spec.digest():
             return False
         needed = [self.core_ns] + [self.ns(s.name) for s in self.spec.sites]
+        needed += conditions.expected_namespaces(self)
         pid = st.get("delayline_pid")
-        return all(netns_exists(n) for n in needed) and bool(pid) and self._delayline_ok(pid)
+        return (all(netns_exists(n) for n in needed) and bool(pid) and self._delayline_ok(pid)
+                and conditions.all_alive(st.get("field_procs", [])))
 
     def _delayline_ok(self, pid: int) -> bool:
         return pid_alive(pid) and "probes.delayline" in " ".join(pid_cmdline(pid))
@@ -255,6 +260,7 @@ class Testbed:
                "add_addr_accepted", str(MPTCP_LIMIT))
         for lk in self.links:
             sysctl_set(core, {f"net.ipv4.conf.{lk.core_dev}.rp_filter": 0})
+        conditions.build_network(self)
         # the delay line: a persistent TUN device and the process that owns it
         ip(core, "tuntap", "add", "dev", TUN_NAME, "mode", "tun")
         ip_batch(core, [
@@ -266,15 +272,26 @@ class Testbed:
         pid = self._start_delayline()
         self._write_state({"delayline_pid": pid, "direction": None, "created": time.time()})
         self.set_direction(sites[0], sites[1])
+        procs: list[dict[str, Any]] = []
+        try:
+            procs += conditions.start_cross(self, available_congestion_controls())
+            procs += conditions.start_schedule(self)
+        finally:  # recorded even when one fails, so that down ends the others
+            st = self._read_state() or {}
+            self._write_state({**{k: v for k, v in st.items()
+                                  if k not in ("name", "digest", "spec")},
+                               "field_procs": procs})
 
     def _delayline_config(self) -> dict[str, Any]:
         a, b = self.spec.sites
         paths = []
         for p in self.spec.resolved_paths():
             src, dst = self.address(a.name, p.a_label), self.address(b.name, p.b_label)
-            v = {"delay_ms": p.delay_ms, "loss_pct": p.loss_pct, "jitter_ms": p.jitter_ms}
+            v = {"delay_ms": p.delay_ms, "loss_pct": p.loss_pct, "jitter_ms": p.jitter_ms,
+                 "loss_burst": p.loss_burst}
             paths.append({"src": src, "dst": dst, **v})
             paths.append({"src": dst, "dst": src, **v})
+        paths += conditions.delayline_paths(self)
         return {
             "tun": TUN_NAME,
             "paths": paths,
@@ -350,6 +367,7 @@ class Testbed:
             testbed=self.name,
             transit_ns=[self.core_ns],
             path_floor_ms=self.path_floors_ms(s.name),
+            shared_qdiscs=conditions.shared_qdiscs(self),
         )
 
     def path_floors_ms(self, sender: str) -> dict[str, float]:
@@ -385,7 +403,7 @@ class Testbed:
                                  "rate_scale": self.spec.rate_scale}
         return result
 
-    def delayline_stats(self) -> dict[str, int]:
+    def delayline_stats(self) -> dict[str, Any]:
         try:
             return json.loads((self.state_dir / "delayline.stats.json").read_text())
         except (OSError, ValueError):
@@ -420,8 +438,11 @@ def down(name: str) -> list[str]:
     removed: list[str] = []
     state_dir = state_root() / name
     pid = None
+    procs: list[dict[str, Any]] = []
     with contextlib.suppress(OSError, ValueError):
-        pid = json.loads((state_dir / "state.json").read_text()).get("delayline_pid")
+        st = json.loads((state_dir / "state.json").read_text())
+        pid, procs = st.get("delayline_pid"), st.get("field_procs") or []
+    removed += conditions.stop(procs)
     if pid and pid_alive(pid) and "probes.delayline" in " ".join(pid_cmdline(pid)):
         kill_pid(pid)
         removed.append(f"process {pid} (delay line)")
@@ -445,7 +466,9 @@ def testbed_status(name: str) -> dict[str, Any]:
     spec = st.get("spec") or {}
     sites = spec.get("sites", [])
     nss = testbed_namespaces(name)
-    expected = 1 + len(sites)
+    procs = st.get("field_procs") or []
+    field_state = conditions.status(STATE_ROOT / name, spec, procs)
+    expected = 1 + len(sites) + (1 + len(_cross_isps(spec)) if _cross_isps(spec) else 0)
     return {
         "name": name,
         "namespaces": nss,
@@ -455,8 +478,14 @@ def testbed_status(name: str) -> dict[str, Any]:
         "direction": st.get("direction"),
         "rate_scale": spec.get("rate_scale"),
         "queues": _queues_of(spec),
-        "healthy": bool(st) and alive and len(nss) == expected,
+        **field_state,
+        "healthy": bool(st) and alive and len(nss) == expected and conditions.all_alive(procs),
     }
+
+
+def _cross_isps(spec_data: dict[str, Any]) -> list[str]:
+    return [f"{s['name']}.{i['label']}" for s in spec_data.get("sites", [])
+            for i in s["isps"] if i.get("cross")]
 
 
 def _queues_of(spec_data: dict[str, Any]) -> list[dict[str, Any]]:
