@@ -19,9 +19,10 @@ from api.middleware import BodyLimit, WriteGate
 from api.routers import apply, campaigns, inventory, recommendations, schedules
 from api.schemas import Health, Problem
 from service.db import get_engine, make_sessionmaker
-from service.flows import apply_outbox, failover_watch, runner
-from service.flows.apply import RUNNERS as APPLY_RUNNERS
-from service.flows.embedded_scheduler import EmbeddedScheduler
+from service.flows.applying import apply_outbox, failover_watch
+from service.flows.applying.apply import RUNNERS as APPLY_RUNNERS
+from service.flows.campaign import runner
+from service.flows.scheduling.embedded_scheduler import EmbeddedScheduler
 from service.settings import Settings, get_settings
 
 DESCRIPTION = """

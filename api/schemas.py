@@ -12,9 +12,9 @@ from probes.vocabulary import Description, PathManager, Site, SubflowName
 from service.algorithm import topology as algo
 from service.algorithm.objective import Objective, objective_of
 from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA
-from service.flows import budget
-from service.flows.answer import ArmLine, Eq1, Promise, StreamOutcome, SubsetChoice, TStar
-from service.flows.plan import CampaignParameters
+from service.flows.answers.answer import ArmLine, Eq1, Promise, StreamOutputs, SubsetChoice, TStar
+from service.flows.campaign import budget
+from service.flows.campaign.plan import CampaignParameters
 from service.store.campaigns import report
 
 T = TypeVar("T")
@@ -247,7 +247,7 @@ class RecommendationOut(BaseModel):
     promise: Promise | None = Field(
         default=None, description="read this first: where a fresh probe of the answer should "
         "land, and what is settled or within reach (adaptive campaigns)")
-    stream: StreamOutcome | None = Field(
+    stream: StreamOutputs | None = Field(
         default=None, description="a stream objective's answer: p99 frame delay at OBS with "
         "its interval, the arm's best, what carried the stream")
     subset_choice: SubsetChoice | None = Field(

@@ -120,10 +120,10 @@ def seed(url: str) -> tuple[int, str]:
     """A calibrated SRL-HU topology (buffer-phase runs from Table 4 + noise, fitted) and a token."""
     from service import db
     from service.algorithm.topology import TopologySpec
-    from service.flows import recording
-    from service.flows.derive import fit_from_runs
-    from service.flows.dispatch import start_campaign
-    from service.flows.plan import CampaignParameters
+    from service.flows.campaign import recording
+    from service.flows.campaign.derive import fit_from_runs
+    from service.flows.campaign.dispatch import start_campaign
+    from service.flows.campaign.plan import CampaignParameters
     from service.settings import Settings
     from service.store import campaigns, inventory, results, tokens
     from service.store.measurements import MeasurementRecord

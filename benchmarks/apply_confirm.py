@@ -41,8 +41,8 @@ def main() -> None:
     from probes import siteconfig as sc
     from probes.ports import choose_port_triple
     from probes.spec import load_spec
-    from service.algorithm import apply_plan
     from service.algorithm.topology import TopologySpec
+    from service.flows.applying import site_plan
 
     spec = load_spec(args.scenario)
     sender, receiver = (s.name for s in spec.sites)
@@ -59,7 +59,7 @@ def main() -> None:
                                     "in-kernel, SO_SNDBUF": []}
     seen: list[dict] = []
     try:
-        plan = apply_plan.plan_sites(
+        plan = site_plan.plan_sites(
             topo, opm="FullMesh" if subset == names else "PCDC", occ=args.cc,
             obs_mib=args.buffer_mib, subflows_used=subset, standby_subflows=[],
             local_addrs={lk.label: lk.address for lk in bed.site_links(sender)},
@@ -72,7 +72,7 @@ def main() -> None:
                       subset, names, args.buffer_mib, args.duration))
             for site in plan.sites:
                 ns = bed.ns(site.site)
-                siteapply.apply(apply_plan.desired_state(site, sc.read_state(ns)), ns=ns,
+                siteapply.apply(site_plan.desired_state(site, sc.read_state(ns)), ns=ns,
                                 root=root)
             try:
                 for label, sndbuf in (("in-kernel, autotuned", None),

@@ -29,7 +29,7 @@ from service.errors import ServiceError
 
 
 def real_bundle(folder: Path) -> bytes:
-    from service.flows.bundle_export import export_bundle
+    from service.flows.takeaways.bundle_export import export_bundle
     from tests.api.test_bundle import finished_campaign
 
     url = f"sqlite:///{folder / 'source.sqlite3'}"
@@ -83,7 +83,7 @@ def padded(data: bytes, fits) -> bytes:
 
 
 def measure(data: bytes, folder: Path, name: str) -> dict:
-    from service.flows.bundle_import import import_bundle
+    from service.flows.takeaways.bundle_import import import_bundle
 
     url = f"sqlite:///{folder / (name + '.sqlite3')}"
     upgrade(url)
@@ -117,7 +117,7 @@ def main() -> None:
                  (f"padded to {args.target_kb:g} kB",
                   padded(data, lambda size, _doc: size <= args.target_kb * 1024))]
         try:  # the largest padding a reader with a cap on unpacking per packed byte lets in
-            from service.flows.bundle_limits import DOCUMENT_RATIO
+            from service.flows.takeaways.bundle_limits import DOCUMENT_RATIO
             cases.append(("padded to the ratio cap",
                           padded(data, lambda size, doc: doc <= DOCUMENT_RATIO * size)))
         except ImportError:

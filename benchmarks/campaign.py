@@ -39,9 +39,9 @@ def main() -> None:
     from probes.spec import load_spec, scenario_path
     from service.algorithm.topology import TopologySpec
     from service.db import session_scope, upgrade
-    from service.flows import dispatch
-    from service.flows.plan import CampaignParameters, planned_probes
-    from service.flows.runner import run_campaign
+    from service.flows.campaign import dispatch
+    from service.flows.campaign.plan import CampaignParameters, planned_probes
+    from service.flows.campaign.runner import run_campaign
     from service.settings import get_settings
     from service.store import campaigns, inventory
 

@@ -50,7 +50,7 @@ def one_repeat(bed, plan, root: Path, hold_s: float) -> dict:
     from probes import mptcpapp, siteapply
     from probes import siteconfig as sc
     from probes.ports import choose_port_triple
-    from service.algorithm import apply_plan as ap
+    from service.flows.applying import site_plan as ap
 
     sender = plan.sites[0]
     for s in plan.sites:
@@ -136,8 +136,8 @@ def main() -> None:
 
     from probes import testbed
     from probes.spec import parse_spec
-    from service.algorithm import apply_plan as ap
     from service.algorithm.topology import TopologySpec
+    from service.flows.applying import site_plan as ap
 
     signal.signal(signal.SIGTERM, _interrupted)
     name = f"fo{secrets.token_hex(3)}"

@@ -3,10 +3,10 @@
     .venv/bin/python benchmarks/fleet.py [--sites 6 12] [--probes 20] [--seed 1]
 
 A discrete-event simulation with simulated probe durations (seeded, uniform 5-60 s). Each waiting
-campaign decides as the workers' `leasing.claim` does, with `service.flows.fleet.gives_way`;
-exclusion is the production `acquire_sites` / `release_sites` on a SQLite database with a
-simulated clock (`now`), so two probes on one site would be refused by the same code the workers
-run. Prints makespan, the lower bound (the busiest
+campaign decides as the workers' `leasing.claim` does, with
+`service.flows.campaign.fleet.gives_way`; exclusion is the production `acquire_sites` /
+`release_sites` on a SQLite database with a simulated clock (`now`), so two probes on one site would
+be refused by the same code the workers run. Prints makespan, the lower bound (the busiest
 site's total probe time) and their ratio per N; the target is a ratio <= 1.25.
 """
 
@@ -23,7 +23,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
 from models import SiteLock
-from service.flows.fleet import Pending, gives_way, lower_bound
+from service.flows.campaign.fleet import Pending, gives_way, lower_bound
 from service.store.sitelocks import acquire_sites, release_sites
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -30,13 +30,13 @@ def dense_grid(spec, sender: str, receiver: str, points: int, top: float) -> lis
 
 
 def timed(spec, sender, receiver, subflows, bs_mib, duration) -> tuple[float, float | None]:
-    """A probe's duration and warm-up by the product's timing rule (`flows.timing`) over the
-    subflows that carry its data: as long as a campaign's probe of that configuration, never
+    """A probe's duration and warm-up by the product's timing rule (`flows.campaign.timing`) over
+    the subflows that carry its data: as long as a campaign's probe of that configuration, never
     shorter than `duration`. (duration, None: the probes' default warm-up) where the rule does
     not lengthen it. Without it a 6 s probe over a 500 ms path is mostly slow start: the
     oracle would judge FullMesh by its first seconds while the campaign measures past them."""
     from service.algorithm.probe_duration import probe_timing
-    from service.flows.timing import lengthened
+    from service.flows.campaign.timing import lengthened
 
     links = []
     for name in subflows:
@@ -162,9 +162,9 @@ def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode=
     runs, duration or mode None: the product's defaults. `objective`: a stream's (`Objective`),
     else bulk."""
     from service.db import session_scope, upgrade
-    from service.flows import dispatch
-    from service.flows.plan import CampaignParameters
-    from service.flows.runner import run_campaign as run
+    from service.flows.campaign import dispatch
+    from service.flows.campaign.plan import CampaignParameters
+    from service.flows.campaign.runner import run_campaign as run
     from service.settings import get_settings
     from service.store import campaigns, inventory, recommendations
 

@@ -7,9 +7,10 @@ Per scenario (a testbed file, as for `benchmarks/accuracy.py`, whose helpers thi
 1. **Oracle**: every PM x CC the kernel offers x buffer of a dense grid, `--oracle-runs` paced
    probes of `--oracle-duration` s each, built and timed as the campaign's are (the stream's
    frame rate and size, `executor.profile_of`; the timing rule over the subflows a probe uses,
-   `flows.timing`). FullMesh runs every subflow; PCDC the proper subset whose paced probes carry
-   the stream with the smallest p99 at the grid's second-largest buffer (`accuracy.best_subset_of`).
-   The best is the carrying cell (`stream_choice.carries`) with the smallest mean p99.
+   `flows.campaign.timing`). FullMesh runs every subflow; PCDC the proper subset whose paced probes
+   carry the stream with the smallest p99 at the grid's second-largest buffer
+   (`accuracy.best_subset_of`). The best is the carrying cell (`stream_choice.carries`) with the
+   smallest mean p99.
 2. **Campaign**: the product's stream campaign in-process with its default settings (its grid
    from the paths' bandwidth-delay products, grid mode, model, budget), on the CCs the oracle
    measured, with `--campaign-runs` x `--campaign-duration` (default: the oracle's runs and
@@ -68,8 +69,9 @@ class Cell(NamedTuple):
 
 
 def run_of(result) -> StreamRun:
-    """A paced probe's figures as the stream rule reads them (`flows.stream_answer.stream_run`
-    reads the same from a stored probe): no frames, nothing carried."""
+    """A paced probe's figures as the stream rule reads them
+    (`flows.answers.stream_answer.stream_run` reads the same from a stored probe): no frames,
+    nothing carried."""
     frames = result.frames
     if frames is None:
         return StreamRun(goodput_mbps=float(result.goodput_mbps or 0.0), p99_ms=None,
@@ -117,7 +119,7 @@ class Bench:
     """The testbed, the stream and the campaign's timing rule: probes as the campaign runs them."""
 
     def __init__(self, bed, spec, sender, receiver, objective, log) -> None:
-        from service.flows.executor import profile_of
+        from service.flows.campaign.executor import profile_of
 
         self.bed, self.spec, self.sender, self.receiver = bed, spec, sender, receiver
         self.topo, self.rtts = topology_of(spec, sender, receiver)
@@ -130,8 +132,8 @@ class Bench:
                ) -> tuple[float, float | None]:
         """(duration, warm-up or None) as `executor.pending_request` gives a campaign's probe."""
         from service.algorithm.probe_duration import probe_timing
-        from service.flows.probing import buffer_bytes
-        from service.flows.timing import lengthened
+        from service.flows.campaign.probing import buffer_bytes
+        from service.flows.campaign.timing import lengthened
 
         bw = {sf.name: sf.bandwidth_kbps for sf in self.topo.subflows()}
         links = [(bw[n], self.rtts[n]) for n in subflows]

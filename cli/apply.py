@@ -12,7 +12,7 @@ import typer
 from cli.errors import EXIT_FAILED, PREFIX, fail, service_failure
 from service.db import session_scope, upgrade
 from service.errors import ServiceError
-from service.flows import failover_watch
+from service.flows.applying import failover_watch
 from service.settings import get_settings
 
 
@@ -75,8 +75,8 @@ def apply(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Apply the topology's newest answer to its sites (endpoints, limits, CC, buffers)."""
-    from service.flows import apply as flow
-    from service.flows.apply_plan import build_plan
+    from service.flows.applying import apply as flow
+    from service.flows.applying.apply_plan import build_plan
 
     settings = get_settings()
     if settings.is_embedded:

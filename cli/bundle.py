@@ -33,7 +33,7 @@ def export(
     the derived Ω, selection, fits and answer (docs/formats.md)."""
     import shutil
 
-    from service.flows.bundle_export import spooled_bundle
+    from service.flows.takeaways.bundle_export import spooled_bundle
 
     ready_database()
     try:
@@ -65,7 +65,7 @@ def import_(
     again as a finished campaign is answered, and say whether that gives the bundle's answer.
     The answer stored is the one derived here; exit 1 when the bundle's answer differs (it is
     kept only as the stored answer's provenance), 2 for a file that is not a valid bundle."""
-    from service.flows.bundle_import import import_bundle
+    from service.flows.takeaways.bundle_import import import_bundle
     from service.store import recommendations
 
     try:

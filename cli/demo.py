@@ -134,7 +134,7 @@ def demo(
             console.print(f"\ninterrupted ({exc})")
         finally:
             with shielded(), console.status("tearing down"):
-                from service.flows.runner import install
+                from service.flows.campaign.runner import install
                 from service.settings import get_settings
 
                 executor = install(get_settings())
@@ -180,7 +180,12 @@ def _announce(spec, scenario: str, data: Path, runs: int, duration: float,
               ccs: list[str]) -> None:
     """Fix the campaign's CCs (through the environment) and print the plan with its budget."""
     from service.algorithm.topology import TopologySpec
-    from service.flows.plan import CampaignParameters, planned_probes, resolve, selection_probes
+    from service.flows.campaign.plan import (
+        CampaignParameters,
+        planned_probes,
+        resolve,
+        selection_probes,
+    )
     from service.settings import Settings
 
     os.environ["MPCOA_CAMPAIGN_CCS"] = json.dumps(ccs)

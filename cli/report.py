@@ -1,5 +1,5 @@
 """`mpcoa report CAMPAIGN_ID -o report.pdf [--png DIR]`: a campaign's figures, summary and
-settings (service/flows/report.py)."""
+settings (service/flows/takeaways/report.py)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def report(
     """The paper's figures for one campaign (Ω with intervals, the selection path, every arm's
     fit with its points and the δ band, T*, OBS, Eq. 1's B, the promise and what probes
     measured), a summary table and the settings, as a PDF (and PNG pages)."""
-    from service.flows.report import render_pdf, render_pngs
-    from service.flows.report_data import report_data
+    from service.flows.takeaways.report import render_pdf, render_pngs
+    from service.flows.takeaways.report_data import report_data
 
     ready_database()
     try:

@@ -17,8 +17,8 @@ from models import FINAL_CAMPAIGN_STATES
 from service.algorithm.objective import Objective
 from service.db import session_scope, upgrade
 from service.errors import ServiceError
-from service.flows import dispatch
-from service.flows.plan import CampaignParameters
+from service.flows.campaign import dispatch
+from service.flows.campaign.plan import CampaignParameters
 from service.settings import get_settings
 from service.store import campaigns as campaign_store
 from service.store import recommendations
@@ -148,7 +148,7 @@ def _run(cid: int, settings, on_stderr: bool = False) -> str:
             )
 
         if settings.executor == "inprocess":
-            from service.flows.runner import run_campaign
+            from service.flows.campaign.runner import run_campaign
 
             return run_campaign(cid, settings=settings, on_progress=show)
         # dispatched to the sender site's Celery queue when the campaign was committed
@@ -158,7 +158,7 @@ def _run(cid: int, settings, on_stderr: bool = False) -> str:
 def _run_batch(batch: Path, state_path: Path, seed: int | None, params, settings) -> None:
     """Flent's batch: every listed topology once, in a seeded shuffled order; the state file
     after each campaign, so an interrupted batch resumes where it stopped."""
-    from service.flows.batch import BatchState, next_topology, read_topology_ids
+    from service.flows.campaign.batch import BatchState, next_topology, read_topology_ids
 
     try:
         ids = read_topology_ids(batch.read_text())

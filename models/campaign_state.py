@@ -42,12 +42,12 @@ _NOTE_FIELDS = {
 class Budget:
     """The probe budget: the cap and the counts every phase books to, in one place.
 
-    `planned` is the campaign's total of probes by the plan now (`flows.budget.replan`), `done`
-    and `used_s` what it probed; per phase: `phase_plan` ({phase: {"probes", "probe_seconds"}}),
-    `spent` (the same shape) and `asked` (the probes a phase that chooses as it goes asked for);
-    `settled`: nothing more will be probed. `extra_impact_runs` (per CC) and `extra_rounds` are
-    what the impact phase and the grid sweep added past the plan; `exhausted`: the cap stopped a
-    phase."""
+    `planned` is the campaign's total of probes by the plan now (`flows.campaign.budget.replan`),
+    `done` and `used_s` what it probed; per phase: `phase_plan` ({phase: {"probes",
+    "probe_seconds"}}), `spent` (the same shape) and `asked` (the probes a phase that chooses as it
+    goes asked for); `settled`: nothing more will be probed. `extra_impact_runs` (per CC) and
+    `extra_rounds` are what the impact phase and the grid sweep added past the plan; `exhausted`:
+    the cap stopped a phase."""
 
     cap_s: float | None = None
     planned: int = 0
@@ -134,7 +134,7 @@ class CampaignState:
     - `sweep_decision`: the adaptive sweep's decision ({"stop", "opm", "occ", "promise", ...});
     - `grid_extended`, `grid_below_plateau`: how the grid sweep met the plateau;
     - `failed_probes`, `unfitted_arms`: what the answer must say is missing;
-    - `imported`: where an imported campaign came from (`flows.bundle_import`);
+    - `imported`: where an imported campaign came from (`flows.takeaways.bundle_import`);
     - `other`: keys an imported bundle carried that this version does not name (kept as they are).
     """
 

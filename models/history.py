@@ -12,7 +12,7 @@ from .base import Base, JSONType, UTCDateTime, utcnow
 
 EVENT_KINDS = (
     "opm_changed", "occ_changed", "obs_moved", "omega_sign_changed",
-    "warm_confirmed", "warm_drifted",  # warm recalibration's verdicts (flows/warm.py)
+    "warm_confirmed", "warm_drifted",  # warm recalibration's verdicts (flows/scheduling/warm.py)
 )
 
 

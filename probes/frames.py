@@ -41,7 +41,8 @@ from probes.clocksync import ClockOffset
 
 Clock = Literal["shared", "offset", "relative"]
 #: one-way delays only while the clock offset's uncertainty is at most this share of the least
-#: delay (the answer's default δ; a campaign's answer applies its own, `flows.stream_answer`)
+#: delay (the answer's default δ; a campaign's answer applies its own,
+#`flows.answers.stream_answer`)
 DELTA = 0.07
 FRAMES_ARTIFACT = "frames.csv"
 _CSV_HEADER = "seq,send_us,recv_us,size_bytes,delay_ms,hol_ms"

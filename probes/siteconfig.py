@@ -104,7 +104,7 @@ def check_endpoint(ep: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_target(target: dict[str, Any]) -> dict[str, Any]:
-    """A site's target (`service.algorithm.apply_plan.desired_state`'s form), validated."""
+    """A site's target (`service.flows.applying.site_plan.desired_state`'s form), validated."""
     if not isinstance(target, dict):
         raise SiteConfigError("target: not an object")
     eps = [check_endpoint(e) for e in target.get("endpoints", [])]

@@ -22,7 +22,7 @@ from .algorithm.curve import Curve, normalize_cc, normalize_pm
 from .algorithm.impact import ImpactResult, impact_from_omegas, impact_from_series
 from .algorithm.regression import Fit, Sample
 from .algorithm.saturating_curve import AnyCurve, SaturatingCurve
-from .algorithm.solver import Solution
+from .algorithm.solver import SolverAnswer
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -315,7 +315,7 @@ def fits_to_dict(fits: list[Fit]) -> dict:
     }
 
 
-def solution_to_dict(solution: Solution) -> dict:
+def solution_to_dict(solution: SolverAnswer) -> dict:
     return {
         "opm": solution.opm,
         "occ": solution.occ,

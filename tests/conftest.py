@@ -94,8 +94,8 @@ PG_USER = os.environ.get("MPCOA_TEST_PG_USER", "postgres")
 def new_campaign(session, topology_id: int, reason: str = "tests", **params):
     """A queued campaign through the service's one create-and-dispatch flow, never sent to an
     executor (the tests drive it themselves)."""
-    from service.flows.dispatch import start_campaign
-    from service.flows.plan import CampaignParameters
+    from service.flows.campaign.dispatch import start_campaign
+    from service.flows.campaign.plan import CampaignParameters
     from service.settings import Settings
 
     return start_campaign(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
-from service.flows.dispatch import CONTROL_QUEUE, site_queue
+from service.flows.campaign.dispatch import CONTROL_QUEUE, site_queue
 from service.settings import Settings, get_settings
 
 __all__ = ["CONTROL_QUEUE", "app", "make_app", "site_queue"]
@@ -71,7 +71,7 @@ def _resume_on_start(sender, **_kwargs) -> None:
 def _stop_watchers(**_kwargs) -> None:
     """SIGTERM or SIGINT of the worker (a warm shutdown): its failover watchers stop with it,
     each with a `watch_stopped` event. (SIGKILL: the kernel ends them, PR_SET_PDEATHSIG.)"""
-    from service.flows import failover_watch
+    from service.flows.applying import failover_watch
 
     failover_watch.stop_all("the site worker is stopping")
 

@@ -1,7 +1,7 @@
 """Celery tasks: thin wrappers around `service.flows`, which does the work. The two campaign
-tasks are a scheduling shim around the executor protocol (`flows.executor`), as the in-process
-runner is: they schedule the next turn as a message, wait for busy sites with a countdown and
-retry a failed probe as a task retry.
+tasks are a scheduling shim around the executor protocol (`flows.campaign.executor`), as the
+in-process runner is: they schedule the next turn as a message, wait for busy sites with a countdown
+and retry a failed probe as a task retry.
 
 advance_campaign(id)  -> one turn: does what needs no probe, claims the next step and sends
                          run_probe, or finishes the campaign when nothing is left to measure
@@ -13,7 +13,7 @@ resume_campaigns()    -> hands on campaigns a killed worker left (a lease that r
                          outbox sweeper
 resume_applies()      -> the applies' sweeper: sends the apply hand-overs still owed, at a
                          worker's start sends every apply in flight again, settles one past
-                         its deadline from the sites' journals (`flows.apply_outbox`)
+                         its deadline from the sites' journals (`flows.applying.apply_outbox`)
 recalibrate_due()     -> queues the campaigns whose cron schedule is due (beat)
 """
 
@@ -25,9 +25,10 @@ from sqlalchemy.exc import OperationalError
 
 from probes.base import ProbeError
 from service.db import session_scope
-from service.flows import dispatch, executor, npm_probe, recalibration, twosided
-from service.flows.plan import ProbeStep
-from service.flows.probing import default_prober_factory
+from service.flows.campaign import dispatch, executor, npm_probe, twosided
+from service.flows.campaign.plan import ProbeStep
+from service.flows.campaign.probing import default_prober_factory
+from service.flows.scheduling import recalibration
 from service.settings import get_settings
 from service.store import dispatch_outbox
 
@@ -50,7 +51,7 @@ def _prober(sites: tuple[str, str]):
 
 def send_advance(campaign_id: int, local: str) -> None:
     """Hand the campaign to its sender site's (`local`) queue now, or leave the hand-over owed
-    (broker down) for the sweeper: the outbox of `flows.dispatch`."""
+    (broker down) for the sweeper: the outbox of `flows.campaign.dispatch`."""
     if dispatch.hand_over(campaign_id, local, get_settings()):
         with session_scope() as s:
             dispatch_outbox.mark_dispatched(s, campaign_id=campaign_id)
@@ -165,7 +166,8 @@ def _measure(task, campaign_id: int, sites: tuple[str, str], step: ProbeStep, re
     max_retries=None,
 )
 def serve_probe(campaign_id: int, step_data: dict, lease: str, key: str) -> str:
-    """The receiver site's passive half of one two-sided probe attempt (`flows.twosided`)."""
+    """The receiver site's passive half of one two-sided probe attempt
+    (`flows.campaign.twosided`)."""
     step = ProbeStep.from_dict(step_data)
     with session_scope() as s:
         request = executor.pending_request(s, campaign_id=campaign_id, step=step)
@@ -206,7 +208,7 @@ def resume_campaigns() -> dict[str, list[int]]:
 def resume_applies(at_start: bool = False) -> dict[str, list[int]]:
     """Beat, and every worker at its start (`at_start`: the applies in flight are sent again,
     the killed worker's among them): `apply_outbox.sweep`."""
-    from service.flows import apply_outbox
+    from service.flows.applying import apply_outbox
 
     return apply_outbox.sweep(get_settings(), at_start=at_start)
 
@@ -227,12 +229,12 @@ def recalibrate_due() -> list[int]:
 )
 def apply_site(apply_id: int, site: str, action: str) -> str:
     """A site's side of an apply, a rollback, a revert (another site refused the apply) or a
-    watch (`flows.apply`, `flows.failover_watch`), on the site's own queue: a real site's worker
-    changes its own host, the testbed's worker the site's namespace. A worker killed mid-apply
-    gets the task again: the journal rolls the site back first. `watch` starts the site's
+    watch (`flows.applying.apply`, `flows.applying.failover_watch`), on the site's own queue: a real
+    site's worker changes its own host, the testbed's worker the site's namespace. A worker killed
+    mid-apply gets the task again: the journal rolls the site back first. `watch` starts the site's
     failover watcher as this worker's child."""
-    from service.flows import apply as apply_flow
-    from service.flows import apply_outbox, failover_watch
+    from service.flows.applying import apply as apply_flow
+    from service.flows.applying import apply_outbox, failover_watch
 
     if (refused := foreign_site(site, f"{action} of apply {apply_id}")) is not None:
         return refused

@@ -3,11 +3,11 @@
 Everything here reads the database through the store (`service.store`, the dashboard's own reads
 in `service.store.dashboard`). Answers are read as stored: a stream campaign's answer is its
 stored recommendation, an adaptive campaign's is its sweep's stored decision
-(`service.flows.decided`); the Fits page's other deltas are solved through the same flow as the
-API (`service.flows.campaign_answer.solve_campaign`), so a page never shows another buffer than
-the answer a user got. Progress is the campaign's stored counters (`flows.budget.progress`).
-Nothing here writes. Each function returns plain dicts/lists that the
-templates render and that are safe to serialise to JSON for the charts.
+(`service.flows.answers.decided`); the Fits page's other deltas are solved through the same flow as
+the API (`service.flows.answers.campaign_answer.solve_campaign`), so a page never shows another
+buffer than the answer a user got. Progress is the campaign's stored counters
+(`flows.campaign.budget.progress`). Nothing here writes. Each function returns plain dicts/lists
+that the templates render and that are safe to serialise to JSON for the charts.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from probes.frames import FrameRecord, after_warmup, delay_cdf, hol_timeline, re
 from service.algorithm.impact import sign_changes
 from service.algorithm.objective import objective_of
 from service.algorithm.stream_choice import StreamRun, carries
-from service.flows import budget
-from service.flows.campaign_answer import CampaignSolution, solve_campaign
-from service.flows.decided import decided_question, decided_solution
-from service.flows.stream_answer import stream_answer
+from service.flows.answers.campaign_answer import SolvedCampaign, solve_campaign
+from service.flows.answers.decided import decided_question, decided_solution
+from service.flows.answers.stream_answer import stream_answer
+from service.flows.campaign import budget
 from service.store import applied, inventory, recommendations, results
 from service.store import artifacts as artifact_store
 from service.store import campaigns as campaign_store
@@ -252,7 +252,7 @@ def _parameters(curve) -> list[dict]:
     return [{"name": label, "value": _finite(getattr(curve, attr))} for label, attr in names]
 
 
-def _fit_chart(rec, solved: CampaignSolution, points) -> dict:
+def _fit_chart(rec, solved: SolvedCampaign, points) -> dict:
     """One PM's chart: every CC's curve -- the one the answer was read off, whatever its kind,
     drawn through its own tp(bs) -- and measured points, T*, the target, the answer."""
     solution, lo, hi = solved.solution, solved.lo, solved.hi

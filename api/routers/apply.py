@@ -11,9 +11,9 @@ from sqlalchemy import Engine
 
 from api.deps import SessionDep, commit, require_read, require_write
 from api.schemas import MAX_ID
-from service.flows import apply as apply_flow
-from service.flows import failover_watch
-from service.flows.apply_plan import build_plan
+from service.flows.applying import apply as apply_flow
+from service.flows.applying import failover_watch
+from service.flows.applying.apply_plan import build_plan
 from service.store import applied
 
 Id = Annotated[int, Path(ge=1, le=MAX_ID)]

@@ -23,10 +23,10 @@ from models import CAMPAIGN_STATES, MEASUREMENT_PHASES, MEASUREMENT_STATUSES
 from probes.base import ARTIFACT_NAME_PATTERN
 from probes.vocabulary import CongestionControl, PathManager
 from service.errors import Conflict
-from service.flows import measurement_table
-from service.flows.bundle_export import spooled_bundle
-from service.flows.dispatch import start_campaign
-from service.flows.plan import CampaignParameters
+from service.flows.campaign.dispatch import start_campaign
+from service.flows.campaign.plan import CampaignParameters
+from service.flows.takeaways import measurement_table
+from service.flows.takeaways.bundle_export import spooled_bundle
 from service.store import artifacts as artifact_store
 from service.store import campaigns as svc
 from service.store import measurements

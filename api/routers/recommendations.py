@@ -25,8 +25,8 @@ from api.schemas import (
     RecommendationIn,
     RecommendationOut,
 )
-from service.flows.answer_cache import GenerationReader, answers
-from service.flows.ask import Asked, ask, database_of
+from service.flows.answers.answer_cache import GenerationReader, answers
+from service.flows.answers.ask import SentAnswer, ask, database_of
 from service.store import answer_generation, tokens
 from service.store import recommendations as store
 
@@ -91,7 +91,7 @@ async def create_recommendation(
 
 
 def _checked(session, credentials, digest, body, settings, desk, generation: int | None,
-             looked_up: bool) -> Asked:
+             looked_up: bool) -> SentAnswer:
     # The generation first (unless the request read it already, before anything else):
     # whatever this request caches is then at least as new as it.
     if generation is None:

@@ -12,8 +12,8 @@ from api.deps import Limit, Offset, SessionDep, commit, require_read, require_wr
 from api.schemas import MAX_ID
 from models import EVENT_KINDS
 from probes.vocabulary import PathManager
-from service.flows.dispatch import plan_for
-from service.flows.plan import CampaignParameters
+from service.flows.campaign.dispatch import plan_for
+from service.flows.campaign.plan import CampaignParameters
 from service.store import inventory
 from service.store import schedules as svc
 

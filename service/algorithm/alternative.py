@@ -1,5 +1,5 @@
 """A configuration the measurements cannot tell apart from the chosen one (the answer's
-"within reach"); the sentence that names it is `flows.confidence_summary`'s."""
+"within reach"); the sentence that names it is `flows.answers.confidence_summary`'s."""
 
 from __future__ import annotations
 

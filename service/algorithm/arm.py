@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from probes.vocabulary import PathManager
+
 
 class Arm(NamedTuple):
-    pm: str
+    pm: PathManager
     cc: str
 
     @property

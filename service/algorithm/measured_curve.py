@@ -36,7 +36,7 @@ class MeasuredCurve:
     reach_mbps: tuple[float, ...] | None = None
 
     @classmethod
-    def from_points(cls, pm: str, cc: str, points, same_as_fullmesh: bool,
+    def from_points(cls, pm: PathManager, cc: str, points, same_as_fullmesh: bool,
                     lower_bounds: Mapping[float, float] | None = None) -> MeasuredCurve:
         means = buffer_means(points)
         reach = None if lower_bounds is None else tuple(

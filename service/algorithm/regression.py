@@ -138,7 +138,7 @@ def _cc_order(rows: Sequence[Sample]) -> list[str]:
     return order
 
 
-def _check_support(pm: str, rows: Sequence[Sample], ccs: Sequence[str]) -> None:
+def _check_support(pm: PathManager, rows: Sequence[Sample], ccs: Sequence[str]) -> None:
     """A quadratic per CC needs at least three distinct buffer sizes for that CC."""
     for cc in ccs:
         distinct = {s.bs_mib for s in rows if s.cc == cc}
@@ -163,7 +163,7 @@ def _finite_or_none(p: float) -> float | None:
     return float(p) if math.isfinite(p) else None
 
 
-def _fit_paper(pm: str, rows: Sequence[Sample], same: set[str]) -> Fit:
+def _fit_paper(pm: PathManager, rows: Sequence[Sample], same: set[str]) -> Fit:
     # Imported here: scikit-learn and statsmodels take about a second to import, which every
     # `mpcoa` start (and every API worker) would otherwise pay even when it fits nothing.
     from sklearn.linear_model import LinearRegression
@@ -232,7 +232,7 @@ def _fit_paper(pm: str, rows: Sequence[Sample], same: set[str]) -> Fit:
     )
 
 
-def _paper_arm(pm: str, cc: str, y: np.ndarray, fitted: np.ndarray) -> ArmFit:
+def _paper_arm(pm: PathManager, cc: str, y: np.ndarray, fitted: np.ndarray) -> ArmFit:
     """One CC's share of the pooled fit: its own R^2 and its curve against a constant."""
     ssr = float(np.sum((y - fitted) ** 2))
     r2 = arm_fit.r_squared(y, ssr)
@@ -303,7 +303,7 @@ def _buffer_test(ols, columns: list[int]) -> float | None:
     return _finite_or_none(float(ols.f_test(restriction).pvalue))
 
 
-def _warnings(pm: str, curve_p: dict[str, dict[str, float | None]]) -> list[str]:
+def _warnings(pm: PathManager, curve_p: dict[str, dict[str, float | None]]) -> list[str]:
     out = []
     for cc, ps in curve_p.items():
         for name, p in ps.items():
@@ -313,7 +313,7 @@ def _warnings(pm: str, curve_p: dict[str, dict[str, float | None]]) -> list[str]
     return out
 
 
-def _fit_per_arm(pm: str, rows: Sequence[Sample], same: set[str], model: str) -> Fit:
+def _fit_per_arm(pm: PathManager, rows: Sequence[Sample], same: set[str], model: str) -> Fit:
     """per-arm, saturating or auto: every (PM, CC) arm fitted on its own."""
     ccs = _cc_order(rows)
     _check_support(pm, rows, ccs)
@@ -361,7 +361,8 @@ class _OneArm:
         return np.array([self.curve.tp(float(b)) for b in bs])
 
 
-def _one_arm(pm: str, cc: str, bs: np.ndarray, y: np.ndarray, model: str, same: bool) -> _OneArm:
+def _one_arm(pm: PathManager, cc: str, bs: np.ndarray, y: np.ndarray, model: str,
+             same: bool) -> _OneArm:
     from statsmodels.regression.linear_model import OLS  # see _fit_paper
 
     ols = OLS(y, np.column_stack([np.ones_like(bs), bs, bs**2])).fit()

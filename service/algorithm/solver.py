@@ -64,7 +64,7 @@ class ArmResult:
 
 
 @dataclass(frozen=True)
-class Solution:
+class SolverAnswer:
     opm: PathManager
     occ: str
     obs_mib: float
@@ -145,7 +145,7 @@ def solve(
     bs_min: float = DEFAULT_BS_MIN_MIB,
     bs_max: float = DEFAULT_BS_MAX_MIB,
     measured: Iterable[MeasuredSample] | None = None,
-) -> Solution:
+) -> SolverAnswer:
     """OOPS = [OTP, OBS, OCC, OPM] from the fitted curves (Eq. 9-12, spec step 7).
 
     curves: any kind (Curve, SaturatingCurve). measured: the samples the curves were fitted on;
@@ -186,7 +186,7 @@ def solve(
     otp, flags = _otp_and_flags(chosen, ceilings.get((chosen.pm, chosen.cc)), points, arms)
     if missed:
         flags.append(f"{FIT_MISSED}:" + ",".join(f"{pm}/{cc}" for pm, cc in missed))
-    return Solution(
+    return SolverAnswer(
         opm=chosen.pm,
         occ=chosen.cc,
         obs_mib=chosen.obs_mib,

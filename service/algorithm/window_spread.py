@@ -1,7 +1,7 @@
 """The spread of the rate inside probes, for the promise a fresh probe is held to.
 
 The answer promises where one fresh probe of the chosen configuration lands, from the spread of
-its runs' means (`adaptive.Decision.prediction_half_width`). Two runs can agree by chance while
+its runs' means (`adaptive.BulkDecision.prediction_half_width`). Two runs can agree by chance while
 the rate inside each moves a lot: measured on an asymmetric pair of paths, the receiver held the
 slow subflow's data and released it at once, so a run read 5.6, 5.6, 15.7 and 8.2 Mbit/s a
 second, two runs' means agreed within 1 %, and a fresh probe that covered one more slow second

@@ -1,2 +1,3 @@
-"""Orchestration: the flows that call the store and the algorithm (a campaign's steps, finishing
-it, recommending, dispatching, recalibrating). Nothing below `flows` imports it."""
+"""Orchestration: the flows that call the store and the algorithm, one package per domain:
+`campaign`, `answers`, `takeaways`, `applying`, `scheduling` (docs/design.md). Nothing below
+`flows` imports it."""

@@ -2,9 +2,9 @@
 
 The bundle's columns are the tables' own (models/tables.py): what a row is written as is derived
 from the table definitions here. What an imported row may hold is the schema of the bundle's
-version (flows/bundle_schema_v1): strict types and the ranges a campaign can produce, which a
-table's column type alone does not say. Ids and foreign keys never travel (an import gets new
-ones); neither does the state of a campaign in flight (its probe lease, Celery task, outbox).
+version (flows/takeaways/bundle_schema_v1): strict types and the ranges a campaign can produce,
+which a table's column type alone does not say. Ids and foreign keys never travel (an import gets
+new ones); neither does the state of a campaign in flight (its probe lease, Celery task, outbox).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def artifact_rows(session: Session, *, measurement_ids: list[int]) -> list[Measu
 
 # --- writes (an import) -----------------------------------------------------------------------
 def add_rows(session: Session, model, rows: list[dict[str, Any]], **keys: Any) -> list:
-    """Insert checked rows (flows/bundle_schema) of one table with this database's keys
+    """Insert checked rows (flows/takeaways/bundle_schema) of one table with this database's keys
     (`campaign_id`, `topology_id`, ...)."""
     out = [model(**row, **keys) for row in rows]
     session.add_all(out)

@@ -1,5 +1,5 @@
 """The fleet policy's rows: every active campaign with its two sites, whether a live probe lease
-holds it and since when it waits for its sites (`flows.fleet`)."""
+holds it and since when it waits for its sites (`flows.campaign.fleet`)."""
 
 from __future__ import annotations
 

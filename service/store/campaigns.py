@@ -68,7 +68,7 @@ def add_campaign(
     objective_key: str = "bulk",
     probe_tool: str = "auto",
 ) -> Campaign:
-    """A new campaign in state 'queued' (validated and planned by `flows.plan`)."""
+    """A new campaign in state 'queued' (validated and planned by `flows.campaign.plan`)."""
     now = utcnow()
     campaign = Campaign(
         topology_id=topology_id,

@@ -19,6 +19,7 @@ from models import (
     Recommendation,
     Topology,
 )
+from probes.vocabulary import PathManager
 
 #: the paced probes' per-frame file, as `probes.frames.FRAMES_ARTIFACT` names it (the store
 #: reads rows and imports no probe code)
@@ -168,7 +169,7 @@ class FramesFile:
     """One ok buffer-phase probe's stored `frames.csv` with what places it."""
 
     measurement_id: int
-    pm: str
+    pm: PathManager
     cc: str
     bs_mib: float
     run: int

@@ -1,6 +1,7 @@
 """The dispatch outbox: a campaign's hand-over to its executor is owed in the same transaction
-that makes it due, sent after commit, and marked when sent; the sweeper (`flows.dispatch`) sends
-the ones still owed (the broker was down) and re-sends the turns nobody took. Flush, never commit.
+that makes it due, sent after commit, and marked when sent; the sweeper (`flows.campaign.dispatch`)
+sends the ones still owed (the broker was down) and re-sends the turns nobody took. Flush, never
+commit.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def site_spec(site: Site) -> algo.Site:
 
 def site_spec_of(name: str, isps) -> algo.Site:
     """A site's name and its ISPs as (name, label, down_kbps, up_kbps) as the algorithm's Site:
-    the one conversion from stored values (`site_spec`, `flows.snapshot`)."""
+    the one conversion from stored values (`site_spec`, `flows.answers.snapshot`)."""
     return algo.Site(name=name, isps=[
         algo.ISP(name=n, label=lb, down_kbps=d, up_kbps=u) for n, lb, d, u in isps
     ])

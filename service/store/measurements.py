@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from models import NO_EXCLUSION, Campaign, Measurement
-from probes.vocabulary import normalize_pm
+from probes.vocabulary import PathManager, normalize_pm
 
 from ..errors import NotFound
 from .campaigns import get_campaign
@@ -23,11 +23,11 @@ MeasurementKey = tuple[str, str, str, float, int, str]  # phase, pm, cc, bs, run
 class MeasurementRecord:
     """One probe run as it is stored: its key (campaign, phase, PM, CC, buffer, run, excluded
     subflow) and what it measured. Built from a probe's result in one place
-    (`flows.recording`); tests and benchmarks build it for the runs they seed."""
+    (`flows.campaign.recording`); tests and benchmarks build it for the runs they seed."""
 
     campaign_id: int
     phase: str
-    pm: str
+    pm: PathManager
     cc: str
     bs_mib: float
     run: int
@@ -59,7 +59,8 @@ class MeasurementRecord:
 def record_measurement(session: Session, record: MeasurementRecord) -> tuple[Measurement, bool]:
     """Store one probe run; (row, created). A second call with the same key returns the first row
     unchanged (created False), so a re-executed task never duplicates data. The campaign's
-    progress counters are the caller's (`flows.recording` charges the budget when created)."""
+    progress counters are the caller's (`flows.campaign.recording` charges the budget when
+    created)."""
     r = record
     campaign = get_campaign(session, campaign_id=r.campaign_id)
     pm, cc = normalize_pm(r.pm), r.cc.strip().lower()
@@ -119,7 +120,7 @@ def record_measurement(session: Session, record: MeasurementRecord) -> tuple[Mea
 
 
 def capped_at_links(m: Measurement) -> bool:
-    """The row's mean was capped at its links' rate when stored (`flows.recording`)."""
+    """The row's mean was capped at its links' rate when stored (`flows.campaign.recording`)."""
     return bool((m.timing or {}).get("capped_at_links"))
 
 
@@ -169,7 +170,7 @@ def list_measurements(
     campaign_id: int | None = None,
     topology_id: int | None = None,
     phase: str | None = None,
-    pm: str | None = None,
+    pm: PathManager | None = None,
     cc: str | None = None,
     status: str | None = None,
     limit: int = 100,

@@ -26,7 +26,7 @@ from service.algorithm.arm import Arm
 from service.algorithm.measured_curve import MeasuredCurve
 from service.algorithm.solver import solve
 from service.algorithm.sweep import plateau_extension
-from service.flows.confidence_summary import (
+from service.flows.answers.confidence_summary import (
     decision_statement,
     format_rate,
     format_relative,
@@ -286,7 +286,7 @@ def test_the_decision_is_what_the_solve_over_its_measured_means_answers(
         knees, plateaus, noise, seed):
     """Whatever order the sweep runs the wanted probes in (it runs the shortest first), the
     solve over the measured means (what-ifs, the Fits page) reads the settled decision's answer,
-    which is stored as the campaign's answer (`flows.decided`): one rule."""
+    which is stored as the campaign's answer (`flows.answers.decided`): one rule."""
     rng = random.Random(seed)
     grid = [0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]
     arms = [("PCDC", "cubic"), ("FullMesh", "cubic"), ("FullMesh", "reno")]

@@ -4,7 +4,12 @@ would probe on the same plan, each probe as long as the timing rule makes it."""
 import pytest
 
 from service.algorithm.probe_duration import probe_timing
-from service.flows.plan import CampaignParameters, planned_probes, resolve, selection_probes
+from service.flows.campaign.plan import (
+    CampaignParameters,
+    planned_probes,
+    resolve,
+    selection_probes,
+)
 from service.settings import Settings
 
 # SRL-HU as the shipped scenario runs it: 8 subflows, (kbit/s, RTT ms)

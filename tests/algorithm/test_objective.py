@@ -8,8 +8,8 @@ from pydantic import ValidationError
 
 from service.algorithm.objective import Objective, objective_of
 from service.errors import Invalid
-from service.flows.executor import profile_of
-from service.flows.plan import CampaignParameters, resolve
+from service.flows.campaign.executor import profile_of
+from service.flows.campaign.plan import CampaignParameters, resolve
 from service.settings import Settings
 
 LINKS = [(10_000.0, 40.0), (5_000.0, 60.0)]

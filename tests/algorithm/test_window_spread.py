@@ -12,7 +12,7 @@ import pytest
 
 from probes.base import intervals_after_warmup, mean_after_warmup
 from service.algorithm.window_spread import combined_half_width, window_spread
-from service.flows.phases.fitting import timed_series
+from service.flows.campaign.phases.fitting import timed_series
 
 WARMUP_S = 2.0
 

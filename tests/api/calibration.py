@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from service.flows import recording
-from service.flows.derive import fit_from_runs, impact_from_runs
+from service.flows.campaign import recording
+from service.flows.campaign.derive import fit_from_runs, impact_from_runs
 from service.store import campaigns, results
 from service.store.measurements import MeasurementRecord
 from tests.algorithm.paper_data import CCS, TABLE2, TABLE4

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from service.flows import recording
-from service.flows.calibration import next_step
-from service.flows.plan import ProbeStep
+from service.flows.campaign import recording
+from service.flows.campaign.calibration import next_step
+from service.flows.campaign.plan import ProbeStep
 from service.store.measurements import MeasurementRecord
 
 T0 = datetime(2026, 11, 3, tzinfo=UTC)

@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 from models import Campaign
 from probes.frames import FRAMES_ARTIFACT, FrameRecord, FrameStats, frames_csv
 from service.algorithm.objective import Objective
-from service.flows import recording
-from service.flows.derive import fit_from_runs
+from service.flows.campaign import recording
+from service.flows.campaign.derive import fit_from_runs
 from service.store import artifacts, campaigns, results
 from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign

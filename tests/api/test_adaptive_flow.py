@@ -7,9 +7,9 @@ import pytest
 
 from service.algorithm.capacity import PAYLOAD_SHARE, LinkCapacity
 from service.algorithm.topology import TopologySpec
-from service.flows.finish import finish_campaign
-from service.flows.phases.adaptive_sweep import PROMISE_FLOOR
-from service.flows.recommend import recommend
+from service.flows.answers.recommend import recommend
+from service.flows.campaign.finish import finish_campaign
+from service.flows.campaign.phases.adaptive_sweep import PROMISE_FLOOR
 from service.settings import Settings
 from service.store import campaigns, inventory, recommendations
 from tests.conftest import new_campaign

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine, event
 
 from models import Recommendation, utcnow
-from service.flows.answer_cache import answers
+from service.flows.answers.answer_cache import answers
 from service.store import tokens
 
 from .calibration import seed_srl_hu

@@ -11,7 +11,7 @@ import pytest
 from probes.localsite import LocalSite, capability_report
 from probes.siteconfig import read_state
 from service.errors import Conflict
-from service.flows import apply as apply_flow
+from service.flows.applying import apply as apply_flow
 from service.settings import get_settings
 from service.store import artifacts
 from tests.apply.measured import measured_answer

@@ -17,8 +17,8 @@ from sqlalchemy import select
 from models import MeasurementArtifact
 from probes.base import MAX_ARTIFACT_BYTES, MeasurementRequest, MeasurementResult, utcnow
 from probes.netperfmeter import add_result_artifacts, parse_results
-from service.flows import recording
-from service.flows.plan import ProbeStep
+from service.flows.campaign import recording
+from service.flows.campaign.plan import ProbeStep
 from tests.conftest import new_campaign
 from tests.probes.conftest import testbed2x2  # noqa: F401 - the live testbed fixture
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from models import Campaign, CampaignState, Subflow, Topology, Warm
-from service.flows import budget
-from service.flows.selected import sweep_arms
+from service.flows.campaign import budget
+from service.flows.campaign.selected import sweep_arms
 
 
 def _campaign(state: CampaignState | None = None, **columns) -> Campaign:

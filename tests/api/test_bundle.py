@@ -17,11 +17,11 @@ import pytest
 from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope, upgrade
 from service.errors import Invalid, NotFound
-from service.flows import bundle_archive, measurement_table
-from service.flows.bundle_export import build_bundle, export_bundle
-from service.flows.bundle_import import import_bundle, rederive, same_answer
-from service.flows.campaign_answer import solve_campaign
-from service.flows.recommend import recommend
+from service.flows.answers.campaign_answer import solve_campaign
+from service.flows.answers.recommend import recommend
+from service.flows.takeaways import bundle_archive, measurement_table
+from service.flows.takeaways.bundle_export import build_bundle, export_bundle
+from service.flows.takeaways.bundle_import import import_bundle, rederive, same_answer
 from service.store import artifacts, campaigns, inventory, measurements, recommendations
 from tests.api.calibration import seed_srl_hu
 from tests.builders import paper_site

@@ -19,9 +19,9 @@ from api.app import create_app
 from models import Base
 from service.db import make_engine, session_scope
 from service.errors import ServiceError
-from service.flows import bundle_archive
-from service.flows.bundle_export import export_bundle
-from service.flows.bundle_import import DIFFERS, import_bundle, rederive, same_answer
+from service.flows.takeaways import bundle_archive
+from service.flows.takeaways.bundle_export import export_bundle
+from service.flows.takeaways.bundle_import import DIFFERS, import_bundle, rederive, same_answer
 from service.settings import Settings
 from service.store import applied, campaigns, recommendations
 from tests.api.bundle_mutations import Mutator

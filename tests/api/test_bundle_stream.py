@@ -15,7 +15,7 @@ from fastapi.responses import StreamingResponse
 
 from api.routers.campaigns import download_bundle
 from service.algorithm.topology import TopologySpec
-from service.flows import bundle_archive, bundle_export, measurement_table
+from service.flows.takeaways import bundle_archive, bundle_export, measurement_table
 from service.store import artifacts, inventory, measurements
 from tests.apply.measured import measured_answer
 

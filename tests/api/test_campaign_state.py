@@ -137,7 +137,7 @@ def test_the_state_round_trips_and_is_frozen():
 
 
 def test_celery_is_an_executor_registered_like_the_in_process_one():
-    from service.flows import dispatch
+    from service.flows.campaign import dispatch
     from service.settings import Settings
 
     assert dispatch._executors["celery"] is dispatch.send_to_celery

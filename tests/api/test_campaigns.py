@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from api.app import create_app
 from models import ApiToken, Measurement
-from service.flows import recording
+from service.flows.campaign import recording
 from service.settings import Settings
 from service.store import campaigns, tokens
 from service.store.measurements import MeasurementRecord

@@ -9,8 +9,8 @@ import pytest
 
 from models import Measurement, utcnow
 from probes.base import MeasurementRequest, MeasurementResult
-from service.flows import recording
-from service.flows.plan import ProbeStep
+from service.flows.campaign import recording
+from service.flows.campaign.plan import ProbeStep
 
 from .test_artifacts import _campaign
 

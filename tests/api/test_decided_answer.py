@@ -1,12 +1,13 @@
-"""Which question an adaptive sweep's stored decision answers (`flows.decided`): its own delta on
-the buffers it measured, for a campaign whose sweep settled here; any other question is solved."""
+"""Which question an adaptive sweep's stored decision answers (`flows.answers.decided`): its own
+delta on the buffers it measured, for a campaign whose sweep settled here; any other question is
+solved."""
 
 from __future__ import annotations
 
 from models import Campaign
 from models.campaign_state import CampaignState
-from service.algorithm.solver import Solution
-from service.flows.decided import (
+from service.algorithm.solver import SolverAnswer
+from service.flows.answers.decided import (
     decided_question,
     decided_solution,
     differs_from_solve,
@@ -28,10 +29,10 @@ def _campaign(mode: str = "adaptive", **state) -> Campaign:
                     run_state=CampaignState(sweep_decision=DECISION, **state))
 
 
-def _solution(opm: str, occ: str, obs: float, otp: float) -> Solution:
-    return Solution(opm=opm, occ=occ, obs_mib=obs, otp_mbps=otp, tp_max_mbps=10.0,
-                    tp_max_bs_mib=0.8, tp_max_pm="FullMesh", tp_max_cc="cubic",
-                    target_mbps=9.3, delta=0.07, bs_min_mib=0.1, bs_max_mib=0.8, arms=[])
+def _solution(opm: str, occ: str, obs: float, otp: float) -> SolverAnswer:
+    return SolverAnswer(opm=opm, occ=occ, obs_mib=obs, otp_mbps=otp, tp_max_mbps=10.0,
+                        tp_max_bs_mib=0.8, tp_max_pm="FullMesh", tp_max_cc="cubic",
+                        target_mbps=9.3, delta=0.07, bs_min_mib=0.1, bs_max_mib=0.8, arms=[])
 
 
 def test_the_decision_answers_the_question_it_decided_only():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from service.flows.answer_cache import GenerationReader
+from service.flows.answers.answer_cache import GenerationReader
 
 
 def run_in_own_thread(scenario) -> None:

@@ -9,7 +9,7 @@ import random
 from service.algorithm.capacity import PAYLOAD_SHARE
 from service.algorithm.objective import Objective
 from service.algorithm.topology import TopologySpec
-from service.flows.phases.fitting import MAX_GRID_EXTENSIONS
+from service.flows.campaign.phases.fitting import MAX_GRID_EXTENSIONS
 from service.settings import Settings
 from service.store import campaigns, inventory
 from tests.conftest import new_campaign

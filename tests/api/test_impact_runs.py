@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from service.algorithm.topology import TopologySpec
-from service.flows import recording
-from service.flows.budget import impact_runs
-from service.flows.calibration import next_step
+from service.flows.campaign import recording
+from service.flows.campaign.budget import impact_runs
+from service.flows.campaign.calibration import next_step
 from service.settings import Settings
 from service.store import campaigns, inventory
 from service.store.measurements import MeasurementRecord

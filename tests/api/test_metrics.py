@@ -9,7 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.algorithm.topology import TopologySpec
-from service.flows import recording
+from service.flows.campaign import recording
 from service.store import inventory
 from service.store.measurements import MeasurementRecord
 from service.store.metrics import failure_reason

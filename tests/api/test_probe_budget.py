@@ -5,9 +5,9 @@ fleet rows and in GET /campaigns."""
 from __future__ import annotations
 
 from service.algorithm.topology import TopologySpec
-from service.flows import budget
-from service.flows.calibration import next_step
-from service.flows.finish import finish_campaign
+from service.flows.campaign import budget
+from service.flows.campaign.calibration import next_step
+from service.flows.campaign.finish import finish_campaign
 from service.settings import Settings
 from service.store import inventory
 from tests.conftest import new_campaign

@@ -77,7 +77,7 @@ def test_what_the_sites_cannot_run_is_refused(client, auth, db_session):
 
 def test_netperfmeter_counts_at_a_real_site_only_with_its_passive_node():
     from probes.tools import choose
-    from service.flows.probe_tool import site_tools
+    from service.flows.campaign.probe_tool import site_tools
 
     npm = {**DEBIAN, "netperfmeter": "2.0.10", "mpcoa-paced": VERSION}
     without = site_tools(report(npm))

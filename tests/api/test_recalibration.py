@@ -9,9 +9,9 @@ from sqlalchemy import select
 
 from models import Campaign, ImpactFactor, Recommendation, utcnow
 from models.history import RecalibrationSchedule
-from service.flows.recalibration import queue_due_campaigns
-from service.flows.recalibration_events import record_events
-from service.flows.recommend import recommend
+from service.flows.answers.recommend import recommend
+from service.flows.scheduling.recalibration import queue_due_campaigns
+from service.flows.scheduling.recalibration_events import record_events
 from service.settings import Settings
 from service.store import schedules
 

@@ -172,7 +172,7 @@ def test_a_finished_campaign_whose_solve_fails_queues_no_other(client, auth, db_
     from sqlalchemy import func, select
 
     from models import Campaign, FitRecord
-    from service.flows.finish import finish_campaign
+    from service.flows.campaign.finish import finish_campaign
     from service.store import campaigns
     from tests.conftest import new_campaign
 

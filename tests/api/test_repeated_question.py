@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import event, func, select
 
 from models import Recommendation
-from service.flows.answer_cache import answers
+from service.flows.answers.answer_cache import answers
 
 from .calibration import seed_srl_hu
 from .conftest import HU, SRL

@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from service.errors import NotFound
-from service.flows.report import render_pdf, render_pngs
-from service.flows.report_data import report_data
+from service.flows.takeaways.report import render_pdf, render_pngs
+from service.flows.takeaways.report_data import report_data
 from tests.api.test_bundle import finished_campaign
 from tests.conftest import new_campaign
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from models import NO_EXCLUSION
 from service.algorithm.topology import TopologySpec
-from service.flows.finish import finish_campaign
-from service.flows.phases.fixed_buffer_check import mean, next_run, verdict
-from service.flows.selected import selected_subsets, subset_of_key
+from service.flows.campaign.finish import finish_campaign
+from service.flows.campaign.phases.fixed_buffer_check import mean, next_run, verdict
+from service.flows.campaign.selected import selected_subsets, subset_of_key
 from service.settings import Settings
 from service.store import inventory, recommendations
 from tests.conftest import new_campaign
@@ -163,7 +163,7 @@ def test_an_addition_that_pays_only_with_autotuned_buffers_falls_back(db_session
 def test_a_cc_whose_selection_measured_nothing_takes_the_references_subset(db_session):
     """A CC left with no usable selection and no Ω of its own (adaptive mode measures Ω under
     the reference CC only) sweeps its PCDC arm on the reference's SP*."""
-    from service.flows.phases.base import Context
+    from service.flows.campaign.phases.base import Context
     from service.store import campaigns as campaign_store
 
     topology = inventory.ensure_topology(

@@ -11,13 +11,13 @@ import pytest
 
 from models import Campaign, Recommendation
 from probes.frames import FrameStats
-from service.algorithm import apply_plan as algo_plan
 from service.algorithm.objective import Objective
-from service.flows import recording
-from service.flows.apply_plan import answer_of
-from service.flows.derive import fit_from_runs, impact_from_runs
-from service.flows.finish import finish_campaign
-from service.flows.snapshot import snapshot_by_id
+from service.flows.answers.snapshot import snapshot_by_id
+from service.flows.applying import site_plan as algo_plan
+from service.flows.applying.apply_plan import answer_of
+from service.flows.campaign import recording
+from service.flows.campaign.derive import fit_from_runs, impact_from_runs
+from service.flows.campaign.finish import finish_campaign
 from service.store import campaigns, recommendations, results
 from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign

@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import select
 
 from models.history import RecalibrationEvent
-from service.flows.finish import finish_campaign
-from service.flows.recalibration import queue_due_campaigns
-from service.flows.recommend import recommend
-from service.flows.warm import WARM_RUNS, checks, drifted
+from service.flows.answers.recommend import recommend
+from service.flows.campaign.finish import finish_campaign
+from service.flows.scheduling.recalibration import queue_due_campaigns
+from service.flows.scheduling.warm import WARM_RUNS, checks, drifted
 from service.settings import Settings
 from service.store import campaigns, schedules
 from tests.algorithm.paper_data import CCS

@@ -16,7 +16,7 @@ import pytest
 from probes import mptcpapp, siteapply
 from probes import siteconfig as sc
 from probes.ports import choose_port_triple
-from service.algorithm import apply_plan as ap
+from service.flows.applying import site_plan as ap
 from tests.apply import livebed
 from tests.apply.sitestate import holds
 from tests.support import wait_for

@@ -15,7 +15,7 @@ from models import utcnow
 from probes import pidfile, siteapply
 from service.algorithm.topology import TopologySpec
 from service.db import session_scope
-from service.flows import apply_outbox
+from service.flows.applying import apply_outbox
 from service.settings import Settings
 from service.store import applied
 from service.store import apply_outbox as store

@@ -12,7 +12,7 @@ from probes import siteapply
 from probes import siteconfig as sc
 from service import db
 from service.db import session_scope
-from service.flows import apply as flow
+from service.flows.applying import apply as flow
 from service.settings import get_settings
 from service.store import applied
 from tests.apply import livebed

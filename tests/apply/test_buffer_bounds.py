@@ -3,7 +3,7 @@ campaign measured nor the configured ceiling; the plan says which bound lowered 
 
 from __future__ import annotations
 
-from service.algorithm import apply_plan as ap
+from service.flows.applying import site_plan as ap
 
 from .test_plan import _plan
 

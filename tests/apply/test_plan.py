@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.algorithm import apply_plan as ap
 from service.algorithm.topology import TopologySpec
+from service.flows.applying import site_plan as ap
 
 
 def _spec(local=("U", "K"), remote=("C", "D")) -> TopologySpec:

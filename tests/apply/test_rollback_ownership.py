@@ -134,7 +134,7 @@ def test_a_failed_apply_keeps_the_previous_in_force_and_rollbacks_belong_to_thei
                              "subflow": True}])}
     n_id = _row(url, e.tid, _plan(e, bad), "applying")
     run = subprocess.run(
-        [sys.executable, "-c", f"from service.flows.apply import run_apply; "
+        [sys.executable, "-c", f"from service.flows.applying.apply import run_apply; "
                                f"run_apply({n_id}, watch_here=False)"],
         env={**env, "PYTHONPATH": str(ROOT_DIR)}, capture_output=True, text=True, timeout=180,
         check=False)

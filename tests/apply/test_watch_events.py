@@ -10,7 +10,7 @@ import pytest
 
 from service.algorithm.topology import TopologySpec
 from service.db import session_scope
-from service.flows import failover_watch
+from service.flows.applying import failover_watch
 from service.store import applied
 from service.store.inventory import ensure_topology
 from tests.support import wait_for

@@ -23,9 +23,9 @@ from probes.vocabulary import ISP, Site
 from service.algorithm.impact import impact_from_omegas
 from service.algorithm.objective import Objective
 from service.algorithm.topology import TopologySpec
-from service.flows import recording
-from service.flows.derive import fit_from_runs
-from service.flows.recommend import recommend
+from service.flows.answers.recommend import recommend
+from service.flows.campaign import recording
+from service.flows.campaign.derive import fit_from_runs
 from service.store import campaigns, inventory, results
 from service.store.measurements import MeasurementRecord
 from tests.algorithm.paper_data import CCS, SITES, TABLE2, TABLE4

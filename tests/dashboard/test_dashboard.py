@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from service.flows import recording
+from service.flows.campaign import recording
 from service.store import results
 from service.store.measurements import MeasurementRecord
 from tests.algorithm.paper_data import CCS, TABLE2, TABLE3, TSTAR

@@ -12,9 +12,9 @@ import pytest
 
 from probes.vocabulary import ISP, Site
 from service.algorithm.topology import TopologySpec
-from service.flows import recording
-from service.flows.derive import fit_from_runs
-from service.flows.finish import finish_campaign
+from service.flows.campaign import recording
+from service.flows.campaign.derive import fit_from_runs
+from service.flows.campaign.finish import finish_campaign
 from service.store import campaigns, inventory, results
 from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign

@@ -172,9 +172,9 @@ def _map_ids(name: str) -> list[int]:
 
 
 def test_campaign_prober_measures_olia(testbed2x2, coupled_ccs):
-    """What a campaign does with "olia" (service/flows/calibration.py): keep it when both sites'
-    kernels offer it, then measure with iperf3 under mptcpize; no longer dropped."""
-    from service.flows.probing import TestbedProber
+    """What a campaign does with "olia" (service/flows/campaign/calibration.py): keep it when both
+    sites' kernels offer it, then measure with iperf3 under mptcpize; no longer dropped."""
+    from service.flows.campaign.probing import TestbedProber
 
     C.ensure_loaded(["olia"])
     prober = TestbedProber(testbed2x2.name)

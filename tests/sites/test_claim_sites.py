@@ -10,8 +10,8 @@ from models import utcnow
 from probes.vocabulary import Site
 from service import db
 from service.algorithm.topology import TopologySpec
-from service.flows import leasing
-from service.flows.plan import ProbeStep
+from service.flows.campaign import leasing
+from service.flows.campaign.plan import ProbeStep
 from service.settings import Settings
 from service.store import campaigns, inventory, sitelocks
 from tests.builders import site

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from benchmarks.fleet import campaigns, simulate
 from models import SiteLock
-from service.flows.fleet import Pending, choose, gives_way, lower_bound
+from service.flows.campaign.fleet import Pending, choose, gives_way, lower_bound
 
 
 def test_choose_never_shares_a_site_and_starts_the_busiest_site_first():

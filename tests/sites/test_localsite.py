@@ -17,7 +17,7 @@ from api.app import create_app
 from probes.localsite import LocalSite, capability_report, parse_isp_option, resolve_local_site
 from service import db
 from service.algorithm.topology import TopologySpec
-from service.flows.calibration import next_step
+from service.flows.campaign.calibration import next_step
 from service.settings import Settings
 from service.store import artifacts, inventory
 from tests.api.conftest import HU, SRL

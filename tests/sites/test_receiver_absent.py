@@ -12,8 +12,8 @@ from probes.base import MeasurementRequest, ProbeError, ReceiverAbsent
 from probes.localsite import LocalSite
 from service.algorithm.topology import TopologySpec
 from service.db import session_scope
-from service.flows import twosided
-from service.flows.plan import ProbeStep
+from service.flows.campaign import twosided
+from service.flows.campaign.plan import ProbeStep
 from service.settings import Settings, get_settings
 from service.store import inventory, probesessions
 from tests.builders import site

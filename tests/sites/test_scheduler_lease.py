@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from models import Campaign, utcnow
 from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope, upgrade
-from service.flows import embedded_scheduler
+from service.flows.scheduling import embedded_scheduler
 from service.settings import Settings
 from service.store import schedules
 from service.store.inventory import ensure_topology

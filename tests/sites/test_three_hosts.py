@@ -27,7 +27,7 @@ from sqlalchemy import select
 from api.app import create_app
 from models import Campaign, Measurement, ProbeSession, Recommendation
 from service.db import get_engine, session_scope
-from service.flows import twosided
+from service.flows.campaign import twosided
 from service.settings import Settings
 from service.store import tokens
 from tests.conftest import PG_USER, migrated_database, redis_database

@@ -221,8 +221,8 @@ def test_a_site_that_refuses_an_apply_leaves_the_previous_in_force_on_both(
     from probes import siteapply
     from probes import siteconfig as sc
     from probes import testbed as tbmod
-    from service.flows.apply import APPLY_TASK
-    from service.flows.dispatch import _celery_client, site_queue
+    from service.flows.applying.apply import APPLY_TASK
+    from service.flows.campaign.dispatch import _celery_client, site_queue
     from tests.support import wait_for
 
     from .conftest import testbed_spec

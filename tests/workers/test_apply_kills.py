@@ -19,7 +19,7 @@ from probes import siteconfig as sc
 from service import db
 from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope
-from service.flows import apply_outbox
+from service.flows.applying import apply_outbox
 from service.settings import Settings, get_settings
 from service.store import tokens
 from service.store.inventory import ensure_topology

@@ -12,7 +12,7 @@ import pytest
 
 from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope, upgrade
-from service.flows.batch import BatchState
+from service.flows.campaign.batch import BatchState
 from service.store import campaigns, inventory
 from tests.api.calibration import seed_srl_hu
 from tests.builders import paper_site

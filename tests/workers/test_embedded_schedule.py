@@ -25,7 +25,7 @@ from croniter import croniter
 from models import utcnow
 from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope
-from service.flows import embedded_scheduler
+from service.flows.scheduling import embedded_scheduler
 from service.store import dispatch_outbox, schedules
 from service.store.inventory import ensure_topology
 from service.store.leases import lease_holder

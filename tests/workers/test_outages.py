@@ -16,8 +16,8 @@ import pytest
 
 from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope
-from service.flows.dispatch import start_campaign
-from service.flows.plan import CampaignParameters
+from service.flows.campaign.dispatch import start_campaign
+from service.flows.campaign.plan import CampaignParameters
 from service.settings import Settings
 from service.store import campaigns, inventory
 from tests.builders import site

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from models import Campaign, utcnow
 from service.db import get_engine, session_scope
-from service.flows import dispatch
+from service.flows.campaign import dispatch
 from service.settings import Settings
 from service.store import probe_lease, tokens
 

@@ -21,9 +21,9 @@ from probes.base import MeasurementRequest, MeasurementResult, ReceiverAbsent
 from probes.vocabulary import ISP, Site
 from service import db
 from service.algorithm.topology import TopologySpec
-from service.flows import executor
-from service.flows.leasing import lease_heartbeat
-from service.flows.plan import ProbeStep
+from service.flows.campaign import executor
+from service.flows.campaign.leasing import lease_heartbeat
+from service.flows.campaign.plan import ProbeStep
 from service.settings import Settings
 from service.store import dispatch_outbox, inventory, measurements, probe_lease
 from tests.conftest import migrated_database, new_campaign

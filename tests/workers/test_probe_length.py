@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from service.errors import Invalid
-from service.flows.plan import CampaignParameters, resolve
+from service.flows.campaign.plan import CampaignParameters, resolve
 from service.settings import Settings
 
 

@@ -19,11 +19,11 @@ needs T* (the best arm's plateau) and, per competitive arm, the smallest buffer 
    runs there and every survivor at it drawable (`MIN_BUFFERS` buffers).
 
 `noise` is the noise model every step reads intervals with (`PointNoise`), and `lower_bounds`
-the rule by which the answer's solve reads OBS off the measured means. `Decision` promises:
+the rule by which the answer's solve reads OBS off the measured means. `BulkDecision` promises:
 OTP with the half-width of its interval (`otp_interval`), `prediction_half_width(k)` where the
 mean of k fresh runs should land, `alternatives` within reach and whether PM and CC are
-settled; the sentence a user reads is `flows.confidence_summary.decision_statement`. Why each
-step is as it is, measured on the testbed: docs/testbed.md, "The adaptive rule on the testbed".
+settled; the sentence a user reads is `flows.answers.confidence_summary.decision_statement`. Why
+each step is as it is, measured on the testbed: docs/testbed.md, "The adaptive rule on the testbed".
 """
 
 from .decision import (
@@ -34,7 +34,7 @@ from .decision import (
     T_STAR_MAX_RUNS,
     T_STAR_OWN_RUNS,
     T_STAR_PRECISION,
-    Decision,
+    BulkDecision,
     WantedProbe,
 )
 from .noise import (
@@ -53,6 +53,6 @@ from .top_band import top_pair_means
 __all__ = [
     "DEFAULT_CONFIDENCE", "MAX_RUNS", "MIN_ARM_DOF", "MIN_BUFFERS", "MIN_RUNS",
     "NEAR_LINE_MAX_RUNS", "NEAR_THE_TOP", "T_STAR_MAX_RUNS", "T_STAR_OWN_RUNS",
-    "T_STAR_PRECISION", "Decision", "Noise", "PointNoise", "Samples", "WantedProbe", "decide",
+    "T_STAR_PRECISION", "BulkDecision", "Noise", "PointNoise", "Samples", "WantedProbe", "decide",
     "lower_bounds", "pooled_noise", "top_pair_means", "within_links",
 ]

@@ -1,4 +1,4 @@
-"""What the adaptive decision returns (`WantedProbe`s to run next, or a settled `Decision`) and
+"""What the adaptive decision returns (`WantedProbe`s to run next, or a settled `BulkDecision`) and
 the bounds its steps share."""
 
 from __future__ import annotations
@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from probes.vocabulary import PathManager
 
 from ..alternative import Alternative
 from ..arm import Arm
@@ -25,13 +27,13 @@ NEAR_LINE_MAX_RUNS = 8
 
 @dataclass(frozen=True)
 class WantedProbe:
-    pm: str
+    pm: PathManager
     cc: str
     bs_mib: float
 
 
 @dataclass
-class Decision:
+class BulkDecision:
     """Either `probes` to run next, or a settled answer (`settled`)."""
 
     probes: list[WantedProbe] = field(default_factory=list)

@@ -21,7 +21,7 @@ from .decision import (
     MIN_BUFFERS,
     NEAR_LINE_MAX_RUNS,
     T_STAR_MAX_RUNS,
-    Decision,
+    BulkDecision,
     Points,
     WantedProbe,
 )
@@ -41,7 +41,7 @@ def decide(
     t_star_max_runs: int = T_STAR_MAX_RUNS,
     noise_samples: Samples | None = None,
     extended: Sequence[float] = (),
-) -> Decision:
+) -> BulkDecision:
     """The next batch of probes, or the settled decision. `noise_samples`: the runs the noise
     is pooled from, where some of `samples` hide their spread (`samples` when these leave no
     degree of freedom). `extended`: the buffers the caller added above the planned grid while
@@ -50,29 +50,29 @@ def decide(
     arms = [Arm(*a) for a in arms]
     missing = top_band(points, arms, delta, extended)
     if missing:
-        return Decision(probes=missing)
+        return BulkDecision(probes=missing)
     t = t_star(points, arms, delta, confidence)
     if not t.held and t.runs < t_star_max_runs:
-        return Decision(probes=[WantedProbe(*t.leader, t.bs)])  # a T* that holds, before use
+        return BulkDecision(probes=[WantedProbe(*t.leader, t.bs)])  # a T* that holds, before use
     verdicts = eliminate(points, arms, t, delta, max_runs)
     missing = bisection(points, t, verdicts, max_runs)
     if missing:
-        return Decision(probes=missing)
+        return BulkDecision(probes=missing)
     return _settle(points, t, verdicts, max_runs, extended)
 
 
 def _settle(points: Points, t: TStar, verdicts: Verdicts, max_runs: int,
-            extended: Sequence[float]) -> Decision:
+            extended: Sequence[float]) -> BulkDecision:
     """Step 5, the decision: the probes that still separate the answer from its neighbours
     (`_near_line`, `_drawable`, the tied arms' `min_runs`), else the settled answer."""
     grid, values, hw, obs = points.grid, points.values, t.hw, verdicts.obs
     missing = _near_line(points, t, verdicts, max_runs)
     if missing:
-        return Decision(probes=missing)
+        return BulkDecision(probes=missing)
     survivors = [a for a in verdicts.survivors if a in obs]
     missing = _drawable(points, survivors, obs, extended)
     if missing:
-        return Decision(probes=missing)
+        return BulkDecision(probes=missing)
     # the arms tied at the smallest OBS have `min_runs` runs there first (a single run settled
     # the bisection's verdicts; means of unequal counts would not compare fairly), and a
     # repeat that overturns a verdict sends the bisection on
@@ -80,13 +80,13 @@ def _settle(points: Points, t: TStar, verdicts: Verdicts, max_runs: int,
     tied = [WantedProbe(*a, grid[first]) for a in survivors
             if obs[a] == first and points.short(a, grid[first])]
     if tied:
-        return Decision(probes=tied)
+        return BulkDecision(probes=tied)
     chosen = min(survivors, key=lambda a: (obs[a], -fmean(values(a, grid[obs[a]]) or [0.0])))
     bs = grid[obs[chosen]]
     otp, otp_hw = fmean(values(chosen, bs)), hw(chosen, bs)
     alternatives = _within_reach(chosen, survivors, bs, otp, otp_hw, values, hw)
     noise = points.noise.of_arm(chosen)
-    return Decision(
+    return BulkDecision(
         settled=True, opm=chosen.pm, occ=chosen.cc, obs_mib=bs,
         otp_mbps=otp, otp_half_width_mbps=otp_hw,
         t_star_mbps=t.mbps, target_mbps=verdicts.target,

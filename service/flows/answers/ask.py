@@ -1,0 +1,96 @@
+"""A question asked over the API, answered through the answer cache.
+
+`ask` is the whole unit of work: the cached answer when the generation read first still holds
+(the generation read and the cache looked up once per request, by the caller or here),
+else `recommend` (reusing the stored row for a question asked before), the commit, the answer
+rendered as sent, and the cache entry. The caller renders (`render`) so that a cache hit costs
+neither a query nor a serialisation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from models import Recommendation
+
+from ...algorithm import topology as algo
+from ...algorithm.objective import Objective
+from ...settings import Settings
+from ...store import answer_generation, recommendations
+from .answer_cache import AnswerCache, Remembered, answers
+from .recommend import recommend
+
+
+@dataclass(frozen=True)
+class SentAnswer:
+    content: bytes
+    provisional: bool = False
+    poll_url: str | None = None
+
+
+def database_of(session: Session) -> str:
+    """Which database a session talks to: cached answers are per database."""
+    return str(session.get_bind().engine.url)
+
+
+def ask(
+    session: Session,
+    *,
+    render: Callable[[Recommendation], tuple[bytes, str | None]],
+    settings: Settings,
+    topology_id: int | None = None,
+    topology: algo.TopologySpec | None = None,
+    rtts_ms: Mapping[str, float] | None = None,
+    delta: float,
+    bs_min_mib: float | None = None,
+    bs_max_mib: float | None = None,
+    generation: int | None = None,
+    looked_up: bool = False,
+    cache: AnswerCache = answers,
+    objective: Objective | None = None,
+) -> SentAnswer:
+    """The answer as sent (`render(row)` -> body, poll URL), committed.
+
+    `generation`: the answer generation the caller read before anything else of this request
+    (read here, first, when left out). `looked_up`: the caller already looked the question up
+    in `cache` under that generation and missed (it is not looked up twice).
+    """
+    if generation is None:
+        generation = answer_generation.current(session)
+    question = None
+    if topology_id is not None:
+        question = cache.question(database_of(session), topology_id, delta, bs_min_mib,
+                                  bs_max_mib, (objective or Objective()).key())
+        hit = None if looked_up else cache.answer(question, generation)
+        if hit is not None:
+            session.rollback()
+            return SentAnswer(hit.content)
+
+    def answer():
+        return recommend(
+            session, topology_id=topology_id, topology=topology, rtts_ms=rtts_ms, delta=delta,
+            bs_min_mib=bs_min_mib, bs_max_mib=bs_max_mib, settings=settings, reuse=True,
+            objective=objective,
+        )
+
+    try:
+        outcome = answer()
+        session.commit()
+    except IntegrityError:
+        # Lost a race to a concurrent request (an inline site or topology, the topology's one
+        # active campaign): after the rollback the winner's rows are visible and are reused.
+        session.rollback()
+        outcome = answer()
+        session.commit()
+    rec = outcome.recommendation or recommendations.get_recommendation(
+        session, recommendation_id=outcome.recommendation_id
+    )
+    content, poll_url = render(rec)
+    if question is not None and not outcome.provisional:
+        cache.remember(question, generation,
+                       Remembered(rec.id, content, outcome.stale_at))
+    return SentAnswer(content, outcome.provisional, poll_url)

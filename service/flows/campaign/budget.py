@@ -1,0 +1,187 @@
+"""A campaign's probe budget: what each phase plans to probe, what it spent, and what is left.
+
+Every count the campaign reports comes from here, by one formula each:
+- `planned`: per budget phase (warm, impact, selection, sweep) the probes the campaign's columns
+  imply now (the runs, the grid, the CCs still measured, the extra impact runs), never fewer
+  than the phase spent or asked for; `replan` writes their sum and both the planned and the
+  spent probe-seconds per phase into the campaign's state (`CampaignState.budget`, shown by GET
+  /campaigns and kept with the answer's provenance);
+- `charge`: a stored probe's cost, the one place the progress counters move;
+- `affords`: whether the probe-seconds budget (None: unbounded) covers more probes, and
+  `sweep_reserve_s` the one share an earlier phase leaves to the sweep;
+- `progress` and `remaining_s`: what the API, the dashboard and the fleet policy show and order by.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from models import Campaign
+
+from ...algorithm import adaptive
+from ...store import campaigns as campaign_store
+from .plan import selection_probes
+from .selected import sweep_arms
+
+PHASES = ("warm", "impact", "selection", "sweep")
+# A measurement row's phase -> the budget phase it is charged to.
+_CHARGED_TO = {"warm": "warm", "impact": "impact", "selection": "selection", "buffer": "sweep"}
+
+
+def impact_runs(campaign: Campaign) -> dict[str, int]:
+    """Impact runs per CC: the plan's, plus those added while an Omega's sign was unsettled."""
+    extra = campaign.run_state.budget.extra_impact_runs
+    base = campaign.impact_runs if campaign.impact_runs is not None else campaign.runs
+    return {cc: base + extra.get(cc, 0) for cc in campaign.measured_ccs}
+
+
+def grid_sweep_probes(campaign: Campaign) -> int:
+    """Every (PM, CC, buffer, run) of the buffer sweep (Eq. 7); also the adaptive sweep's cap."""
+    ccs = campaign.measured_ccs
+    return len(campaign.pms) * len(ccs) * len(campaign.buffer_grid_mib) * campaign.runs
+
+
+def adaptive_sweep_cap(campaign: Campaign) -> int:
+    """The most an adaptive sweep may probe: the grid with at least the runs an interval needs,
+    and the repeats that make T* hold."""
+    runs = max(campaign.runs, adaptive.MIN_RUNS)
+    grid = len(sweep_arms(campaign, campaign.measured_ccs)) * len(campaign.buffer_grid_mib) * runs
+    return grid + adaptive.T_STAR_MAX_RUNS
+
+
+def adaptive_sweep_estimate(campaign: Campaign) -> int:
+    """An adaptive sweep's estimate: per arm the top of the grid, then a bisection."""
+    arms = len(sweep_arms(campaign, campaign.measured_ccs))
+    steps = 1 + math.ceil(math.log2(len(campaign.buffer_grid_mib)))
+    return arms * adaptive.MIN_RUNS * steps
+
+
+def selection_estimate(campaign: Campaign, n_subflows: int) -> int:
+    """A measured selection's estimate (`plan.selection_probes`)."""
+    return selection_probes(n_subflows, len(campaign.measured_ccs))
+
+
+def planned(campaign: Campaign, n_subflows: int) -> dict[str, int]:
+    """Probes per budget phase, by the campaign's columns now (see the module's docstring)."""
+    state = campaign.run_state
+    spent = {phase: state.budget.spent_probes(phase) for phase in state.budget.spent}
+    if state.budget.settled:
+        return {phase: spent.get(phase, 0) for phase in PHASES}
+    warm = state.warm
+    plan = dict.fromkeys(PHASES, 0)
+    plan["warm"] = 0 if warm is None else warm.probes
+    if warm is None or warm.verdict == "warm_drifted":  # checks only, unless they drifted
+        runs = impact_runs(campaign)
+        plan["impact"] = (
+            # adaptive: TP_0 under every CC, the TP_i under the reference CC only
+            sum(runs.values()) + max(runs.values(), default=0) * n_subflows
+            if campaign.mode == "adaptive" else sum(runs.values()) * (1 + n_subflows)
+        )
+        plan["sweep"] = (
+            adaptive_sweep_estimate(campaign) if campaign.mode == "adaptive"
+            else grid_sweep_probes(campaign)
+        )
+        if campaign.mode == "adaptive":
+            plan["selection"] = selection_estimate(campaign, n_subflows)
+    asked = state.budget.asked
+    return {
+        phase: max(count, spent.get(phase, 0), asked.get(phase, 0))
+        for phase, count in plan.items()
+    }
+
+
+def replan(campaign: Campaign) -> int:
+    """Write the planned total and the per-phase plan into the budget; returns the total."""
+    counts = planned(campaign, len(campaign.topology.subflows))
+    cost = probe_cost_s(campaign)
+    total = sum(counts.values())
+    campaign.run_state = campaign.run_state.with_budget(
+        planned=total,
+        phase_plan={phase: {"probes": n, "probe_seconds": n * cost}
+                    for phase, n in counts.items() if n},
+    )
+    return total
+
+
+def ask(campaign: Campaign, phase: str, probes: int) -> None:
+    """A phase that chooses its probes as it goes needs `probes` more than it has spent."""
+    b = campaign.run_state.budget
+    campaign.run_state = campaign.run_state.with_budget(
+        asked={**b.asked, phase: b.spent_probes(phase) + probes}
+    )
+    replan(campaign)
+
+
+def settle(campaign: Campaign) -> None:
+    """Nothing more will be probed: every phase's plan is what it spent (progress 100 %)."""
+    campaign.run_state = campaign.run_state.with_budget(settled=True)
+    replan(campaign)
+
+
+def charge(campaign: Campaign, measurement_phase: str, probe_seconds: float) -> None:
+    """A stored probe: one more probe done, its seconds used, booked to its phase."""
+    b = campaign.run_state.budget
+    phase = _CHARGED_TO.get(measurement_phase, measurement_phase)
+    was = b.spent.get(phase) or {"probes": 0, "probe_seconds": 0.0}
+    campaign.run_state = campaign.run_state.with_budget(
+        done=b.done + 1, used_s=b.used_s + float(probe_seconds),
+        spent={**b.spent, phase: {"probes": was["probes"] + 1,
+                                  "probe_seconds": was["probe_seconds"] + float(probe_seconds)}},
+    )
+    replan(campaign)
+
+
+def exhaust(campaign: Campaign) -> None:
+    """The cap stopped a phase (flagged on the answer)."""
+    campaign.run_state = campaign.run_state.with_budget(exhausted=True)
+
+
+def summary(campaign: Campaign) -> dict[str, Any]:
+    """The campaign's probe-second budget, planned and spent per phase (for plans and answers):
+    {"budget_s": ..., "planned": {phase: {"probes", "probe_seconds"}}, "spent": {...}}."""
+    b = campaign.run_state.budget
+    return {"budget_s": b.cap_s, "planned": dict(b.phase_plan), "spent": dict(b.spent)}
+
+
+def left_s(campaign: Campaign) -> float | None:
+    """Probe-seconds left of the budget; None: no budget."""
+    return campaign.run_state.budget.left_s()
+
+
+def probe_cost_s(campaign: Campaign) -> float:
+    """The probe-seconds one more probe is expected to cost: the plan's duration, or the mean of
+    the probes so far where the timing rule lengthened them (long-RTT paths), so the budget is
+    not overspent by probes that run longer than planned."""
+    b = campaign.run_state.budget
+    if b.done and b.used_s:
+        return max(campaign.duration_s, b.used_s / b.done)
+    return campaign.duration_s
+
+
+def sweep_reserve_s(campaign: Campaign) -> float:
+    """The one reserve rule: the probe-seconds an earlier phase leaves to the buffer sweep (the
+    grid's probes, or an adaptive sweep's estimate), at the next probe's cost."""
+    probes = (adaptive_sweep_estimate(campaign) if campaign.mode == "adaptive"
+              else grid_sweep_probes(campaign))
+    return probes * probe_cost_s(campaign)
+
+
+def affords(campaign: Campaign, probes: int = 1, *, reserve_s: float = 0.0) -> bool:
+    """The budget covers `probes` more probes with `reserve_s` kept for a later phase."""
+    left = left_s(campaign)
+    return left is None or left - reserve_s >= probes * probe_cost_s(campaign)
+
+
+def progress(campaign: Campaign) -> float:
+    """probes_done / probes_total in 0..1."""
+    return campaign.run_state.budget.progress()
+
+
+def remaining_s(campaign: Campaign) -> float:
+    """Probe time still to spend: probes left (at least one while the campaign is active) x the
+    probe's duration; 0 once it is final. The probing only: setup between probes comes on top."""
+    if campaign_store.is_final(campaign):
+        return 0.0
+    b = campaign.run_state.budget
+    return max(1, b.planned - b.done) * probe_cost_s(campaign)

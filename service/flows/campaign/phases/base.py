@@ -1,0 +1,94 @@
+"""What a phase is: asked with the campaign's context, it answers a probe to run, done (the next
+phase's turn), failed (it failed the campaign), or finish (the campaign needs nothing more).
+
+A phase does every piece of its work that needs no probe before it answers, re-reads what it
+needs from the database and is idempotent: a step is done when a measurement with its key exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Protocol
+
+from sqlalchemy.orm import Session
+
+from models import Campaign
+
+from ....algorithm.topology import TopologySpec
+from ....settings import Settings
+from ....store import campaigns as campaign_store
+from ....store import inventory, measurements, results
+from ..plan import ProbeStep
+from ..probing import Prober
+from ..selected import selected_subsets
+
+
+@dataclass(frozen=True)
+class PhaseVerdict:
+    """A probe to run (`step`); or `failed` (the phase failed the campaign); or `finish` (nothing
+    more to measure: the campaign finishes now, later phases skipped); or none: done."""
+
+    step: ProbeStep | None = None
+    failed: bool = False
+    finish: bool = False
+
+
+DONE = PhaseVerdict()
+FAILED = PhaseVerdict(failed=True)
+FINISH = PhaseVerdict(finish=True)
+
+
+def probe(step: ProbeStep) -> PhaseVerdict:
+    return PhaseVerdict(step=step)
+
+
+@dataclass
+class Context:
+    """One pass over the phases: the campaign row and what the phases share."""
+
+    session: Session
+    campaign: Campaign
+    settings: Settings
+    prober: Prober
+
+    @cached_property
+    def subflows(self) -> list[str]:
+        return [sf.name for sf in self.campaign.topology.subflows]
+
+    @cached_property
+    def spec(self) -> TopologySpec:
+        """The topology as the algorithm's validated spec, converted once for the pass."""
+        return inventory.topology_spec(self.campaign.topology)
+
+    def done(self) -> set[tuple]:
+        """The keys of every stored run (read afresh: a phase may have added runs)."""
+        return measurements.done_keys(self.session, campaign_id=self.campaign.id)
+
+    def subsets(self) -> dict[str, list[str]]:
+        """SP* per CC: the measured selection's where it ran (adaptive mode), else Ω's."""
+        omega = {
+            r.cc: r.subset
+            for r in results.impact_results(self.session, campaign_id=self.campaign.id)
+        }
+        selected = selected_subsets(self.campaign)
+        chosen = {**omega, **selected}
+        # A CC left with neither (its selection measured nothing usable, and adaptive mode
+        # measures Ω under the reference CC only) takes the reference's SP* (the selection's
+        # first CC), else Ω's, rather than failing or running every subflow unexamined.
+        fallback = next(iter(selected.values()), None) or next(iter(omega.values()), None)
+        if fallback is not None:
+            for cc in self.campaign.measured_ccs:
+                chosen.setdefault(cc, list(fallback))
+        return chosen
+
+    def fail(self, why: str) -> PhaseVerdict:
+        campaign_store.set_state(self.session, campaign_id=self.campaign.id, state="failed",
+                                 error=why)
+        return FAILED
+
+
+class Phase(Protocol):
+    name: str
+
+    def advance(self, ctx: Context) -> PhaseVerdict: ...

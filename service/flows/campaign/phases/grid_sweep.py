@@ -1,0 +1,88 @@
+"""The buffer sweep of grid mode (Eq. 7): every (PM, CC, buffer, run), PCDC on SP* of its CC;
+the grid grows while the best arm still climbs at its top; then the fit, and one more run of the
+whole sweep while the quality gate fails and the budget allows.
+
+A stream objective's sweep does neither: its paced probes' goodput is flat at the stream's rate
+wherever it is carried, so a goodput plateau or a goodput fit's gate says nothing about the
+stream, and their extra buffers and rounds would double its cost for nothing. Its answer is the
+frame delay at the grid's points (`flows.answers.stream_answer`)."""
+
+from __future__ import annotations
+
+from statistics import fmean
+
+from ....algorithm.objective import objective_of
+from ....algorithm.sweep import plateau_extension
+from ....store import campaigns as campaign_store
+from .. import budget
+from ..plan import buffer_steps
+from .base import DONE, FAILED, Context, PhaseVerdict, probe
+from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
+
+name = "sweep"
+MAX_EXTRA_ROUNDS_WITHOUT_BUDGET = 2
+
+
+def advance(ctx: Context) -> PhaseVerdict:
+    campaign = ctx.campaign
+    goodput_decides = not objective_of(campaign.objective).is_stream
+    while True:
+        if not campaign.run_state.budget.exhausted:
+            done, subsets = ctx.done(), ctx.subsets()
+            for step in buffer_steps(
+                campaign.pms, campaign.measured_ccs, campaign.buffer_grid_mib, campaign.runs,
+                subsets, ctx.subflows, campaign.seed,
+            ):
+                if step.key not in done:
+                    return probe(step)
+            if goodput_decides and _extend_grid(ctx):
+                continue
+        fits = fit(ctx)
+        if fits is None:
+            return FAILED
+        if goodput_decides and not all(f.gate_passed for f in fits) and _another_round(ctx):
+            continue
+        return DONE
+
+
+def _extend_grid(ctx: Context) -> bool:
+    """One more buffer above the grid, for every arm and run, while the best arm is still
+    climbing at the largest buffer (the plateau T* is read off would be a slope), up to
+    `MAX_GRID_EXTENSIONS` points and within the budget; flagged when the grid had to stop
+    below the plateau."""
+    campaign = ctx.campaign
+    samples = buffer_samples(ctx).samples
+    arm_means = {arm: {bs: fmean(v) for bs, v in per.items()} for arm, per in samples.items()}
+    more = plateau_extension(campaign.buffer_grid_mib, arm_means, campaign.delta)
+    if more is None:
+        return False
+    probes = len(campaign.pms) * len(campaign.measured_ccs) * campaign.runs
+    if len(grid_extensions(ctx)) >= MAX_GRID_EXTENSIONS or not budget.affords(campaign, probes):
+        campaign_store.update_state(campaign, grid_below_plateau=max(campaign.buffer_grid_mib))
+        return False
+    grow_grid(ctx, more)
+    budget.replan(campaign)
+    ctx.session.flush()
+    return True
+
+
+def _another_round(ctx: Context) -> bool:
+    """The gate failed: one more run of the whole buffer sweep, if the budget allows it."""
+    campaign = ctx.campaign
+    if campaign.run_state.budget.exhausted:
+        return False
+    if budget.left_s(campaign) is None:
+        if campaign.run_state.budget.extra_rounds >= MAX_EXTRA_ROUNDS_WITHOUT_BUDGET:
+            return False
+    else:
+        round_probes = (
+            len(campaign.pms) * len(campaign.measured_ccs) * len(campaign.buffer_grid_mib)
+        )
+        if not budget.affords(campaign, round_probes):
+            return False
+    campaign.run_state = campaign.run_state.with_budget(
+        extra_rounds=campaign.run_state.budget.extra_rounds + 1
+    )
+    campaign.runs += 1
+    budget.replan(campaign)
+    return True

@@ -1,0 +1,231 @@
+"""Subflow selection by measured value (adaptive mode): SP* is the subset that measurably
+delivers most, beside the paper's leave-one-out Ω.
+
+Per CC, `algorithm.selection` asks for the subsets to probe (each subflow alone, then forward
+selection, repeats only where they decide); this phase turns each into a probe (autotuned
+buffers, like the impact phase) and feeds back every measured subset: the selection's own runs,
+the impact phase's TP_0 (all subflows) and TP_i (all but one). The CC with the best TP_0 is the
+reference; every other CC checks the reference's decisions on its own runs and shares its SP*
+where they hold. The result (SP*, the path, standbys, Ω's disagreement) is kept in the
+campaign's notes (`selection`), and `Context.subsets` gives SP* to the sweep from then on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from statistics import fmean
+from typing import Any
+
+from models import NO_EXCLUSION, Campaign
+from probes.vocabulary import FULLMESH, PCDC
+
+from ....algorithm.capacity import LinkCapacity
+from ....algorithm.selection import (
+    Budget,
+    SelectionResult,
+    SelectionState,
+    Step,
+    next_probes,
+    result,
+    subset_label,
+)
+from ....algorithm.selection_omega import compare_with_omega
+from ....algorithm.subset_stats import Gain, Subset, SubsetEstimate
+from ....store import campaigns as campaign_store
+from ....store import measurements, results
+from .. import budget
+from ..plan import IMPACT_BS_MIB, ProbeStep
+from ..selected import selection_note, subset_key, subset_of_key
+from . import fixed_buffer_check as check
+from .base import DONE, Context, PhaseVerdict, probe
+
+name = "selection"
+
+
+def advance(ctx: Context) -> PhaseVerdict:
+    campaign = ctx.campaign
+    if selection_note(campaign) is not None or len(ctx.subflows) < 2:
+        return DONE  # decided already, or nothing to choose between
+    runs = _runs(ctx)
+    order = _reference_first(campaign.active_ccs, runs, len(ctx.subflows))
+    done: dict[str, SelectionResult] = {}
+    states: dict[str, SelectionState] = {}
+    reference: SelectionResult | None = None
+    # the stated rates leave out probes they decide; half of delta is what the additions they
+    # leave out may cost together, and what an addition must bring: a subflow that adds less
+    # costs buffer (its data waits for the others') for no answer-worthy gain (shared.yaml:
+    # both subflows 1-5 % above one alone at autotuned buffers, and needing 6 x its buffer)
+    rates = LinkCapacity.of(ctx.spec)
+    rtts = {sf.name: sf.rtt_ms for sf in campaign.topology.subflows if sf.rtt_ms is not None}
+    for cc in order:
+        samples, failures = runs.get(cc, ({}, {}))
+        state = SelectionState(
+            ctx.subflows, samples, failures, cc=cc, reference=reference,
+            budget=_budget(campaign), capacity=rates, negligible=campaign.delta / 2,
+            min_gain=campaign.delta / 2, rtts_ms=rtts,
+        )
+        wanted = next_probes(state)
+        if wanted:
+            budget.ask(campaign, "selection", len(wanted))
+            return probe(_step(ctx, cc, wanted[0], samples, failures))
+        done[cc] = result(state)
+        states[cc] = state
+        if reference is None and done[cc].estimate is not None:
+            reference = done[cc]
+    checked = _fixed_buffer_checks(ctx, done)
+    if isinstance(checked, PhaseVerdict):
+        return checked
+    _store(ctx, done, states, checked)
+    return DONE
+
+
+def _fixed_buffer_checks(ctx: Context, done: dict[str, SelectionResult]):
+    """A probe the fixed-buffer check still needs (`fixed_buffer_check`), or per CC the
+    check's figures, SP* set back to its start in `done` where its additions did not pay."""
+    bs = check.check_buffer(ctx.campaign.buffer_grid_mib)
+    got = check.measured(ctx, bs)
+    # who checks what, before any SP* falls back (a fallen-back reference shares nothing)
+    plan = {cc: (pair, check.owner(cc, done)) for cc in done if (pair := check.pair(done[cc]))}
+    min_gain = ctx.campaign.delta / 2
+    for pair, by in plan.values():
+        for subset in pair:
+            if (by, tuple(sorted(subset))) not in got:
+                budget.ask(ctx.campaign, "selection", 1)
+                return probe(check.step(ctx, by, subset, bs))
+    for pair, by in plan.values():
+        chosen, start = (got[(by, tuple(sorted(x)))] for x in pair)
+        again = check.next_run(chosen, start, min_gain)
+        if again is not None:
+            subset, runs = (pair[0], chosen) if again == "subset" else (pair[1], start)
+            budget.ask(ctx.campaign, "selection", 1)
+            return probe(check.step(ctx, by, subset, bs, run=len(runs) + 1))
+    notes = {}
+    for cc, (pair, by) in plan.items():
+        chosen, start = (got[(by, tuple(sorted(x)))] for x in pair)
+        pays = check.verdict(check.mean(chosen), check.mean(start), min_gain)
+        notes[cc] = check.note(bs, by, chosen, start, "subset" if pays else "start")
+        if not pays:
+            done[cc] = check.fall_back(done[cc])
+    return notes
+
+
+def _reference_first(ccs: Sequence[str], runs, n_subflows: int) -> list[str]:
+    """The CC whose all-subflows probe (TP_0) gave most first: the likely answer's CC is the one
+    whose selection runs in full; the others check it."""
+    def tp0(cc: str) -> float:
+        samples = runs.get(cc, ({}, {}))[0]
+        values = [v for subset, vs in samples.items() if len(subset) == n_subflows for v in vs]
+        return fmean(values) if values else -1.0
+
+    return sorted(ccs, key=lambda cc: (-tp0(cc), list(ccs).index(cc)))
+
+
+def _runs(ctx: Context) -> dict[str, tuple[dict[Subset, list[float]], dict[Subset, int]]]:
+    """Per CC the measured goodput per subset (selection runs, TP_0, TP_i) and the failed
+    selection probes per subset."""
+    names = ctx.subflows
+    out: dict[str, tuple[dict[Subset, list[float]], dict[Subset, int]]] = {}
+    rows = measurements.list_runs(ctx.session, campaign_id=ctx.campaign.id,
+                                  phases=("impact", "selection"))
+    for m in rows:
+        if m.bs_mib != IMPACT_BS_MIB:
+            continue  # the fixed-buffer check's probes (`fixed_buffer_check`): not autotuned
+        samples, failures = out.setdefault(m.cc, ({}, {}))
+        if m.phase == "selection":
+            subset = frozenset(subset_of_key(m.excluded_subflow))
+        elif m.excluded_subflow == NO_EXCLUSION:
+            subset = frozenset(names)
+        else:
+            subset = frozenset(n for n in names if n != m.excluded_subflow)
+        if not subset or not subset <= set(names):
+            continue
+        if m.status == "ok" and m.mean_goodput_mbps is not None:
+            samples.setdefault(subset, []).append(m.mean_goodput_mbps)
+        elif m.phase == "selection":
+            failures[subset] = failures.get(subset, 0) + 1
+    return out
+
+
+def _budget(campaign: Campaign) -> Budget:
+    """The probe-seconds the selection may still spend: what is left of the campaign's budget
+    less the sweep's share (its estimate), or no limit without a budget."""
+    left = budget.left_s(campaign)
+    if left is None:
+        return Budget()
+    cost = budget.probe_cost_s(campaign)
+    return Budget(probe_seconds=max(0.0, left - budget.sweep_reserve_s(campaign)),
+                  seconds_per_probe=cost)
+
+
+def _step(ctx: Context, cc: str, subset: Subset, samples, failures) -> ProbeStep:
+    ordered = tuple(n for n in ctx.subflows if n in subset)
+    run = len(samples.get(subset, ())) + failures.get(subset, 0) + 1
+    everything = len(ordered) == len(ctx.subflows)
+    return ProbeStep(
+        "selection", FULLMESH if everything else PCDC, cc, IMPACT_BS_MIB, run,
+        subset_key(ordered), None if everything else ordered,
+    )
+
+
+def _store(ctx: Context, done: dict[str, SelectionResult], states, checks) -> None:
+    impacts = {r.cc: r.subset for r in results.impact_results(ctx.session,
+                                                                campaign_id=ctx.campaign.id)}
+    per_cc = {}
+    for cc, res in done.items():
+        entry = result_to_dict(res)
+        if cc in checks:
+            entry["buffer_check"] = checks[cc]
+        if cc in impacts and res.estimate is not None:
+            comparison = compare_with_omega(res, impacts[cc], states[cc])
+            entry["omega"] = {
+                "subset": list(comparison.omega), "agree": comparison.agree,
+                "statement": comparison.statement(res.subflows),
+            }
+        per_cc[cc] = entry
+    campaign_store.update_state(ctx.campaign, selection={"done": True, "ccs": per_cc})
+    ctx.session.flush()
+
+
+# --- JSON forms (the campaign's notes, the answer) -----------------------------------------------
+def _num(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), 6)
+
+
+def _estimate(e: SubsetEstimate | None) -> dict[str, Any] | None:
+    if e is None:
+        return None
+    return {"subset": sorted(e.subset), "runs": e.runs, "mean_mbps": _num(e.mean_mbps),
+            "low_mbps": _num(e.low_mbps), "high_mbps": _num(e.high_mbps)}
+
+
+def _gain(g: Gain | None) -> dict[str, Any] | None:
+    if g is None:
+        return None
+    return {"fraction": _num(g.fraction), "low": _num(g.low), "high": _num(g.high),
+            "settled": g.settled}
+
+
+def _path_step(step: Step, subflows: Sequence[str]) -> dict[str, Any]:
+    return {
+        "decision": step.decision, "subset": list(step.subset),
+        "label": subset_label(step.subset, subflows), "subflow": step.subflow,
+        "rival": None if step.rival is None else list(step.rival),
+        "estimate": _estimate(step.estimate), "gain": _gain(step.gain),
+        "settled": step.settled,
+    }
+
+
+def result_to_dict(res: SelectionResult) -> dict[str, Any]:
+    return {
+        "subset": list(res.subset), "label": subset_label(res.subset, res.subflows),
+        "usable": res.estimate is not None, "complete": res.complete, "settled": res.settled,
+        "reason": res.reason, "shared_from": res.shared_from,
+        "estimate": _estimate(res.estimate),
+        "path": [_path_step(s, res.subflows) for s in res.path],
+        "standby_subflows": list(res.standby_subflows),
+        "within_reach": [{"label": a.label, "relative": _num(a.relative)}
+                         for a in res.within_reach],
+        "contradicted": [_path_step(s, res.subflows) for s in res.contradicted],
+        "bounded": list(res.bounded), "not_alone": list(res.not_alone),
+    }

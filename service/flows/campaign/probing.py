@@ -1,0 +1,123 @@
+"""Where a campaign's probes run: the bridge from a campaign step to a `probes` measurement.
+
+The emulated testbed is found by the topology's site names: a running testbed whose two sites are
+the topology's local and remote site. Real sites (NorNet-style) would plug in another `Prober`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from probes import testbed as tb
+from probes import tools as probe_tools
+from probes.base import MeasurementRequest, MeasurementResult, ProbeError
+from probes.netperfmeter import default_binary as default_netperfmeter
+
+from ...settings import Settings
+
+MIB = 2**20
+
+
+class Prober(Protocol):
+    """Runs measurements between the two sites of a topology."""
+
+    def available_ccs(self) -> set[str]: ...
+
+    def measure(self, request: MeasurementRequest) -> MeasurementResult: ...
+
+
+@dataclass
+class TestbedProber:
+    """Measurements on a running emulated testbed, each side inside its site's namespace.
+
+    Both sites are namespaces of this host: this host's tools are both ends' tools. The
+    backend of each probe follows its request's `tool` (`probes.tools.choose`)."""
+
+    testbed: str
+    iperf3_binary: str | None = None
+    netperfmeter_binary: str | None = None
+    _tools: dict | None = None
+
+    def _attach(self) -> tb.Testbed:
+        return tb.attach(self.testbed)
+
+    def available_ccs(self) -> set[str]:
+        bed = self._attach()
+        # Both sites run on this kernel; ask inside each site's namespace all the same.
+        offered = [set(tb.available_congestion_controls(bed.ns(s.name))) for s in bed.spec.sites]
+        return set.intersection(*offered)
+
+    def tools(self) -> dict:
+        if self._tools is None:
+            self._tools = probe_tools.inventory(
+                netperfmeter=self.netperfmeter_binary or default_netperfmeter(),
+                iperf3=self.iperf3_binary or "iperf3")["tools"]
+        return self._tools
+
+    def backend_for(self, request: MeasurementRequest) -> str:
+        return probe_tools.choose(request.tool, request.profile.kind, [self.tools()] * 2)
+
+    def measure(self, request: MeasurementRequest) -> MeasurementResult:
+        backend = self.backend_for(request)
+        kwargs = {}
+        if backend == "iperf3" and self.iperf3_binary:
+            kwargs["binary"] = self.iperf3_binary
+        if backend == "netperfmeter" and self.netperfmeter_binary:
+            kwargs["binary"] = self.netperfmeter_binary
+        return self._attach().measure(request, backend=backend, **kwargs)
+
+
+def find_testbed(local_site: str, remote_site: str, name: str | None = None) -> str:
+    """The name of a healthy running testbed that has both sites (`name`'s, when given)."""
+    for status in tb.status():
+        if name is not None and status["name"] != name:
+            continue
+        if status["healthy"] and {local_site, remote_site} <= set(status["sites"]):
+            return status["name"]
+    which = "no running testbed" if name is None else f"the testbed {name!r} is not up or"
+    raise ProbeError(
+        f"{which} has the sites {local_site!r} and {remote_site!r}: "
+        "start one with `mpcoa testbed up FILE`"
+    )
+
+
+def buffer_bytes(bs_mib: float) -> int | None:
+    """0 MiB stands for "no buffer set": the kernel's autotuning (the impact phase, baselines)."""
+    return None if bs_mib <= 0 else round(bs_mib * MIB)
+
+
+ProberFactory = Callable[[str, str], Prober]  # (local site, remote site) -> Prober
+
+
+def default_prober_factory(settings: Settings) -> ProberFactory:
+    def make(local: str, remote: str) -> Prober:
+        return LazyProber(local, remote, settings.iperf3_binary, settings.testbed)
+
+    return make
+
+
+@dataclass
+class LazyProber:
+    """Finds the site pair's testbed when a probe is first needed, not when a task starts."""
+
+    local: str
+    remote: str
+    iperf3_binary: str | None = None
+    testbed: str | None = None
+    _prober: TestbedProber | None = None
+
+    def _get(self) -> TestbedProber:
+        if self._prober is None:
+            self._prober = TestbedProber(
+                find_testbed(self.local, self.remote, self.testbed),
+                iperf3_binary=self.iperf3_binary
+            )
+        return self._prober
+
+    def available_ccs(self) -> set[str]:
+        return self._get().available_ccs()
+
+    def measure(self, request) -> MeasurementResult:
+        return self._get().measure(request)
