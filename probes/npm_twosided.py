@@ -18,7 +18,7 @@ import tempfile
 import threading
 from typing import Any
 
-from probes.base import MeasurementRequest, MeasurementResult, ProbeError, utcnow
+from probes.base import MeasurementRequest, MeasurementResult, ProbeError
 from probes.context import HostPair, mptcp_settings
 from probes.hygiene import abort_connections
 from probes.netns import in_ns
@@ -30,9 +30,9 @@ from probes.netperfmeter import (
     is_legacy,
 )
 from probes.ports import choose_port_triple
-from probes.runner import RunOutput, Server, ToolRun, drive, wait_listening
+from probes.runner import RunOutput, Server, ToolRun, wait_listening
 from probes.subflowctl import plan_subflows
-from probes.twosided import die_with_parent, prepare_receiver
+from probes.twosided import die_with_parent, drive_sender, prepare_receiver
 
 log = logging.getLogger(__name__)
 #: a node that ended is started again after this long (one that keeps dying is not spun)
@@ -144,11 +144,6 @@ def active_measure(request: MeasurementRequest, *, sender_addrs: dict[str, str],
     out = RunOutput(settings={"sender": mptcp_settings(ns)})
     if receiver_ns is not None:
         out.settings["receiver"] = mptcp_settings(receiver_ns)
-    out.started = utcnow()
-    try:
-        drive(pair, plan, cmd, out, watch_receiver=False)
-    finally:
-        out.ended = utcnow()
-        out.aborted_sockets += abort_connections(ns, cmd.ports)
+    drive_sender(pair, plan, cmd, out, ns)
     return finish_result(request, pair, plan, out, cmd, outdir, version, floor_ms=None,
                          extra_raw={"two_sided": True, "passive_node_port": port})

@@ -183,12 +183,7 @@ def active_measure(request: MeasurementRequest, *, sender_addrs: dict[str, str],
                   listen_port=port, ports=[port - 1, port, port + 1],
                   client_timeout_s=request.duration_s + 30)
     out = RunOutput(settings={"sender": mptcp_settings(ns)})
-    out.started = utcnow()
-    try:
-        drive(pair, plan, cmd, out, watch_receiver=False)
-    finally:
-        out.ended = utcnow()
-        out.aborted_sockets += abort_connections(ns, cmd.ports)
+    drive_sender(pair, plan, cmd, out, ns)
     report = wait_report()
     out.settings["receiver"] = report.get("settings", {})
     try:
@@ -210,3 +205,14 @@ def active_measure(request: MeasurementRequest, *, sender_addrs: dict[str, str],
                     series=series, total_mbps=report["mbps"], bytes_received=report["bytes"],
                     kernel_extra={"sender_cc_used": cli["cc"], "receiver_cc_used": report["cc"]},
                     raw=raw, buffers_set=set_on_both_ends(request))
+
+
+def drive_sender(pair: HostPair, plan, cmd, out: RunOutput, ns: str) -> None:
+    """The active side's run, timed; its connections are aborted at the end whatever happened
+    (one left stalled would hold the ports and skew the next probe)."""
+    out.started = utcnow()
+    try:
+        drive(pair, plan, cmd, out, watch_receiver=False)
+    finally:
+        out.ended = utcnow()
+        out.aborted_sockets += abort_connections(ns, cmd.ports)

@@ -14,12 +14,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from probes.base import MeasurementRequest, MeasurementResult, utcnow
+from probes.base import MeasurementRequest, MeasurementResult
 from probes.context import HostPair, mptcp_settings
-from probes.hygiene import abort_connections
 from probes.paced import DRAIN_S, build_commands, build_result, read_outputs
-from probes.runner import RunOutput, ToolRun, drive
+from probes.runner import RunOutput, ToolRun
 from probes.subflowctl import plan_subflows
+from probes.twosided import drive_sender
 
 
 def active_measure(request: MeasurementRequest, *, sender_addrs: dict[str, str],
@@ -36,12 +36,7 @@ def active_measure(request: MeasurementRequest, *, sender_addrs: dict[str, str],
                   listen_port=port, ports=[port - 1, port, port + 1],
                   client_timeout_s=request.duration_s + DRAIN_S + 40)
     out = RunOutput(settings={"sender": mptcp_settings(ns)})
-    out.started = utcnow()
-    try:
-        drive(pair, plan, cmd, out, watch_receiver=False)
-    finally:
-        out.ended = utcnow()
-        out.aborted_sockets += abort_connections(ns, cmd.ports)
+    drive_sender(pair, plan, cmd, out, ns)
     report = wait_report()
     out.settings["receiver"] = report.get("settings", {})
     sender, receiver = read_outputs(out.client_stdout, out.client_stderr)

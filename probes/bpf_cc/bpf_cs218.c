@@ -101,9 +101,6 @@ SEC("struct_ops")
 void BPF_PROG(cs218_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
 	struct cs218_ca *ca = inet_csk_ca(sk);
-	__u64 conn;
-	struct conn_state *st;
-	int i;
 
 	ca->ack_count++;
 	if (sample->rtt_us > 0) {
@@ -111,15 +108,7 @@ void BPF_PROG(cs218_pkts_acked, struct sock *sk, const struct ack_sample *sample
 		if (!ca->best_rtt_us || ca->last_rtt_us < ca->best_rtt_us)
 			ca->best_rtt_us = ca->last_rtt_us;
 	}
-	conn = mptcp_conn_of(sk);
-	if (!conn)
-		return;
-	st = conn_state_get(conn);
-	if (!st)
-		return;
-	i = slot_index(st, (__u64)sk);
-	if (i >= 0 && i < MAX_SUBFLOWS)
-		slot_refresh(&st->sf[i], sk);
+	refresh_own_slot(sk);
 }
 
 /* A loss: the run of ACKs ends and the window halves (Reno's, as the seed keeps it). */

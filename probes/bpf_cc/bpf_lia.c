@@ -64,18 +64,7 @@ void BPF_PROG(lia_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 SEC("struct_ops")
 void BPF_PROG(lia_pkts_acked, struct sock *sk, const struct ack_sample *sample)
 {
-	__u64 conn = mptcp_conn_of(sk);
-	struct conn_state *st;
-	int i;
-
-	if (!conn)
-		return;
-	st = conn_state_get(conn);
-	if (!st)
-		return;
-	i = slot_index(st, (__u64)sk);
-	if (i >= 0 && i < MAX_SUBFLOWS)
-		slot_refresh(&st->sf[i], sk);
+	refresh_own_slot(sk);
 }
 
 SEC("struct_ops")

@@ -234,4 +234,21 @@ static __always_inline __u64 lia_denominator(const struct conn_state *st)
 	return ((t * t) / wm) >> 8;
 }
 
+/* Keep this subflow's slot current for its siblings: called on every ACK (also in recovery). */
+static __always_inline void refresh_own_slot(struct sock *sk)
+{
+	__u64 conn = mptcp_conn_of(sk);
+	struct conn_state *st;
+	int i;
+
+	if (!conn)
+		return;
+	st = conn_state_get(conn);
+	if (!st)
+		return;
+	i = slot_index(st, (__u64)sk);
+	if (i >= 0 && i < MAX_SUBFLOWS)
+		slot_refresh(&st->sf[i], sk);
+}
+
 #endif /* MPCOA_MPTCP_CC_H */
