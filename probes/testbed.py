@@ -467,7 +467,7 @@ def testbed_status(name: str) -> dict[str, Any]:
     sites = spec.get("sites", [])
     nss = testbed_namespaces(name)
     procs = st.get("field_procs") or []
-    field_state = conditions.status(STATE_ROOT / name, spec, procs)
+    field_state = conditions.status(state_root() / name, spec, procs)
     expected = 1 + len(sites) + (1 + len(_cross_isps(spec)) if _cross_isps(spec) else 0)
     return {
         "name": name,

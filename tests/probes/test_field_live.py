@@ -42,7 +42,7 @@ def spec_data(name: str, u: dict | None = None, paths: dict | None = None, two: 
 
 
 def field_pids(name: str) -> list[int]:
-    st = json.loads((tbmod.STATE_ROOT / name / "state.json").read_text())
+    st = json.loads((tbmod.state_root() / name / "state.json").read_text())
     return [p["pid"] for p in st.get("field_procs", [])] + [st["delayline_pid"]]
 
 
@@ -66,7 +66,7 @@ def bed_of(data: dict):
         yield tbmod.up(parse_spec(data))
     finally:
         pids = []
-        if (tbmod.STATE_ROOT / name / "state.json").exists():
+        if (tbmod.state_root() / name / "state.json").exists():
             pids = field_pids(name)
         tbmod.down(name)
         assert_nothing_left(name)
@@ -79,7 +79,7 @@ def probe(bed, seconds: float, warmup: float = 2.0):
 
 
 def sink_bytes(name: str, k: int = 0) -> int:
-    p = tbmod.STATE_ROOT / name / f"cross{k}.sink.stats.json"
+    p = tbmod.state_root() / name / f"cross{k}.sink.stats.json"
     return json.loads(p.read_text())["bytes"]
 
 
@@ -205,7 +205,7 @@ def test_sigterm_while_coming_up_leaves_nothing(tmp_path):
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        while not (tbmod.STATE_ROOT / name / "cross1.sink.ready").exists():
+        while not (tbmod.state_root() / name / "cross1.sink.ready").exists():
             assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
             time.sleep(0.02)
         proc.send_signal(signal.SIGTERM)
