@@ -42,7 +42,11 @@ def calibrated(sites, tmp_path, *options: str) -> Iterator[tuple]:
         campaign = client.get("/campaigns?limit=1").json()["items"][0]
         assert campaign["state"] == "done", campaign
         listed = client.get(f"/recommendations?topology_id={topology_id}&kind=calibrated")
-        (rec,) = listed.json()["items"]  # the campaign's own answer, given when it finished
+        every = client.get(f"/recommendations?topology_id={topology_id}").json()["items"]
+        # the campaign's own answer, given when it finished (else: what it answered, and why)
+        assert len(listed.json()["items"]) == 1, (
+            [(r["kind"], r["quality_flags"], r["provenance"]) for r in every], campaign)
+        (rec,) = listed.json()["items"]
         assert rec["campaign_id"] == campaign["id"]
         seen = crawl(lambda path: client.get(path, follow_redirects=False), "/dashboard/")
         assert {p: s for p, s in seen.items() if s != 200} == {}
