@@ -91,6 +91,9 @@ class FrameStats(BaseModel):
     #: the receiver's clock minus the sender's as estimated, and its uncertainty (hosts apart)
     clock_offset_ms: float | None = None
     clock_offset_uncertainty_ms: float | None = None
+    #: why the stream ended early: the sender could not write within its duration plus a
+    #: margin (the connection stalled); its unwritten frames count as lost
+    stalled: str | None = None
 
     def below_floor(self) -> str | None:
         """Why the delays cannot be true: the fastest frame beat the fastest path."""

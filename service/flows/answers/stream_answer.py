@@ -74,6 +74,11 @@ def frames_of(m: Measurement) -> dict[str, Any] | None:
         return None
 
 
+def stalled(m: Measurement) -> str | None:
+    """Why the probe's stream stopped early (its connection stalled), or None."""
+    return (frames_of(m) or {}).get("stalled")
+
+
 def one_way(f: dict[str, Any], delta: float) -> bool:
     """Whether a probe's stored delays are one-way under the campaign's delta."""
     clock = f.get("clock", "shared")
@@ -137,7 +142,10 @@ def stream_answer(session: Session, campaign: Campaign, objective: Objective,
     uncertainties = [float(u) for f in figures
                      if (u := f.get("clock_offset_uncertainty_ms")) is not None]
     runs: dict[Arm, dict[float, list[StreamRun]]] = {}
+    stalls: dict[tuple[Arm, float], list[str]] = {}
     for m in rows:
+        if cause := stalled(m):
+            stalls.setdefault((Arm(m.pm, m.cc), m.bs_mib), []).append(cause)
         runs.setdefault(Arm(m.pm, m.cc), {}).setdefault(m.bs_mib, []).append(
             stream_run(m, relative))
     if not runs:
@@ -151,8 +159,13 @@ def stream_answer(session: Session, campaign: Campaign, objective: Objective,
                              min_runs=1)
     points = [{"pm": a.pm, "cc": a.cc, "bs_mib": bs, "runs": len(rs),
                "p99_ms": [r.p99_ms for r in rs], "goodput_mbps": [r.goodput_mbps for r in rs],
-               "lost_fraction": [r.lost_fraction for r in rs]}
+               "lost_fraction": [r.lost_fraction for r in rs],
+               **({"stalled": causes} if (causes := stalls.get((a, bs))) else {})}
               for a in arms for bs, rs in sorted(runs[a].items())]
+    for (a, bs), causes in sorted(stalls.items()):  # the cause beside the arm's reason
+        label = f"{a.pm}/{a.cc}"
+        if label in decision.not_carrying:
+            decision.not_carrying[label] += f"; at {bs:g} MiB {causes[0]}"
     chosen = [m for m in rows if (m.pm, m.cc, m.bs_mib)
               == (decision.opm, decision.occ, decision.obs_mib)]
     return StreamAnswer(error="stream_not_carried" if decision.opm is None else None,
