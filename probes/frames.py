@@ -13,8 +13,8 @@ receiver's clock), hence its one-way delay, and whether it never arrived. From t
   then reports every delay relative to the flow's minimum (the offset cancels; what remains is
   queueing and reassembly wait, not the path's propagation delay).
 - **jitter**: RFC 3550's estimator J += (|D| - J) / 16 over consecutive received frames, D the
-  difference of their transit times; the value after the last frame (what RFC 3550 reports)
-  and its mean over the run.
+  difference of their transit times; the value after the last frame (what RFC 3550 reports),
+  its mean over the run and its largest value.
 - **late**: received frames whose delay exceeds the budget (none without a budget).
 - **head-of-line wait** (``hol_ms``): delay minus the minimum delay over the flow. The minimum
   is the best the fastest path delivered a frame in (propagation plus serialisation, no queue,
@@ -81,6 +81,7 @@ class FrameStats(BaseModel):
     delay_min_ms: float | None = None
     jitter_ms: float | None = None  #: RFC 3550 J after the last frame
     jitter_mean_ms: float | None = None  #: mean of J over the frames
+    jitter_max_ms: float | None = None  #: largest J over the frames
     budget_ms: float | None = None
     late_frames: int = 0  #: received over the budget
     hol_mean_ms: float | None = None
@@ -90,6 +91,9 @@ class FrameStats(BaseModel):
     #: the receiver's clock minus the sender's as estimated, and its uncertainty (hosts apart)
     clock_offset_ms: float | None = None
     clock_offset_uncertainty_ms: float | None = None
+    #: why the stream ended early: the sender could not write within its duration plus a
+    #: margin (the connection stalled); its unwritten frames count as lost
+    stalled: str | None = None
 
     def below_floor(self) -> str | None:
         """Why the delays cannot be true: the fastest frame beat the fastest path."""
@@ -177,7 +181,7 @@ def frame_stats(records: Sequence[FrameRecord], *, budget_ms: float | None = Non
         **base, delay_mean_ms=sum(shown) / len(shown), delay_p50_ms=percentile(ordered, 50),
         delay_p95_ms=percentile(ordered, 95), delay_p99_ms=percentile(ordered, 99),
         delay_max_ms=ordered[-1], delay_min_ms=ordered[0], jitter_ms=jit[-1],
-        jitter_mean_ms=sum(jit) / len(jit),
+        jitter_mean_ms=sum(jit) / len(jit), jitter_max_ms=max(jit),
         late_frames=sum(d > budget_ms for d in shown) if budget_ms is not None else 0,
         hol_mean_ms=sum(hol) / len(hol), hol_p99_ms=percentile(hol, 99), hol_max_ms=hol[-1])
 

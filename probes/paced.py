@@ -142,7 +142,8 @@ def build_result(request: MeasurementRequest, pair: HostPair, plan: SubflowPlan,
                       buffers_set=set_on_both_ends(request))
     result.frames = frame_stats(records, budget_ms=request.profile.delay_budget_ms,
                                 warmup_s=request.warmup_s, floor_ms=pair.delay_floor_ms(),
-                                offset=None if shared_clock else offset)
+                                offset=None if shared_clock else offset
+                                ).model_copy(update={"stalled": sender.get("stalled")})
     result.add_artifact(FRAMES_ARTIFACT, frames_csv(records))
     result.add_artifact("paced-sender.json", json.dumps(
         {k: v for k, v in sender.items() if k != "receiver"}))

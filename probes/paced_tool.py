@@ -28,6 +28,10 @@ trip. ``--sync N`` exchanges are made before the first frame and N after the rec
 the last one (none while frames queue on the path); `probes.clocksync` turns them into the
 offset and its uncertainty.
 
+A connection that stalls (takes no data) cannot hold the sender: its writes end at the
+duration plus ``STALL_MARGIN_S``, the report says why (``stalled``) and counts every scheduled
+frame in ``frames_sent``, so the frames not written are lost.
+
 The sender prints one JSON document when done: its own figures, the exchanges (``sync``) and the
 receiver's report (``receiver``, with every frame). The receiver prints its report too; with
 ``--serve`` it stays up and serves one probe after another (one JSON line each), so a site
@@ -60,6 +64,10 @@ CONTROL_OFFSET = 1
 DATA_ACCEPT_S = 30.0
 #: how long after the data deadline the control connection may stay open (the last exchanges)
 LINGER_S = 60.0
+#: how long past the last frame's slot the sender may still be writing: a connection that
+#: takes no data (tiny buffers over several subflows can stall one) ends the stream there,
+#: reported as ``stalled``, instead of holding the probe until something times it out
+STALL_MARGIN_S = 2.0
 _clock = time.CLOCK_MONOTONIC
 
 
@@ -323,7 +331,9 @@ def send(address: str, port: int, *, rate_hz: float, size: int, duration_s: floa
     filler = bytes(size - HEADER.size - 4)
     t0 = now_us() + 20_000
     n = int(duration_s * rate_hz)
+    stall_at = t0 + round((duration_s + STALL_MARGIN_S) * 1e6)
     behind = 0
+    stalled: str | None = None
     for seq in range(n):
         at = t0 + round(seq * 1e6 / rate_hz)
         wait = at - now_us()
@@ -331,7 +341,15 @@ def send(address: str, port: int, *, rate_hz: float, size: int, duration_s: floa
             time.sleep(wait / 1e6)
         else:
             behind += 1
-        sock.sendall(HEADER.pack(seq, at) + struct.pack("!I", size) + filler)
+        # the timeout bounds the whole write (Python >= 3.5): a stalled connection ends here
+        sock.settimeout(max(0.001, (stall_at - now_us()) / 1e6))
+        try:
+            sock.sendall(HEADER.pack(seq, at) + struct.pack("!I", size) + filler)
+        except TimeoutError:
+            stalled = (f"the connection stalled: frame {seq} of {n} not written within the "
+                       f"duration plus {STALL_MARGIN_S:g} s")
+            break
+    sock.settimeout(None)
     done = now_us()
     nodelay = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
     sock.shutdown(socket.SHUT_WR)
@@ -345,6 +363,7 @@ def send(address: str, port: int, *, rate_hz: float, size: int, duration_s: floa
     return {"tool": "mpcoa-paced", "version": VERSION, "side": "sender", "frames_sent": n,
             "rate_hz": rate_hz, "size": size, "nodelay": bool(nodelay),
             "first_send_us": t0, "last_write_done_us": done, "sent_late": behind, "cc": used_cc,
+            "stalled": stalled,
             "buffers": buffers, "sync": {"before": before, "after": after},
             "receiver": receiver}
 

@@ -25,7 +25,7 @@ from service.algorithm.objective import objective_of
 from service.algorithm.stream_choice import StreamRun, carries
 from service.flows.answers.campaign_answer import SolvedCampaign, solve_campaign
 from service.flows.answers.decided import decided_question, decided_solution
-from service.flows.answers.stream_answer import stream_answer
+from service.flows.answers.stream_answer import SEED_FIGURES, stream_answer
 from service.flows.campaign import budget
 from service.store import applied, inventory, recommendations, results
 from service.store import artifacts as artifact_store
@@ -383,13 +383,14 @@ def _stream(session: Session, campaign: Campaign) -> dict | None:
     if stored is not None:
         rec, out = stored
         points, error, answer_id = out.get("points") or [], None, rec.id
-        choice = {"pm": rec.opm, "cc": rec.occ, "bs_mib": rec.obs_mib, "p99_ms": out["p99_ms"]}
+        choice = {"pm": rec.opm, "cc": rec.occ, "bs_mib": rec.obs_mib, "p99_ms": out["p99_ms"],
+                  **{k: out.get(k) for k in SEED_FIGURES}}
     else:  # nothing stored yet (a running campaign), or it gave no stream answer
         answer = stream_answer(session, campaign, objective, campaign.delta)
         d = answer.decision
         points, error, answer_id = answer.points, answer.error, None
         choice = None if d is None or d.opm is None else {
-            "pm": d.opm, "cc": d.occ, "bs_mib": d.obs_mib, "p99_ms": d.p99_ms}
+            "pm": d.opm, "cc": d.occ, "bs_mib": d.obs_mib, "p99_ms": d.p99_ms, **answer.figures}
     cdfs, timeline = _frame_charts(session, campaign, choice)
     return {"objective": objective, "points": points, "error": error, "choice": choice,
             "answer_id": answer_id, "cdf_charts": cdfs, "timeline": timeline}

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from models import Campaign
-from probes.frames import FRAMES_ARTIFACT, FrameRecord, FrameStats, frames_csv
+from probes.frames import FRAMES_ARTIFACT, FrameRecord, FrameStats, frame_stats, frames_csv
 from service.algorithm.objective import Objective
 from service.flows.campaign import recording
 from service.flows.campaign.derive import fit_from_runs
@@ -48,6 +48,17 @@ def frame_records(p99: float, lost: int) -> list[FrameRecord]:
     return out
 
 
+SEED_FIGURES = ("delay_mean_ms", "delay_max_ms", "delay_min_ms", "jitter_mean_ms",
+                "jitter_max_ms")
+
+
+def seed_figures(p99: float, lost: int) -> dict[str, float | None]:
+    """The mean / max / least delay and jitter of a probe's seeded frames (after the warm-up),
+    as the paced tool computes them."""
+    stats = frame_stats(frame_records(p99, lost), warmup_s=WARMUP_S)
+    return {k: getattr(stats, k) for k in SEED_FIGURES}
+
+
 def seed_stream(session, topology_id: int,
                 clock_of: Callable[[str, float, int], dict] | None = None, *,
                 done: bool = True) -> Campaign:
@@ -66,9 +77,11 @@ def seed_stream(session, topology_id: int,
             for run in range(2):
                 gp, p99 = truth(cc, bs)
                 p99 += 0.5 * run
+                lost = LOST_AT if (cc, bs) == ("cubic", GRID[0]) else 0
                 frames = FrameStats(frames_sent=125, frames_received=125, frames_lost=0,
                                     lost_fraction=0.0, delay_p99_ms=p99, delay_p50_ms=p99 - 5,
-                                    **(clock_of(cc, bs, run) if clock_of else {}))
+                                    **{**seed_figures(p99, lost),
+                                       **(clock_of(cc, bs, run) if clock_of else {})})
                 start = t0 + timedelta(seconds=10 * n)
                 row, _ = recording.record(session, MeasurementRecord(
                     campaign_id=campaign.id, phase="buffer", pm="FullMesh", cc=cc, bs_mib=bs,
@@ -76,7 +89,6 @@ def seed_stream(session, topology_id: int,
                     tool="mpcoa-paced", tool_version="1", warmup_s=WARMUP_S,
                     raw_output=json.dumps({"frames": frames.model_dump(mode="json")}),
                     started_at=start, finished_at=start + timedelta(seconds=5)))
-                lost = LOST_AT if (cc, bs) == ("cubic", GRID[0]) else 0
                 artifacts.store_artifacts(session, measurement_id=row.id, artifacts={
                     FRAMES_ARTIFACT: frames_csv(frame_records(p99, lost)).encode()})
                 n += 1

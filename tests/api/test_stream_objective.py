@@ -25,10 +25,28 @@ from tests.dashboard.crawl import chart_data
 
 from .calibration import seed_srl_hu
 from .conftest import HU, SRL
-from .stream_seed import GRID, LOST_AT, STREAM, WARMUP_DELAY_MS, seed_stream, truth
+from .stream_seed import (
+    GRID,
+    LOST_AT,
+    STREAM,
+    WARMUP_DELAY_MS,
+    seed_figures,
+    seed_stream,
+    truth,
+)
 from .test_recommendations import _topology
 
 pytestmark = pytest.mark.postgres
+
+
+def chosen_figures() -> dict[str, float]:
+    """The seeds' figures of the answer's point (bbr at 1 MiB, its two runs), from the seeded
+    frames: the mean of the probes' means, the largest of their maxima."""
+    probes = [seed_figures(truth("bbr", 1.0)[1] + 0.5 * run, 0) for run in range(2)]
+    return {"delay_mean_ms": sum(p["delay_mean_ms"] for p in probes) / 2,
+            "delay_max_ms": max(p["delay_max_ms"] for p in probes),
+            "jitter_mean_ms": sum(p["jitter_mean_ms"] for p in probes) / 2,
+            "jitter_max_ms": max(p["jitter_max_ms"] for p in probes)}
 
 
 def ask(client, auth, topology_id, **extra):
@@ -80,6 +98,11 @@ def test_a_stream_is_answered_by_p99_frame_delay_and_never_mixed_with_bulk(
     assert st["p99_ms"] == pytest.approx(68.25) and st["best_p99_ms"] == pytest.approx(66.25)
     lo, hi = st["p99_interval_ms"]
     assert lo < 68.25 < hi and st["confidence"] == 0.9
+    # beside p99, the seeds' own figures of that point: mean and largest delay and jitter
+    for key, value in chosen_figures().items():
+        assert st[key] == pytest.approx(value), key
+    assert st["delay_mean_ms"] < st["p99_ms"] <= st["delay_max_ms"]
+    assert 0 < st["jitter_mean_ms"] < st["jitter_max_ms"]
     assert s["otp_mbps"] == pytest.approx(8.0) and st["carrying"] == ["FullMesh/bbr",
                                                                      "FullMesh/cubic"]
     # the same stream spelt by frames is the same question: the same answer, from the cache
@@ -106,6 +129,11 @@ def test_the_answer_page_shows_the_objective_and_the_frame_delay(client, auth, d
     assert page.status_code == 200, page.text[:300]
     assert "Objective: stream of 8.00 Mbit/s" in page.text or "Objective: stream of 8" in page.text
     assert "p99 frame delay at OBS" in page.text and "68.2" in page.text
+    want = chosen_figures()
+    assert (f'<dd id="stream-delay">{want["delay_mean_ms"]:.1f} / {want["delay_max_ms"]:.1f} ms'
+            in page.text), page.text
+    assert (f'<dd id="stream-jitter">{want["jitter_mean_ms"]:.2f} / '
+            f'{want["jitter_max_ms"]:.2f} ms') in page.text
 
 
 def test_the_campaign_page_shows_frame_delay_per_arm(client, auth, db_session):
@@ -115,11 +143,16 @@ def test_the_campaign_page_shows_frame_delay_per_arm(client, auth, db_session):
     assert page.status_code == 200, page.text[:300]
     assert "stream of 8" in page.text and "Frame delay per arm and buffer" in page.text
     assert "So far: FullMesh / bbr at 1.000 MiB, p99 68.2 ms" in page.text
+    want = chosen_figures()
+    assert (f'<span id="choice-seed-figures">; frame delay mean {want["delay_mean_ms"]:.1f} ms, '
+            f'max {want["delay_max_ms"]:.1f} ms; jitter mean {want["jitter_mean_ms"]:.2f} ms, '
+            f'max {want["jitter_max_ms"]:.2f} ms</span>') in page.text, page.text
     # once the campaign's answer is stored, the page reads it (and links it) instead
     rec = ask(client, auth, topo["id"], objective=STREAM).json()
     page = client.get(f"/dashboard/campaigns/{campaign.id}", headers=auth)
     assert (f'<a href="/dashboard/recommendations/{rec["id"]}">The answer</a>: FullMesh / bbr '
-            "at 1.000 MiB, p99 68.2 ms") in page.text, page.text
+            'at 1.000 MiB, p99 68.2 ms<span id="choice-seed-figures">; frame delay mean '
+            f'{want["delay_mean_ms"]:.1f} ms') in page.text, page.text
     assert "So far" not in page.text
 
 
@@ -296,5 +329,11 @@ def test_one_probe_whose_clock_offset_is_too_uncertain_makes_the_answer_relative
     assert st["delay_clock"] == "relative_to_minimum"
     assert st["clock_offset_uncertainty_ms"] == 10.0
     assert st["p99_ms"] == pytest.approx(10.0) and st["best_p99_ms"] == pytest.approx(10.0)
+    # the mean and largest delay are relative too (each flow's delays rise evenly over 10 ms);
+    # jitter, a difference of transit times, is the same on either clock
+    want = chosen_figures()
+    assert st["delay_mean_ms"] == pytest.approx(want["delay_mean_ms"] - (68.25 - 10))
+    assert st["delay_max_ms"] == pytest.approx(10.0)
+    assert st["jitter_max_ms"] == pytest.approx(want["jitter_max_ms"])
     notes = r.json()["notes"]
     assert any("within 10 ms: more than delta" in n for n in notes), notes

@@ -74,6 +74,10 @@ def test_the_fixture_figures():
     assert s.delay_max_ms == pytest.approx(47.634, abs=0.001)
     assert s.late_frames == 2
     assert s.hol_max_ms == pytest.approx(s.delay_max_ms - s.delay_min_ms)
+    # RFC 3550 jitter: the last J, its mean and its largest (the seeds report means and maxima)
+    jit = rfc3550_jitter([f.delay_ms for f in frames])
+    assert s.jitter_ms == jit[-1] and s.jitter_max_ms == max(jit)
+    assert s.jitter_mean_ms == pytest.approx(sum(jit) / len(jit)) and s.jitter_mean_ms < max(jit)
     rel = frame_stats(frames, clock="relative")
     assert rel.delay_min_ms == 0 and rel.delay_p99_ms == pytest.approx(s.hol_p99_ms)
 

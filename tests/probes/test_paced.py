@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -72,3 +73,38 @@ def test_the_tool_over_loopback_mptcp():
     stats = frame_stats(frame_records(r, s))
     # both ends stamped the host's monotonic clock: no delay below 0, none absurdly long
     assert stats.frames_lost == 0 and stats.delay_min_ms >= 0 and stats.delay_p99_ms < 50
+
+
+def test_a_stalled_connection_ends_the_stream_within_its_duration_plus_the_margin():
+    """A receiver that stops reading after 1 s (its read deadline, sent in the hello) makes the
+    connection take no more data, for real: the sender's write blocks. It ends the stream at
+    the duration plus STALL_MARGIN_S, says why, and every frame not delivered counts as lost
+    (what a stream that stalls is: not carried)."""
+    from probes.paced_tool import STALL_MARGIN_S
+
+    port = free_port()
+    recv = subprocess.Popen([sys.executable, TOOL, "recv", "--port", str(port), "--buffer",
+                             "65536", "--clock", "monotonic"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    duration = 3.0
+    try:
+        assert "listening" in recv.stderr.readline()
+        started = time.monotonic()
+        sent = subprocess.run([sys.executable, TOOL, "send", "--connect", "127.0.0.1", "--port",
+                               str(port), "--rate", "50", "--size", "200000", "--duration",
+                               f"{duration:g}", "--cc", "cubic", "--buffer", "65536",
+                               "--clock", "monotonic", "--deadline", "1"],
+                              capture_output=True, text=True, timeout=40, check=True)
+        took = time.monotonic() - started
+        out, _ = recv.communicate(timeout=20)
+    finally:
+        recv.kill()
+    s, r = json.loads(sent.stdout), json.loads(out)
+    assert "stalled" in s["stalled"] and f"plus {STALL_MARGIN_S:g} s" in s["stalled"], s
+    # the writes ended at the duration plus the margin (a busy machine: 3 s of slack after)
+    wrote_s = (s["last_write_done_us"] - s["first_send_us"]) / 1e6
+    assert duration + STALL_MARGIN_S - 0.1 <= wrote_s < duration + STALL_MARGIN_S + 1.0
+    assert took < duration + STALL_MARGIN_S + 3.0, took
+    stats = frame_stats(frame_records(r, s))
+    assert stats.frames_sent == 150 and stats.frames_lost > 75  # read for 1 s of 3
+    assert stats.lost_fraction == pytest.approx(1 - len(r["frames"]) / 150)

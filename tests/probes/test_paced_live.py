@@ -63,6 +63,7 @@ def test_one_way_delay_is_the_configured_delay(delay_bed):
     assert abs(est["offset_ms"]) < 5, est
     # the figures leave out the first second (warm-up), frames.csv has every frame
     assert f.frames_sent == 150 and f.frames_lost == 0 and f.frames_received == 150
+    assert f.stalled is None and r.raw["sender"]["stalled"] is None  # every frame written
     assert FAST_MS <= f.delay_min_ms < FAST_MS + 3, f
     assert f.delay_p50_ms < FAST_MS + 4, f
     assert f.late_frames <= 8, f  # over the budget, 10 ms above the path: 5 % at most

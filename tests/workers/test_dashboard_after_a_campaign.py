@@ -80,6 +80,10 @@ def test_a_real_stream_campaigns_pages_answer_200_and_draw_its_frame_charts(
     with calibrated(sites, tmp_path, "--stream-mbps", "1", "--cc", "reno", "--duration", "3") as (
             client, _topology_id, campaign, rec, seen):
         assert campaign["objective"]["kind"] == "stream" and rec["stream"] is not None
+        # beside p99, the seeds' figures of the answer's point, from its probes' frames
+        st = rec["stream"]
+        assert 0 < st["delay_mean_ms"] <= st["p99_ms"] <= st["delay_max_ms"], st
+        assert 0 <= st["jitter_mean_ms"] <= st["jitter_max_ms"], st
         for page in (f"/dashboard/campaigns/{campaign['id']}",
                      f"/dashboard/recommendations/{rec['id']}"):
             assert page in seen, sorted(seen)
@@ -99,6 +103,7 @@ def test_a_real_stream_campaigns_pages_answer_200_and_draw_its_frame_charts(
         # the answer's page: its objective and p99 per buffer with the (1 + delta) limit
         answer = client.get(f"/dashboard/recommendations/{rec['id']}").text
         assert 'id="objective"' in answer and "Objective: stream" in answer
+        assert f'<dd id="stream-delay">{st["delay_mean_ms"]:.1f} / ' in answer
         p99 = chart_data(answer, f"p99-{rec['id']}")
         assert p99["limit"] == rec["stream"]["limit_p99_ms"]
         assert 'data-objective="stream"' in client.get("/dashboard/").text

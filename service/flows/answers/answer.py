@@ -111,6 +111,13 @@ class StreamOutputs(BaseModel):
     delay_clock: Literal["one_way", "relative_to_minimum"] = "one_way"
     #: the largest clock offset uncertainty (ms) of the probes between two hosts' clocks
     clock_offset_uncertainty_ms: float | None = None
+    #: beside p99, the figures the seeds report, over the probes of the answer's point (OPM,
+    #: OCC, OBS): the mean of their mean frame delays, the largest frame delay of any, and the
+    #: same of RFC 3550 jitter (on `delay_clock` like p99; None: no probe stored it)
+    delay_mean_ms: float | None = None
+    delay_max_ms: float | None = None
+    jitter_mean_ms: float | None = None
+    jitter_max_ms: float | None = None
 
 
 class Outputs(BaseModel):

@@ -41,6 +41,8 @@ class StreamAnswer:
     points: list[dict[str, Any]] = field(default_factory=list)
     delay_clock: str = "one_way"
     clock_offset_uncertainty_ms: float | None = None
+    #: the seeds' own figures at the answer's point (`point_figures`)
+    figures: dict[str, float | None] = field(default_factory=dict)
 
     def outputs(self) -> dict[str, Any]:
         d = self.decision
@@ -60,6 +62,7 @@ class StreamAnswer:
             "points": self.points,
             "delay_clock": self.delay_clock,
             "clock_offset_uncertainty_ms": self.clock_offset_uncertainty_ms,
+            **self.figures,
         }
 
 
@@ -69,6 +72,11 @@ def frames_of(m: Measurement) -> dict[str, Any] | None:
         return json.loads(m.raw_output or "{}").get("frames")
     except ValueError:
         return None
+
+
+def stalled(m: Measurement) -> str | None:
+    """Why the probe's stream stopped early (its connection stalled), or None."""
+    return (frames_of(m) or {}).get("stalled")
 
 
 def one_way(f: dict[str, Any], delta: float) -> bool:
@@ -95,6 +103,37 @@ def stream_run(m: Measurement, relative: bool = False) -> StreamRun:
                      lost_fraction=float(f.get("lost_fraction", 1.0)))
 
 
+#: the seeds' own figures beside p99 (`point_figures`)
+SEED_FIGURES = ("delay_mean_ms", "delay_max_ms", "jitter_mean_ms", "jitter_max_ms")
+
+
+def point_figures(rows: list[Measurement], relative: bool) -> dict[str, float | None]:
+    """Mean and largest frame delay and RFC 3550 jitter over one point's probes, as the seeds
+    report them: the mean of the probes' means, the largest of their maxima (None: no probe
+    stored it). `relative`: delays less each flow's least one, like the answer's p99; jitter is
+    a difference of transit times, so no clock offset is in it."""
+    def values(key: str) -> list[float]:
+        out = []
+        for m in rows:
+            f = frames_of(m) or {}
+            v = f.get(key)
+            if v is None:
+                continue
+            if (key.startswith("delay_") and relative and f.get("clock", "shared") != "relative"
+                    and f.get("delay_min_ms") is not None):
+                v = float(v) - float(f["delay_min_ms"])
+            out.append(float(v))
+        return out
+    out: dict[str, float | None] = {}
+    for key in SEED_FIGURES:
+        got = values(key)
+        if key.endswith("_max_ms"):
+            out[key] = max(got, default=None)
+        else:
+            out[key] = sum(got) / len(got) if got else None
+    return out
+
+
 def stream_answer(session: Session, campaign: Campaign, objective: Objective,
                   delta: float) -> StreamAnswer:
     rows = measurements.ok_measurements(session, campaign_id=campaign.id, phase="buffer")
@@ -103,7 +142,10 @@ def stream_answer(session: Session, campaign: Campaign, objective: Objective,
     uncertainties = [float(u) for f in figures
                      if (u := f.get("clock_offset_uncertainty_ms")) is not None]
     runs: dict[Arm, dict[float, list[StreamRun]]] = {}
+    stalls: dict[tuple[Arm, float], list[str]] = {}
     for m in rows:
+        if cause := stalled(m):
+            stalls.setdefault((Arm(m.pm, m.cc), m.bs_mib), []).append(cause)
         runs.setdefault(Arm(m.pm, m.cc), {}).setdefault(m.bs_mib, []).append(
             stream_run(m, relative))
     if not runs:
@@ -117,9 +159,17 @@ def stream_answer(session: Session, campaign: Campaign, objective: Objective,
                              min_runs=1)
     points = [{"pm": a.pm, "cc": a.cc, "bs_mib": bs, "runs": len(rs),
                "p99_ms": [r.p99_ms for r in rs], "goodput_mbps": [r.goodput_mbps for r in rs],
-               "lost_fraction": [r.lost_fraction for r in rs]}
+               "lost_fraction": [r.lost_fraction for r in rs],
+               **({"stalled": causes} if (causes := stalls.get((a, bs))) else {})}
               for a in arms for bs, rs in sorted(runs[a].items())]
+    for (a, bs), causes in sorted(stalls.items()):  # the cause beside the arm's reason
+        label = f"{a.pm}/{a.cc}"
+        if label in decision.not_carrying:
+            decision.not_carrying[label] += f"; at {bs:g} MiB {causes[0]}"
+    chosen = [m for m in rows if (m.pm, m.cc, m.bs_mib)
+              == (decision.opm, decision.occ, decision.obs_mib)]
     return StreamAnswer(error="stream_not_carried" if decision.opm is None else None,
                         decision=decision, measurement_count=len(rows), points=points,
+                        figures=point_figures(chosen, relative) if chosen else {},
                         delay_clock="relative_to_minimum" if relative else "one_way",
                         clock_offset_uncertainty_ms=max(uncertainties, default=None))

@@ -5,7 +5,10 @@ whole sweep while the quality gate fails and the budget allows.
 A stream objective's sweep does neither: its paced probes' goodput is flat at the stream's rate
 wherever it is carried, so a goodput plateau or a goodput fit's gate says nothing about the
 stream, and their extra buffers and rounds would double its cost for nothing. Its answer is the
-frame delay at the grid's points (`flows.answers.stream_answer`)."""
+frame delay at the grid's points (`flows.answers.stream_answer`). A point whose paced probe
+stalled (the connection took no data: it ended at its duration plus a margin, its frames
+lost) cannot carry the stream: it is decided by that one probe, its other runs are not made
+(they would run into the same stall)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from statistics import fmean
 from ....algorithm.objective import objective_of
 from ....algorithm.sweep import plateau_extension
 from ....store import campaigns as campaign_store
+from ....store import measurements
+from ...answers.stream_answer import stalled
 from .. import budget
 from ..plan import buffer_steps
 from .base import DONE, FAILED, Context, PhaseVerdict, probe
@@ -29,11 +34,12 @@ def advance(ctx: Context) -> PhaseVerdict:
     while True:
         if not campaign.run_state.budget.exhausted:
             done, subsets = ctx.done(), ctx.subsets()
+            decided = set() if goodput_decides else _stalled_points(ctx)
             for step in buffer_steps(
                 campaign.pms, campaign.measured_ccs, campaign.buffer_grid_mib, campaign.runs,
                 subsets, ctx.subflows, campaign.seed,
             ):
-                if step.key not in done:
+                if step.key not in done and (step.pm, step.cc, float(step.bs_mib)) not in decided:
                     return probe(step)
             if goodput_decides and _extend_grid(ctx):
                 continue
@@ -43,6 +49,13 @@ def advance(ctx: Context) -> PhaseVerdict:
         if goodput_decides and not all(f.gate_passed for f in fits) and _another_round(ctx):
             continue
         return DONE
+
+
+def _stalled_points(ctx: Context) -> set[tuple[str, str, float]]:
+    """(PM, CC, buffer) of the points a paced probe stalled at: they cannot carry the stream."""
+    return {(m.pm, m.cc, float(m.bs_mib))
+            for m in measurements.list_buffer_runs(ctx.session, campaign_id=ctx.campaign.id)
+            if stalled(m)}
 
 
 def _extend_grid(ctx: Context) -> bool:
