@@ -19,7 +19,7 @@ from service.settings import Settings
 from tests.processes import stop_group
 from tests.support import free_port, wait_for
 
-pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (docs/testing.md)
 
 BIN = Path(sys.executable).parent
 PROXY, STRANGER = "127.0.0.2", "127.0.0.1"

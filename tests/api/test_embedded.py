@@ -21,7 +21,7 @@ from tests.support import free_port, wait_for
 from .conftest import HU as PAPER_HU
 from .conftest import SRL as PAPER_SRL
 
-pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (docs/testing.md)
 
 # The paper's sites under names of this module's own: an SRL-HU testbed that happens to be up on
 # the host (a benchmark's) must not be the one this campaign finds.

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (docs/testing.md)
 
 OBSERVE = """
 from api.metrics import ANSWER_LATENCY

@@ -16,7 +16,7 @@ from service import db
 
 from ..conftest import create_database, drop_database, pg_url
 
-pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (docs/testing.md)
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,7 @@ from probes.siteconfig import read_state
 from service.algorithm.topology import TopologySpec
 from tests.builders import site
 
-pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (docs/testing.md)
 
 BIN = Path(sys.executable).parent
 LOCAL, REMOTE = f"A{secrets.token_hex(3)}", f"B{secrets.token_hex(3)}"

@@ -12,7 +12,7 @@ import yaml
 
 from tests.probes.conftest import assert_nothing_left, small_spec, unique_name
 
-pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (docs/testing.md)
 
 MPCOA = str(Path(sys.executable).parent / "mpcoa")
 

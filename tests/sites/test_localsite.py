@@ -24,7 +24,7 @@ from service.store import artifacts, inventory
 from tests.api.conftest import HU, SRL
 from tests.conftest import migrated_database, new_campaign
 
-pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (docs/testing.md)
 
 MPCOA = str(Path(sys.executable).parent / "mpcoa")
 REPO = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ from tests.builders import paper_site
 
 from .conftest import BIN
 
-pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (docs/testing.md)
 
 TAG = secrets.token_hex(2)
 

@@ -35,7 +35,7 @@ from tests.support import free_port, wait_for
 
 from .conftest import BIN, topology_body
 
-pytestmark = pytest.mark.slow  # starts server processes or subprocesses (see README)
+pytestmark = pytest.mark.slow  # starts server processes or subprocesses (docs/testing.md)
 
 EVERY_MINUTE = "* * * * *"
 YEARLY = "0 0 1 1 *"
