@@ -24,11 +24,7 @@ def test_migration_0003_moves_notes_into_columns_and_back(tmp_path):
     }
     now = "2026-11-01 00:00:00"
     with engine.begin() as conn:
-        for k, name in enumerate(("A", "B"), start=1):
-            conn.execute(text("INSERT INTO sites (id, name, description, created_at, updated_at) "
-                              "VALUES (:id, :n, '', :t, :t)"), {"id": k, "n": name, "t": now})
-        conn.execute(text("INSERT INTO topologies (id, local_site_id, remote_site_id, created_at,"
-                          " updated_at) VALUES (1, 1, 2, :t, :t)"), {"t": now})
+        _two_sites_and_a_topology(conn, now)
         conn.execute(text(
             "INSERT INTO campaigns (id, topology_id, state, reason, ccs, pms, buffer_grid_mib, "
             "runs, duration_s, delta, model_kind, probes_total, probes_done, probe_seconds_used,"
@@ -71,11 +67,7 @@ def test_migration_0024_moves_notes_and_budget_columns_into_the_run_state_and_ba
     }
     now = "2026-11-01 00:00:00"
     with engine.begin() as conn:
-        for k, name in enumerate(("A", "B"), start=1):
-            conn.execute(text("INSERT INTO sites (id, name, description, created_at, updated_at) "
-                              "VALUES (:id, :n, '', :t, :t)"), {"id": k, "n": name, "t": now})
-        conn.execute(text("INSERT INTO topologies (id, local_site_id, remote_site_id, created_at,"
-                          " updated_at) VALUES (1, 1, 2, :t, :t)"), {"t": now})
+        _two_sites_and_a_topology(conn, now)
         conn.execute(text(
             "INSERT INTO campaigns (id, topology_id, state, reason, ccs, pms, buffer_grid_mib, "
             "runs, duration_s, delta, model_kind, probe_seconds_budget, probes_total, "
@@ -155,3 +147,12 @@ def test_celery_is_an_executor_registered_like_the_in_process_one():
         dispatch._executors.pop("inprocess", None)
         if before is not None:
             dispatch._executors["inprocess"] = before
+
+
+def _two_sites_and_a_topology(conn, now: str) -> None:
+    """Sites A and B and topology 1 between them, written as the old schema's rows."""
+    for k, name in enumerate(("A", "B"), start=1):
+        conn.execute(text("INSERT INTO sites (id, name, description, created_at, updated_at) "
+                          "VALUES (:id, :n, '', :t, :t)"), {"id": k, "n": name, "t": now})
+    conn.execute(text("INSERT INTO topologies (id, local_site_id, remote_site_id, created_at,"
+                      " updated_at) VALUES (1, 1, 2, :t, :t)"), {"t": now})

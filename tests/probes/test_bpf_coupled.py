@@ -65,17 +65,25 @@ def _bpf_registrations_alone():
         yield
 
 
-@pytest.fixture(scope="module")
-def coupled_ccs():
+def registered(ccs: list[str]):
+    """Register `ccs` for a module's tests; unregister exactly what this registered (the
+    registrations are host-wide) and check none of it is left."""
     before = dict(C.LOADED)
     try:
-        C.ensure_loaded([*COUPLED, "vegas"])
+        C.ensure_loaded(ccs)
         yield
     finally:
         mine = {k: v for k, v in C.LOADED.items() if before.get(k) != v}
         bpf_cc.unload(list(mine), map_ids=mine)
         for k in mine:
             C.LOADED.pop(k, None)
+        left = bpf_cc.ours()
+        assert not any(i in mine.values() for ids in left.values() for i in ids), left
+
+
+@pytest.fixture(scope="module")
+def coupled_ccs():
+    yield from registered([*COUPLED, "vegas"])
 
 
 def _bed(spec_fn: Callable[[str], object]):

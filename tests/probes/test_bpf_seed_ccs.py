@@ -23,39 +23,24 @@ import pytest
 from probes import bpf_cc
 from probes import bpf_cc_coupling as C
 from tests.probes.test_bpf_cc import tcp_flow
-from tests.probes.test_bpf_coupled import (
+from tests.probes.test_bpf_coupled import (  # noqa: F401 - the module's BPF lock fixture
     IMPROVE_MIN,
     _bed,
+    _bpf_registrations_alone,
     _coupled_run_ok,
     _map_entries,
     judged,
+    registered,
 )
-from tests.support import host_lock
 
 pytestmark = pytest.mark.netns
 
 SEED = ("ewtcp", "cs218")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _bpf_registrations_alone():
-    with host_lock("congestion-controls", exclusive=True):
-        yield
-
-
 @pytest.fixture(scope="module")
 def seed_ccs():
-    before = dict(C.LOADED)
-    try:
-        C.ensure_loaded([*SEED, "lia"])
-        yield
-    finally:
-        mine = {k: v for k, v in C.LOADED.items() if before.get(k) != v}
-        bpf_cc.unload(list(mine), map_ids=mine)
-        for k in mine:
-            C.LOADED.pop(k, None)
-        left = bpf_cc.ours()
-        assert not any(i in mine.values() for ids in left.values() for i in ids), left
+    yield from registered([*SEED, "lia"])
 
 
 @pytest.fixture(scope="module")
