@@ -74,7 +74,8 @@ def ip_batch(ns: str | None, commands: list[list[str]], options: Sequence[str] =
             if not a or any(ch.isspace() for ch in a) or a.startswith("#"):
                 raise ProbeError(f"ip batch: refusing argument {a!r}")
     base = ["ip"] if ns is None else ["ip", "-n", ns]
-    run([*base, *options, "-batch", "-"], input_text="\n".join(" ".join(c) for c in commands) + "\n")
+    text = "\n".join(" ".join(c) for c in commands) + "\n"
+    run([*base, *options, "-batch", "-"], input_text=text)
 
 
 def sysctl(ns: str | None, **values: str | int) -> None:

@@ -91,6 +91,9 @@ class IspSpec(ISP):
     @model_validator(mode="after")
     def _queue(self) -> IspSpec:
         _one_queue_size(self, "")
+        if self.address is not None:
+            raise ValueError("address: the testbed gives its links their addresses (the "
+                             "top-level addresses: ipv4 | ipv6 | dual)")
         return self
 
 
@@ -267,7 +270,7 @@ class TestbedSpec(BaseModel):
         ).hexdigest()[:16]
 
 
-_FIELD_KEYS = ("cross", "schedule", "loss_burst")
+_FIELD_KEYS = ("cross", "schedule", "loss_burst", "address")
 
 
 def _without_unset_fields(data: Any) -> Any:
