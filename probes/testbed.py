@@ -7,6 +7,9 @@ Layout for a testbed ``NAME`` (see docs/testbed.md)::
     isp-K 10.1.1.1/24 ==veth== s0-K 10.1.1.254      10.2.1.254 s1-D ==veth== isp-D 10.2.1.1/24
                                   \\-- ip rule iif s*-* -> TUN "dline" (delay line) --/
 
+    (IPv4 shown; ``addresses: ipv6`` gives fd00:1:0::1/64 ... instead, ``dual`` both:
+    probes/testbed_addresses.py)
+
 - uplink shaping: tbf on the egress of the site's ``isp-L`` (rate = ISP up x rate_scale);
   downlink shaping: tbf on the egress of the core's ``sN-L`` (rate = ISP down x rate_scale);
 - delay, loss, jitter: ``probes.delayline`` on the TUN device in the core, per (src, dst) pair;

@@ -87,6 +87,8 @@ def test_an_mptcp_probe_over_ipv6_carries_data_on_every_subflow(v6bed):
     assert len(carried) >= 2, r.subflow_bytes  # the bar; all four carry here
     assert set(r.subflow_bytes) == {"F-M", "F-R", "C-M", "C-R"}
     assert 0.6 * CAPACITY_MBPS <= r.goodput_mbps <= 1.05 * CAPACITY_MBPS, r.goodput_mbps
+    print(f"IPv6 FullMesh: {r.goodput_mbps:.2f} Mbit/s of {CAPACITY_MBPS:g}; bytes per subflow "
+          f"{dict(sorted(r.subflow_bytes.items()))}")
 
 
 def test_the_userspace_path_manager_excludes_ipv6_subflows(v6bed):
