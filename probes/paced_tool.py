@@ -151,10 +151,21 @@ def connecting_socket(address: str, proto: int = 0) -> socket.socket:
                          socket.SOCK_STREAM, proto)
 
 
+def ipv6_enabled() -> bool:
+    """Whether this process's network namespace has IPv6 (/proc/sys/net is per namespace)."""
+    try:
+        with open("/proc/sys/net/ipv6/conf/all/disable_ipv6", encoding="ascii") as f:
+            return f.read().strip() == "0"
+    except OSError:
+        return False
+
+
 def any_family_listener(port: int, proto: int = 0, before_bind=None) -> socket.socket:
     """Every local address of both families (``::``, IPV6_V6ONLY off); ``0.0.0.0`` where the
     host has no IPv6."""
     for fam, wildcard in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):  # noqa: S104
+        if fam == socket.AF_INET6 and not ipv6_enabled():
+            continue  # an IPv4-only namespace keeps a plain IPv4 listener, as it always had
         try:
             s = socket.socket(fam, socket.SOCK_STREAM, proto)
         except OSError:
