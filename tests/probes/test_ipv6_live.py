@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +27,8 @@ from tests.probes.conftest import assert_nothing_left, unique_name
 
 pytestmark = pytest.mark.netns
 
+MPCOA = str(Path(sys.executable).parent / "mpcoa")
+REPO = Path(__file__).resolve().parents[2]
 CAPACITY_MBPS = 15.0  # both scenarios: A's uplinks 10 + 5 (B's downlinks carry 30)
 CARRIED = 100_000  # bytes: a subflow that carried data in a 4 s probe carries far more
 
@@ -128,7 +134,7 @@ def test_the_confirmation_tool_over_ipv6(v6bed):
     assert out["goodput_mbps"] > 0.3 * CAPACITY_MBPS, out
 
 
-def test_a_site_worker_with_ipv6_isps_probes_two_sided(v6bed):
+def test_a_site_worker_with_ipv6_isps_probes_two_sided(v6bed, tmp_path):
     """`mpcoa worker --isp` with IPv6 addresses (one by address, one by interface), each site's
     half in its own namespace as on two hosts: the first probe carries data on 2+ subflows."""
     a = resolve_local_site("A", ["F=fd00:1::1", "C=@isp-C"], ns=v6bed.ns("A"))
@@ -139,6 +145,23 @@ def test_a_site_worker_with_ipv6_isps_probes_two_sided(v6bed):
     assert report["address_family"] == "ipv6" and report["endpoints"] == a.isps
     with pytest.raises(ValueError, match="not configured on this host"):
         resolve_local_site("A", ["F=10.1.0.1"], ns=v6bed.ns("A"))  # no IPv4 here
+    # the command itself, in the site's namespace as on its host: checked, ready (status 0)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO),
+           "MPCOA_DATA_DIR": str(tmp_path), "HOME": str(tmp_path),
+           "MPCOA_DATABASE_URL": f"sqlite:///{tmp_path / 'none.db'}"}
+    cp = subprocess.run(
+        ["ip", "netns", "exec", v6bed.ns("A"), MPCOA, "worker", "--site", "A",
+         "--isp", "F=2001:db8::2", "--check"], env=env, capture_output=True, text=True,
+        timeout=60, check=False)
+    assert cp.returncode == 1 and "not configured on this host" in cp.stderr, cp.stderr
+    assert "Traceback" not in cp.stderr
+    cp = subprocess.run(
+        ["ip", "netns", "exec", v6bed.ns("A"), MPCOA, "worker", "--site", "A",
+         "--isp", "F=fd00:1::1", "--isp", "C=@isp-C", "--check"], env=env,
+        capture_output=True, text=True, timeout=60, check=False)
+    assert cp.returncode == 0, cp.stderr
+    checked = json.loads(cp.stdout)
+    assert checked["endpoints"] == a.isps and checked["address_family"] == "ipv6", checked
     request = MeasurementRequest(sender="A", receiver="B", cc="cubic", duration_s=4)
     with v6bed.lock():
         run = ts.passive_start(request, local_addrs=b.isps, ns=v6bed.ns("B"))
