@@ -196,3 +196,12 @@ def test_a_dual_stack_testbed_carries_both_families(dualbed):
                            destination=dualbed.address("B", "M", 4),
                            port=port, seconds=3, warmup_s=1)
     assert not out["fallback"] and out["peak_subflows"] >= 1, out
+
+
+@pytest.mark.netperfmeter
+def test_netperfmeter_over_ipv6(v6bed):
+    """NetPerfMeter 2.x's active side given the receiver's IPv6 address as [ADDR]:PORT."""
+    r = v6bed.measure(MeasurementRequest(sender="A", receiver="B", cc="cubic", duration_s=4),
+                      backend="netperfmeter")
+    assert r.failure_reason() is None, r.failure_reason()
+    assert _is_v6(r.raw["plan"]["server"]) and len(_carried(r)) >= 2, r.subflow_bytes
