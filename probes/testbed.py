@@ -256,11 +256,13 @@ class Testbed:
             sns = self.ns(lk.site)
             ip(sns, "link", "add", lk.site_dev, "type", "veth", "peer", "name", lk.core_dev,
                "netns", core)
-            ip(sns, "link", "set", lk.site_dev, "up")
-            ip(core, "link", "set", lk.core_dev, "up")
-            for la in lk.families:  # rules and routes are per family
-                ip_batch(sns, site_link_commands(la, lk.site_dev, 100 + lk.index), la.ip)
-                ip_batch(core, core_link_commands(la, lk.core_dev, TRANSIT_TABLE), la.ip)
+            for k, la in enumerate(lk.families):  # rules and routes are per family
+                up_site = [["link", "set", lk.site_dev, "up"]] if k == 0 else []
+                up_core = [["link", "set", lk.core_dev, "up"]] if k == 0 else []
+                ip_batch(sns, up_site + site_link_commands(la, lk.site_dev, 100 + lk.index),
+                         la.ip)
+                ip_batch(core, up_core + core_link_commands(la, lk.core_dev, TRANSIT_TABLE),
+                         la.ip)
             # shaping: up on the site's egress, down on the core's egress (asymmetric)
             shaped = ((sns, lk.site_dev, lk.up_kbps), (core, lk.core_dev, lk.down_kbps))
             for ns_, dev, rate in shaped:
