@@ -91,6 +91,7 @@ class ISPOut(BaseModel):
     label: str
     down_kbps: float
     up_kbps: float
+    address: str | None = Field(None, description="the site's address on this ISP, IPv4 or IPv6")
 
 
 class SiteOut(BaseModel):

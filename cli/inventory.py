@@ -30,8 +30,10 @@ OffsetOpt = Annotated[int, typer.Option(min=0, max=MAX_ID, help="how many to ski
 
 
 def parse_isp(text: str) -> dict:
-    """`LABEL:DOWN_KBPS:UP_KBPS[:NAME]` as the API's ISP object (NAME defaults to LABEL)."""
-    parts = text.split(":", 3)
+    """`LABEL:DOWN_KBPS:UP_KBPS[:NAME][@ADDRESS]` as the API's ISP object (NAME defaults to
+    LABEL; ADDRESS, IPv4 or IPv6, is checked by the API's model)."""
+    spec, at, address = text.partition("@")
+    parts = spec.split(":", 3)
     if len(parts) < 3:
         raise ValueError(f"--isp {text!r}: give LABEL:DOWN_KBPS:UP_KBPS[:NAME], e.g. "
                          "K:100000:40000:Kabelnett")
@@ -43,12 +45,12 @@ def parse_isp(text: str) -> dict:
         except ValueError:
             raise ValueError(f"--isp {text!r}: {what} {value!r} is not a number") from None
     return {"label": label, "name": parts[3] if len(parts) == 4 else label,
-            "down_kbps": rates[0], "up_kbps": rates[1]}
+            "down_kbps": rates[0], "up_kbps": rates[1], **({"address": address} if at else {})}
 
 
 def _site_line(site: SiteOut) -> str:
     isps = ", ".join(f"{i.label}={i.name} {i.down_kbps:g}/{i.up_kbps:g} kbit/s"
-                     for i in site.isps)
+                     + (f" @{i.address}" if i.address else "") for i in site.isps)
     return f"{site.id}\t{site.name}\t{isps}" + (f"\t{site.description}" if site.description
                                                 else "")
 
@@ -63,8 +65,8 @@ def _topology_line(t: TopologyOut) -> str:
 def site_add(
     name: Annotated[str, typer.Argument(help="the site's name, e.g. SRL")],
     isp: Annotated[list[str], typer.Option(
-        "--isp", help="an ISP: LABEL:DOWN_KBPS:UP_KBPS[:NAME] (repeat), e.g. "
-        "K:100000:40000:Kabelnett")],
+        "--isp", help="an ISP: LABEL:DOWN_KBPS:UP_KBPS[:NAME][@ADDRESS] (repeat; ADDRESS "
+        "IPv4 or IPv6), e.g. K:100000:40000:Kabelnett@2001:db8::2")],
     description: Annotated[str, typer.Option(help="free text")] = "",
     as_json: JsonOpt = False,
 ) -> None:

@@ -109,8 +109,8 @@ def status_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON"))
     for r in rows:
         health = "healthy" if r["healthy"] else "BROKEN (run down)"
         sites = " ".join(f"{s}[{','.join(labels)}]" for s, labels in r["sites"].items())
-        typer.echo(f"{r['name']}: {health}; sites {sites}; namespaces {len(r['namespaces'])}; "
-                   f"delay line pid {r['delayline_pid']} "
+        typer.echo(f"{r['name']}: {health}; sites {sites}; addresses {r.get('addresses')}; "
+                   f"namespaces {len(r['namespaces'])}; delay line pid {r['delayline_pid']} "
                    f"{'alive' if r['delayline_alive'] else 'dead'}")
         for q in r.get("queues", []):
             typer.echo(f"  queue {q['site']}.{q['isp']} {q['direction']} {q['rate_kbps']:g} kbit/s:"

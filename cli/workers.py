@@ -289,8 +289,8 @@ def worker(
     site: Annotated[list[str], typer.Option("--site", help="serve this site's queue (repeat)")],
     isp: Annotated[
         list[str] | None,
-        typer.Option("--isp", help="a real site's ISP: LABEL=ADDRESS or LABEL=@INTERFACE "
-                     "(repeat; needs one --site)"),
+        typer.Option("--isp", help="a real site's ISP: LABEL=ADDRESS (IPv4 or IPv6, "
+                     "one family for every ISP) or LABEL=@INTERFACE (repeat; needs one --site)"),
     ] = None,
     check: Annotated[
         bool, typer.Option("--check", help="print the site's capability report and exit (0: "

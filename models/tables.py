@@ -83,6 +83,8 @@ class ISP(Base):
     label: Mapped[str] = mapped_column(String(8))
     down_kbps: Mapped[float] = mapped_column(Float)
     up_kbps: Mapped[float] = mapped_column(Float)
+    #: the site's address on this ISP, IPv4 or IPv6, as the API normalised it (optional)
+    address: Mapped[str | None] = mapped_column(String(45), nullable=True, default=None)
 
     site: Mapped[Site] = relationship(back_populates="isps")
 

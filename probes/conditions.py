@@ -133,7 +133,7 @@ def build_network(bed: Testbed) -> None:
                         "pref", "90"]])
         sysctl_set(sns, {"net.ipv4.ip_forward": 1,
                          f"net.ipv4.conf.{site_dev(lk)}.rp_filter": 0})
-        ip(core, "route", "add", f"{near_addr(lk, 0)}/24", "via", lk.address, "dev", lk.core_dev)
+        ip(core, "route", "add", f"{near_addr(lk, 0)}/24", "via", lk.address4, "dev", lk.core_dev)
 
 
 def spawn(module: str, cfg: dict[str, Any], ns: str | None, state_dir: Path, tag: str) -> int:

@@ -1,7 +1,8 @@
 """User-space delay line: the testbed's replacement for netem (which this kernel lacks).
 
 Runs inside the core namespace (``ip netns exec <core> python -m probes.delayline CONFIG``),
-attaches to the persistent TUN device the testbed created there, and for every IPv4 packet the
+attaches to the persistent TUN device the testbed created there, and for every IPv4 or IPv6
+packet the
 kernel routes into it (``ip rule iif <site link> lookup <table>`` -> ``default dev <tun>``)
 looks up the path by (source, destination) address, drops it with the path's loss probability
 (independently, or in bursts from a Gilbert-Elliott chain when the path has ``loss_burst``),
@@ -79,14 +80,21 @@ class Path:
         return lost
 
 
+def _packed(address: str) -> bytes:
+    """An address as it stands in a packet's header: 4 bytes for IPv4, 16 for IPv6."""
+    fam = socket.AF_INET6 if ":" in address else socket.AF_INET
+    return socket.inet_pton(fam, address)
+
+
 def run(config: dict) -> int:
     tun = config["tun"]
     paths: dict[tuple[bytes, bytes], Path] = {}
+    names: dict[str, Path] = {}
     for p in config["paths"]:
-        key = (socket.inet_aton(p["src"]), socket.inet_aton(p["dst"]))
+        key = (_packed(p["src"]), _packed(p["dst"]))
         paths[key] = Path(p["delay_ms"], p.get("loss_pct", 0.0), p.get("jitter_ms", 0.0),
                           p.get("loss_burst"))
-    names = {f"{socket.inet_ntoa(k[0])}>{socket.inet_ntoa(k[1])}": v for k, v in paths.items()}
+        names[f"{p['src']}>{p['dst']}"] = paths[key]
     passthrough = Path(0.0, 0.0, 0.0)
     rng = random.Random(config.get("seed"))  # noqa: S311 - emulation, not crypto
     watch = config.get("netns_file")
@@ -141,9 +149,13 @@ def run(config: dict) -> int:
                 # a batch of reads held every packet that arrived while this process waited for
                 # the CPU (a busy host) for less than the path's delay, by as long as it waited.
                 now = monotonic()
-                if len(pkt) < 20 or pkt[0] >> 4 != 4:
-                    continue  # IPv4 only; the testbed uses no IPv6
-                path = paths.get((pkt[12:16], pkt[16:20]))
+                version = pkt[0] >> 4 if pkt else 0
+                if version == 4 and len(pkt) >= 20:
+                    path = paths.get((pkt[12:16], pkt[16:20]))
+                elif version == 6 and len(pkt) >= 40:
+                    path = paths.get((pkt[8:24], pkt[24:40]))
+                else:
+                    continue  # not an IP packet: nothing the testbed routes here
                 if path is None:
                     unknown += 1
                     path = passthrough

@@ -16,7 +16,7 @@ from typing import Any
 
 from probes import tools as probe_tools
 from probes.netns import run_ns, sysctl_get
-from probes.vocabulary import LABEL_PATTERN, NAME_PATTERN
+from probes.vocabulary import LABEL_PATTERN, NAME_PATTERN, address_problem
 
 IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")  # Linux: at most 15 bytes (IFNAMSIZ - 1)
 
@@ -43,8 +43,11 @@ def parse_isp_option(value: str) -> tuple[str, str]:
     try:
         addr = ipaddress.ip_address(target)
     except ValueError:
-        raise ValueError(f"--isp {value!r}: {target!r} is neither an IP address nor "
+        raise ValueError(f"--isp {value!r}: {target!r} is neither an IPv4 or IPv6 address nor "
                          "@INTERFACE") from None
+    why = address_problem(addr)
+    if why:
+        raise ValueError(f"--isp {value!r}: {why}")
     return label, str(addr)
 
 
@@ -87,12 +90,13 @@ def resolve_local_site(name: str, isp_options: list[str], ns: str | None = None)
                 problems.append(f"--isp {label}={target}: no interface {ifname!r} on this host "
                                 f"(have: {', '.join(sorted(addrs)[:20])})")
                 continue
-            v4 = [a for a in addrs[ifname] if ipaddress.ip_address(a).version == 4]
-            if not v4:
+            # IPv4 first, else the first IPv6 address another site can reach
+            usable = [a for a in addrs[ifname] if not address_problem(ipaddress.ip_address(a))]
+            if not usable:
                 problems.append(f"--isp {label}={target}: interface {ifname!r} has no IPv4 "
-                                "address")
+                                "address and no global or unique local IPv6 one")
                 continue
-            address = v4[0]
+            address = usable[0]
         else:
             address = target
             if address not in configured:
@@ -102,9 +106,19 @@ def resolve_local_site(name: str, isp_options: list[str], ns: str | None = None)
             problems.append(f"--isp {label}: address {address} already used by another label")
             continue
         isps[label] = address
+    families = {ipaddress.ip_address(a).version for a in isps.values()}
+    if len(families) > 1:  # a subflow joins two addresses of one family
+        by = ", ".join(f"{lbl}=IPv{ipaddress.ip_address(a).version}" for lbl, a in isps.items())
+        problems.append(f"--isp: addresses of both families ({by}): a site's probes run over one "
+                        "family; give every ISP's IPv4 address, or every ISP's IPv6 address")
     if problems:
         raise ValueError("; ".join(problems))
     return LocalSite(name=name, isps=isps)
+
+
+def _family(site: LocalSite | None) -> str | None:
+    versions = {ipaddress.ip_address(a).version for a in (site.isps.values() if site else ())}
+    return f"ipv{versions.pop()}" if len(versions) == 1 else None
 
 
 def capability_report(site: LocalSite | None, ns: str | None = None,
@@ -144,5 +158,7 @@ def capability_report(site: LocalSite | None, ns: str | None = None,
         "tool_notes": found["notes"],
         "netperfmeter_path": netperfmeter,
         "endpoints": dict(site.isps) if site else {},
+        # the family the site's probes and applied endpoints use (one for all its ISPs)
+        "address_family": _family(site),
         "problems": problems,
     }

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from probes.addressing import any_family_listener, connecting_socket, unmapped, version
+
 IPPROTO_MPTCP, SOL_MPTCP, MPTCP_INFO = 262, 284, 1
 TCP_CONGESTION = 13
 INTERVAL_S = 0.2
@@ -28,9 +30,8 @@ INTERVAL_S = 0.2
 def sink(addr: str, port: int, seconds: float) -> dict[str, Any]:
     """`addr` is where the sender connects; the sink listens on every address, as a server
     does: subflows join on the site's other (announced) addresses."""
-    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("0.0.0.0", port))  # noqa: S104 - inside the site's namespace, as a server does
+    # every address of both families, inside the site's namespace, as a server does
+    ls = any_family_listener(port, IPPROTO_MPTCP)
     ls.listen(1)
     ls.settimeout(10.0)
     print("ready", flush=True)
@@ -56,11 +57,13 @@ def sink(addr: str, port: int, seconds: float) -> dict[str, Any]:
             series.append((round(now - t0, 3), n))
             nxt += INTERVAL_S
     series.append((round(time.monotonic() - (t0 or time.monotonic()), 3), n))
-    return {"bytes": n, "series": series, "peer": peer[0], "t0_wall": t0_wall}
+    return {"bytes": n, "series": series, "peer": unmapped(peer[0]), "t0_wall": t0_wall}
 
 
 def send(src: str, dst: str, port: int, seconds: float, sndbuf: int | None) -> dict[str, Any]:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
+    if version(src) != version(dst):
+        raise ValueError(f"source {src} and destination {dst} are not of one address family")
+    s = connecting_socket(dst, IPPROTO_MPTCP)
     if sndbuf:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
     s.bind((src, 0))

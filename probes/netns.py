@@ -64,8 +64,9 @@ def ip(ns: str | None, *args: str, check: bool = True) -> subprocess.CompletedPr
     return run([*base, *args], check=check)
 
 
-def ip_batch(ns: str | None, commands: list[list[str]]) -> None:
-    """Many ``ip`` commands in one process (``ip -batch -``); arguments must not contain spaces."""
+def ip_batch(ns: str | None, commands: list[list[str]], options: Sequence[str] = ()) -> None:
+    """Many ``ip`` commands in one process (``ip -batch -``); arguments must not contain spaces.
+    `options` precede ``-batch`` (``-6``: the family of rules and routes without an address)."""
     if not commands:
         return
     for c in commands:
@@ -73,7 +74,8 @@ def ip_batch(ns: str | None, commands: list[list[str]]) -> None:
             if not a or any(ch.isspace() for ch in a) or a.startswith("#"):
                 raise ProbeError(f"ip batch: refusing argument {a!r}")
     base = ["ip"] if ns is None else ["ip", "-n", ns]
-    run([*base, "-batch", "-"], input_text="\n".join(" ".join(c) for c in commands) + "\n")
+    text = "\n".join(" ".join(c) for c in commands) + "\n"
+    run([*base, *options, "-batch", "-"], input_text=text)
 
 
 def sysctl(ns: str | None, **values: str | int) -> None:

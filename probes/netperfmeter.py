@@ -114,6 +114,11 @@ def flowspec(request: MeasurementRequest, description: str | None = None) -> str
     return ":".join(parts)
 
 
+def _host_port(address: str, port: int) -> str:
+    """``ADDR:PORT``, an IPv6 address in brackets (``[fd00:2::1]:9000``), as the tool parses it."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
 def build_commands(
     request: MeasurementRequest,
     *,
@@ -135,7 +140,7 @@ def build_commands(
         passive = [binary, str(port)]
         active = [
             binary,
-            f"{address}:{port}",
+            _host_port(address, port),
             "-control-over-tcp",
             f"-runtime={runtime}",
             f"-config={cfg}",
@@ -149,7 +154,7 @@ def build_commands(
         passive = [binary, str(port), "--control-over-tcp", "--nodisplay"]
         active = [
             binary,
-            f"{address}:{port}",
+            _host_port(address, port),
             "--control-over-tcp",
             "--nodisplay",
             "--runtime",

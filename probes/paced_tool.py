@@ -144,26 +144,70 @@ class FrameReader:
             self.header = None
 
 
+def connecting_socket(address: str, proto: int = 0) -> socket.socket:
+    """A stream socket in the family of `address` (the tool runs as a plain script: it keeps
+    its own copy of probes.addressing's few lines)."""
+    return socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET,
+                         socket.SOCK_STREAM, proto)
+
+
+def ipv6_enabled() -> bool:
+    """Whether this process's network namespace has IPv6 (/proc/sys/net is per namespace)."""
+    try:
+        with open("/proc/sys/net/ipv6/conf/all/disable_ipv6", encoding="ascii") as f:
+            return f.read().strip() == "0"
+    except OSError:
+        return False
+
+
+def any_family_listener(port: int, proto: int = 0, before_bind=None) -> socket.socket:
+    """Every local address of both families (``::``, IPV6_V6ONLY off); ``0.0.0.0`` where the
+    host has no IPv6."""
+    for fam, wildcard in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):  # noqa: S104
+        if fam == socket.AF_INET6 and not ipv6_enabled():
+            continue  # an IPv4-only namespace keeps a plain IPv4 listener, as it always had
+        try:
+            s = socket.socket(fam, socket.SOCK_STREAM, proto)
+        except OSError:
+            continue
+        try:
+            if fam == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if before_bind is not None:
+                before_bind(s)
+            s.bind((wildcard, port))
+            return s
+        except OSError:
+            s.close()
+            if fam == socket.AF_INET:
+                raise
+    raise OSError(f"no socket could listen on port {port}")
+
+
+def unmapped(address: str) -> str:
+    """An IPv4 peer of a dual-stack listener (``::ffff:a.b.c.d``) as its IPv4 address."""
+    return address[len("::ffff:"):] if address.startswith("::ffff:") and "." in address \
+        else address
+
+
 class Listeners:
     """The control listener and the data listener, the latter made again when a probe asks for
     another buffer (the window scale is chosen from the listener's buffer at the handshake)."""
 
     def __init__(self, port: int, buffer: int) -> None:
         self.port = port
-        self.ctrl = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.ctrl.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # any of the site's ISP addresses
-        self.ctrl.bind(("0.0.0.0", port + CONTROL_OFFSET))  # noqa: S104
+        # any of the site's ISP addresses, of either family
+        self.ctrl = any_family_listener(port + CONTROL_OFFSET)
         self.ctrl.listen(4)
         self.data = self._data(buffer)
         self.buffer = buffer
 
     def _data(self, buffer: int) -> socket.socket:
-        data = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
-        data.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        _buffers(data, buffer)  # before listen: the window scale is chosen at the handshake
-        # every local address: the sender's subflows reach any of the site's ISP addresses
-        data.bind(("0.0.0.0", self.port))  # noqa: S104
+        # every local address: the sender's subflows reach any of the site's ISP addresses;
+        # buffers before listen: the window scale is chosen at the handshake
+        data = any_family_listener(self.port, IPPROTO_MPTCP,
+                                   before_bind=lambda s: _buffers(s, buffer))
         data.listen(4)
         return data
 
@@ -251,7 +295,7 @@ def serve_one(lis: Listeners, deadline_s: float, accept_s: float) -> dict[str, A
             if conn is None and lis.data in ready:
                 conn, addr = lis.data.accept()
                 # the listener stays open: the other subflows' MP_JOIN SYNs arrive on it
-                peer = list(addr)
+                peer = [unmapped(addr[0]), addr[1]]  # an IPv4 peer as IPv4
                 buffers = _buffers(conn, buffer)
                 end = time.monotonic() + deadline_s
     finally:
@@ -301,7 +345,7 @@ def send(address: str, port: int, *, rate_hz: float, size: int, duration_s: floa
         deadline_s = duration_s + 5.0
     if size < MIN_FRAME + 4:
         raise SystemExit(f"--size: at least {MIN_FRAME + 4} bytes")
-    cs = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cs = connecting_socket(address)
     cs.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if bind:  # the same path as the data connection's first subflow
         cs.bind((bind, 0))
@@ -314,7 +358,7 @@ def send(address: str, port: int, *, rate_hz: float, size: int, duration_s: floa
     if not ctrl.recv(10.0).get("ready"):
         raise ValueError("the receiver did not get ready")
     before = _exchanges(ctrl, sync, 10.0)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, IPPROTO_MPTCP)
+    sock = connecting_socket(address, IPPROTO_MPTCP)
     if cc:
         sock.setsockopt(socket.IPPROTO_TCP, TCP_CONGESTION, cc.encode())
     # A frame is written whole; with Nagle its last, partial segment would wait for the ACK of

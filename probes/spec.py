@@ -5,6 +5,7 @@ A file (YAML or JSON) describes two sites, each with its ISPs (down/up kbit/s), 
 
     name: demo                 # testbed name, short identifier (namespaces are mpcoa-<name>-*)
     rate_scale: 1.0            # every rate is multiplied by this (documented per scenario)
+    addresses: ipv4            # ipv4 | ipv6 | dual: the links' address families (default ipv4)
     sites:
       - name: A
         isps:
@@ -26,7 +27,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import (
@@ -52,6 +53,12 @@ MAX_DELAY_MS = 10_000.0
 TESTBED_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,15}$"  # namespaces are mpcoa-<name>-<site>
 DelayMs = Annotated[float, Field(ge=0, le=MAX_DELAY_MS, allow_inf_nan=False)]
 LossPct = Annotated[float, Field(ge=0, lt=100, allow_inf_nan=False)]
+
+
+#: the address families of the testbed's links (docs/testbed.md): IPv4 only, IPv6 only, or both
+#: (dual: both on every link, probes over IPv6)
+AddressFamilies = Literal["ipv4", "ipv6", "dual"]
+ADDRESS_FAMILIES: tuple[str, ...] = get_args(AddressFamilies)
 
 
 class SpecError(ValueError):
@@ -84,6 +91,9 @@ class IspSpec(ISP):
     @model_validator(mode="after")
     def _queue(self) -> IspSpec:
         _one_queue_size(self, "")
+        if self.address is not None:
+            raise ValueError("address: the testbed gives its links their addresses (the "
+                             "top-level addresses: ipv4 | ipv6 | dual)")
         return self
 
 
@@ -142,6 +152,7 @@ class TestbedSpec(BaseModel):
     name: Annotated[str, Field(pattern=TESTBED_NAME_PATTERN)]
     description: str = Field(default="", max_length=2000)
     rate_scale: float = Field(default=1.0, gt=0, le=1000, allow_inf_nan=False)
+    addresses: AddressFamilies = "ipv4"
     #: bottleneck queue of every link, in ms at the link's rate or in packets (1514 bytes);
     #: neither = one BDP of the link's slowest path, 20..500 ms, at least 2 packets
     #: (probes/queues.py). An ISP's own queue_ms / queue_packets overrides it.
@@ -158,6 +169,10 @@ class TestbedSpec(BaseModel):
         if a.name == b.name:
             raise ValueError(f"sites: both sites are named {a.name!r}")
         valid = {f"{x.label}-{y.label}" for x in a.isps for y in b.isps}
+        crossed = [f"{s.name}.{i.label}" for s in self.sites for i in s.isps if i.cross]
+        if self.addresses == "ipv6" and crossed:
+            raise ValueError(f"addresses: ipv6 with cross traffic ({', '.join(crossed)}): the "
+                             "competing hosts speak IPv4; use addresses: dual or ipv4")
         for key in self.paths:
             if key not in valid:
                 raise ValueError(
@@ -246,13 +261,16 @@ class TestbedSpec(BaseModel):
     def digest(self) -> str:
         # Field conditions left unset are left out, so a quiet scenario keeps the digest it had
         # before they existed (results stored with it still match).
+        data = self.model_dump(mode="json")
+        if data.get("addresses") == "ipv4":  # the default: older scenarios keep their digest
+            del data["addresses"]
         return hashlib.sha256(
-            json.dumps(_without_unset_fields(self.model_dump(mode="json")),
+            json.dumps(_without_unset_fields(data),
                        sort_keys=True).encode()
         ).hexdigest()[:16]
 
 
-_FIELD_KEYS = ("cross", "schedule", "loss_burst")
+_FIELD_KEYS = ("cross", "schedule", "loss_burst", "address")
 
 
 def _without_unset_fields(data: Any) -> Any:
@@ -271,6 +289,8 @@ def _format_error(exc: ValidationError) -> str:
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown key"
+        elif loc == "addresses" and e["type"] == "literal_error":
+            msg = f"{e['input']!r} is not one of {' | '.join(ADDRESS_FAMILIES)}"
         parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
 

@@ -9,6 +9,7 @@ subflow in use run on it too, so that no two probes differ in their path manager
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -44,6 +45,7 @@ class SubflowPlan:
 def plan_subflows(pair: HostPair, request: MeasurementRequest,
                   leave_active: tuple[str, ...] = ()) -> SubflowPlan:
     all_sf = pair.all_subflows()
+    _one_family(pair)
     allowed = list(request.allowed_subflows or all_sf)
     unknown = [s for s in allowed if s not in all_sf]
     if unknown:
@@ -63,6 +65,25 @@ def plan_subflows(pair: HostPair, request: MeasurementRequest,
     lo, re_ = allowed[0].split("-")  # the connection starts on an allowed subflow
     return SubflowPlan(all_sf, allowed, excluded, pair.sender_addrs[lo],
                        pair.receiver_addrs[re_], list(leave_active))
+
+
+def _one_family(pair: HostPair) -> None:
+    """A subflow joins two addresses of one family: sites of different families cannot probe
+    each other (said before any tool starts, not as a probe that carried nothing)."""
+    def fams(addrs: dict[str, str]) -> set[int]:
+        return {ipaddress.ip_address(a).version for a in addrs.values()}
+
+    s, r = fams(pair.sender_addrs), fams(pair.receiver_addrs)
+    if len(s | r) <= 1:
+        return
+    raise CapabilityError(
+        f"address families: the sender's ISP addresses are {_names(s)}, the receiver's "
+        f"{_names(r)}: MPTCP subflows join addresses of one family; give both sites' workers "
+        "IPv4 addresses, or both IPv6 ones (--isp)")
+
+
+def _names(versions: set[int]) -> str:
+    return " and ".join(f"IPv{v}" for v in sorted(versions)) or "none"
 
 
 def set_path_manager(ns: str | None, kind: str) -> None:

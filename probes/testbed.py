@@ -7,6 +7,9 @@ Layout for a testbed ``NAME`` (see docs/testbed.md)::
     isp-K 10.1.1.1/24 ==veth== s0-K 10.1.1.254      10.2.1.254 s1-D ==veth== isp-D 10.2.1.1/24
                                   \\-- ip rule iif s*-* -> TUN "dline" (delay line) --/
 
+    (IPv4 shown; ``addresses: ipv6`` gives fd00:1:0::1/64 ... instead, ``dual`` both:
+    probes/testbed_addresses.py)
+
 - uplink shaping: tbf on the egress of the site's ``isp-L`` (rate = ISP up x rate_scale);
   downlink shaping: tbf on the egress of the core's ``sN-L`` (rate = ISP down x rate_scale);
 - delay, loss, jitter: ``probes.delayline`` on the TUN device in the core, per (src, dst) pair;
@@ -53,6 +56,15 @@ from probes.netns import (
 )
 from probes.queues import link_queue, queue_table
 from probes.spec import TestbedSpec, parse_spec
+from probes.testbed_addresses import (
+    LinkAddress,
+    core_link_commands,
+    endpoint_id,
+    family_sysctls,
+    link_addresses,
+    probe_version,
+    site_link_commands,
+)
 
 DEFAULT_STATE_ROOT = Path("/run/mpcoa/testbeds")
 STATE_ROOT: Path | None = None  # a fixed folder (tests); else MPCOA_TESTBED_STATE or the default
@@ -96,6 +108,17 @@ class SiteLink:
     core_dev: str
     up_kbps: float
     down_kbps: float
+    #: every family's address of the link (``addresses: dual`` has two); `address` and `gateway`
+    #: are those of the family the probes use
+    families: list[LinkAddress] = field(default_factory=list)
+
+    def of_version(self, version: int) -> LinkAddress | None:
+        return next((la for la in self.families if la.version == version), None)
+
+    @property
+    def address4(self) -> str | None:
+        la = self.of_version(4)
+        return la.address if la else None
 
 
 @dataclass
@@ -110,14 +133,18 @@ class Testbed:
         if not self.links:
             for s_idx, site in enumerate(self.spec.sites):
                 for i, isp in enumerate(site.isps):
+                    fams = link_addresses(self.spec.addresses, s_idx, i)
+                    probed = next(la for la in fams
+                                  if la.version == probe_version(self.spec.addresses))
                     self.links.append(
                         SiteLink(
                             site=site.name,
                             site_index=s_idx,
                             label=isp.label,
                             index=i,
-                            address=f"10.{s_idx + 1}.{i}.1",
-                            gateway=f"10.{s_idx + 1}.{i}.254",
+                            address=probed.address,
+                            gateway=probed.gateway,
+                            families=fams,
                             site_dev=f"isp-{isp.label}",
                             core_dev=f"s{s_idx}-{isp.label}",
                             up_kbps=isp.up_kbps * self.spec.rate_scale,
@@ -145,11 +172,22 @@ class Testbed:
     def site_links(self, site: str) -> list[SiteLink]:
         return [lk for lk in self.links if lk.site == site]
 
-    def address(self, site: str, label: str) -> str:
+    def _link(self, site: str, label: str) -> SiteLink:
         for lk in self.links:
             if lk.site == site and lk.label == label:
-                return lk.address
+                return lk
         raise KeyError(f"{site}.{label}")
+
+    def address(self, site: str, label: str, version: int | None = None) -> str:
+        """The ISP link's address in the site: the probes' family, or IPv4/IPv6 (`version`)."""
+        lk = self._link(site, label)
+        if version is None:
+            return lk.address
+        la = lk.of_version(version)
+        if la is None:
+            raise KeyError(f"{site}.{label}: no IPv{version} address "
+                           f"(addresses: {self.spec.addresses})")
+        return la.address
 
     # ---- queue sizing --------------------------------------------------------------------------
     def _queue_bytes(self, link: SiteLink, rate_kbps: float) -> int:
@@ -208,34 +246,23 @@ class Testbed:
         for n in [core] + [self.ns(s) for s in sites]:
             run(["ip", "netns", "add", n])
             ip(n, "link", "set", "lo", "up")
-            sysctl_set(
-                n,
-                {
-                    "net.ipv4.conf.all.rp_filter": 0,
-                    "net.ipv4.conf.default.rp_filter": 0,
-                    "net.ipv6.conf.all.disable_ipv6": 1,
-                    "net.ipv6.conf.default.disable_ipv6": 1,
-                },
-            )
+            sysctl_set(n, {"net.ipv4.conf.all.rp_filter": 0, "net.ipv4.conf.default.rp_filter": 0,
+                           **family_sysctls(self.spec.addresses)})
         sysctl_set(core, {"net.ipv4.ip_forward": 1})
+        if self.spec.addresses != "ipv4":
+            sysctl_set(core, {"net.ipv6.conf.all.forwarding": 1})
         # links: one veth per ISP, created inside the site namespace with its peer in the core
         for lk in self.links:
             sns = self.ns(lk.site)
             ip(sns, "link", "add", lk.site_dev, "type", "veth", "peer", "name", lk.core_dev,
                "netns", core)
-            ip_batch(sns, [
-                ["addr", "add", f"{lk.address}/24", "dev", lk.site_dev],
-                ["link", "set", lk.site_dev, "up"],
-                ["route", "add", "default", "via", lk.gateway, "dev", lk.site_dev,
-                 "table", str(100 + lk.index)],
-                ["rule", "add", "from", lk.address, "lookup", str(100 + lk.index),
-                 "pref", str(100 + lk.index)],
-            ])
-            ip_batch(core, [
-                ["addr", "add", f"{lk.gateway}/24", "dev", lk.core_dev],
-                ["link", "set", lk.core_dev, "up"],
-                ["rule", "add", "iif", lk.core_dev, "lookup", TRANSIT_TABLE, "pref", "100"],
-            ])
+            for k, la in enumerate(lk.families):  # rules and routes are per family
+                up_site = [["link", "set", lk.site_dev, "up"]] if k == 0 else []
+                up_core = [["link", "set", lk.core_dev, "up"]] if k == 0 else []
+                ip_batch(sns, up_site + site_link_commands(la, lk.site_dev, 100 + lk.index),
+                         la.ip)
+                ip_batch(core, up_core + core_link_commands(la, lk.core_dev, TRANSIT_TABLE),
+                         la.ip)
             # shaping: up on the site's egress, down on the core's egress (asymmetric)
             shaped = ((sns, lk.site_dev, lk.up_kbps), (core, lk.core_dev, lk.down_kbps))
             for ns_, dev, rate in shaped:
@@ -244,7 +271,9 @@ class Testbed:
                      "limit", str(self._queue_bytes(lk, rate))])
         for s in sites:
             first = self.site_links(s)[0]
-            ip(self.ns(s), "route", "add", "default", "via", first.gateway, "dev", first.site_dev)
+            for la in first.families:
+                ip(self.ns(s), *la.ip, "route", "add", "default", "via", la.gateway,
+                   "dev", first.site_dev)
             sysctl_set(
                 self.ns(s),
                 {
@@ -266,8 +295,9 @@ class Testbed:
         ip_batch(core, [
             ["link", "set", TUN_NAME, "txqueuelen", "10000"],
             ["link", "set", TUN_NAME, "up"],
-            ["route", "add", "default", "dev", TUN_NAME, "table", TRANSIT_TABLE],
         ])
+        for la in self.links[0].families:  # each family's transit table leads to the delay line
+            ip(core, *la.ip, "route", "add", "default", "dev", TUN_NAME, "table", TRANSIT_TABLE)
         sysctl_set(core, {f"net.ipv4.conf.{TUN_NAME}.rp_filter": 0})
         pid = self._start_delayline()
         self._write_state({"delayline_pid": pid, "direction": None, "created": time.time()})
@@ -286,11 +316,13 @@ class Testbed:
         a, b = self.spec.sites
         paths = []
         for p in self.spec.resolved_paths():
-            src, dst = self.address(a.name, p.a_label), self.address(b.name, p.b_label)
             v = {"delay_ms": p.delay_ms, "loss_pct": p.loss_pct, "jitter_ms": p.jitter_ms,
                  "loss_burst": p.loss_burst}
-            paths.append({"src": src, "dst": dst, **v})
-            paths.append({"src": dst, "dst": src, **v})
+            here, there = self._link(a.name, p.a_label), self._link(b.name, p.b_label)
+            for la in here.families:  # each family its own path, with the same conditions
+                src, dst = la.address, there.of_version(la.version).address
+                paths.append({"src": src, "dst": dst, **v})
+                paths.append({"src": dst, "dst": src, **v})
         paths += conditions.delayline_paths(self)
         return {
             "tun": TUN_NAME,
@@ -334,11 +366,13 @@ class Testbed:
         for n in (s_ns, r_ns):
             ip(n, "mptcp", "endpoint", "flush")
         for lk in self.site_links(sender):
-            ip(s_ns, "mptcp", "endpoint", "add", lk.address, "dev", lk.site_dev,
-               "id", str(lk.index + 1), "subflow", "fullmesh")
+            for la in lk.families:  # every family: a connection of either finds its own
+                ip(s_ns, "mptcp", "endpoint", "add", la.address, "dev", lk.site_dev,
+                   "id", str(endpoint_id(la.version, lk.index)), "subflow", "fullmesh")
         for lk in self.site_links(receiver)[1:]:
-            ip(r_ns, "mptcp", "endpoint", "add", lk.address, "dev", lk.site_dev,
-               "id", str(lk.index + 1), "signal")
+            for la in lk.families:
+                ip(r_ns, "mptcp", "endpoint", "add", la.address, "dev", lk.site_dev,
+                   "id", str(endpoint_id(la.version, lk.index)), "signal")
         self._write_state({**{k: v for k, v in st.items() if k not in ("name", "digest", "spec")},
                            "direction": [sender, receiver]})
 
@@ -477,6 +511,7 @@ def testbed_status(name: str) -> dict[str, Any]:
         "sites": {s["name"]: [i["label"] for i in s["isps"]] for s in sites},
         "direction": st.get("direction"),
         "rate_scale": spec.get("rate_scale"),
+        "addresses": spec.get("addresses", "ipv4") if spec else None,
         "queues": _queues_of(spec),
         **field_state,
         "healthy": bool(st) and alive and len(nss) == expected and conditions.all_alive(procs),

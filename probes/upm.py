@@ -6,7 +6,8 @@ userspace``) creates exactly the subflows we ask for and sets the backup flag pe
 (local address + remote address), so an excluded subflow stays established but the default
 scheduler sends no payload on it while a non-backup subflow is available.
 
-Run inside the sender's namespace: ``python -m probes.upm CONFIG.json``. CONFIG::
+Run inside the sender's namespace: ``python -m probes.upm CONFIG.json``. Addresses are IPv4 or
+IPv6 (each subflow's two of one family, as MPTCP joins them). CONFIG::
 
     {"dport": 5201, "ready_file": "...",
      "subflows": [{"local": "10.1.0.1", "local_id": 1, "remote": "10.2.0.1", "backup": false}, ...]}
@@ -40,6 +41,8 @@ import threading
 import time
 from typing import Any
 
+from probes.addressing import family, normalized, unmapped
+
 NETLINK_GENERIC = 16
 SOL_NETLINK = 270
 NETLINK_ADD_MEMBERSHIP = 1
@@ -69,6 +72,7 @@ MPTCP_PM_ATTR_ADDR_REMOTE = 6
 MPTCP_PM_ADDR_ATTR_FAMILY = 1
 MPTCP_PM_ADDR_ATTR_ID = 2
 MPTCP_PM_ADDR_ATTR_ADDR4 = 3
+MPTCP_PM_ADDR_ATTR_ADDR6 = 4
 MPTCP_PM_ADDR_ATTR_PORT = 5
 MPTCP_PM_ADDR_ATTR_FLAGS = 6
 MPTCP_PM_ADDR_FLAG_BACKUP = 1 << 2
@@ -76,7 +80,8 @@ MPTCP_PM_ADDR_FLAG_BACKUP = 1 << 2
 EVENTS = {1: "created", 2: "established", 3: "closed", 6: "announced", 7: "removed",
           10: "sub_established", 11: "sub_closed", 13: "sub_priority"}
 ATTR_TOKEN, ATTR_FAMILY, ATTR_LOC_ID, ATTR_REM_ID = 1, 2, 3, 4
-ATTR_SADDR4, ATTR_DADDR4, ATTR_SPORT, ATTR_DPORT, ATTR_BACKUP = 5, 7, 9, 10, 11
+ATTR_SADDR4, ATTR_SADDR6, ATTR_DADDR4, ATTR_DADDR6 = 5, 6, 7, 8
+ATTR_SPORT, ATTR_DPORT, ATTR_BACKUP = 9, 10, 11
 ATTR_ERROR, ATTR_SERVER_SIDE = 12, 18
 
 
@@ -191,10 +196,16 @@ class GenlSocket:
 
 def addr_attr(kind: int, address: str, *, addr_id: int | None = None, port: int | None = None,
               flags: int | None = None) -> bytes:
-    inner = _attr(MPTCP_PM_ADDR_ATTR_FAMILY, struct.pack("=H", socket.AF_INET))
+    """An address attribute of either family (the kernel takes the family from FAMILY and the
+    address from ADDR4 or ADDR6)."""
+    fam = family(address)
+    inner = _attr(MPTCP_PM_ADDR_ATTR_FAMILY, struct.pack("=H", fam))
     if addr_id is not None:
         inner += _attr(MPTCP_PM_ADDR_ATTR_ID, struct.pack("=B", addr_id))
-    inner += _attr(MPTCP_PM_ADDR_ATTR_ADDR4, socket.inet_aton(address))
+    if fam == socket.AF_INET6:
+        inner += _attr(MPTCP_PM_ADDR_ATTR_ADDR6, socket.inet_pton(fam, address))
+    else:
+        inner += _attr(MPTCP_PM_ADDR_ATTR_ADDR4, socket.inet_aton(address))
     if port is not None:
         inner += _attr(MPTCP_PM_ADDR_ATTR_PORT, struct.pack("=H", port))
     if flags is not None:
@@ -213,6 +224,9 @@ def decode_event(attrs: dict[int, bytes]) -> dict[str, Any]:
     for k, name in ((ATTR_SADDR4, "saddr"), (ATTR_DADDR4, "daddr")):
         if k in attrs:
             ev[name] = socket.inet_ntoa(attrs[k][:4])
+    for k, name in ((ATTR_SADDR6, "saddr"), (ATTR_DADDR6, "daddr")):
+        if k in attrs:  # an IPv4 subflow of an IPv6 socket comes as ::ffff:a.b.c.d
+            ev[name] = unmapped(socket.inet_ntop(socket.AF_INET6, attrs[k][:16]))
     for k, name in ((ATTR_SPORT, "sport"), (ATTR_DPORT, "dport")):
         if k in attrs:
             ev[name] = struct.unpack("!H", attrs[k][:2])[0]
@@ -225,7 +239,9 @@ def decode_event(attrs: dict[int, bytes]) -> dict[str, Any]:
 
 def run(config: dict[str, Any]) -> int:
     dport = int(config["dport"])
-    subflows = config["subflows"]
+    # as the kernel's events print them, so the connection's first subflow is recognised
+    subflows = [{**s, "local": normalized(s["local"]), "remote": normalized(s["remote"])}
+                for s in config["subflows"]]
     backups = {(s["local"], s["remote"]) for s in subflows if s.get("backup")}
     nl = GenlSocket()
     nl.subscribe(MPTCP_PM_EV_GRP_NAME)
@@ -285,7 +301,7 @@ def _run_phases(phases: list[dict[str, Any]], tokens: list[int],
     log({"action": "phases_anchor", "t": time.time(), "tokens": tokens})
     for k, phase in enumerate(phases):
         time.sleep(max(0.0, t0 + float(phase["at_s"]) - time.monotonic()))
-        backup = {(lo, re_) for lo, re_ in phase.get("backup", [])}
+        backup = {(normalized(lo), normalized(re_)) for lo, re_ in phase.get("backup", [])}
         for (lo, re_), was in sorted(state.items()):
             want = (lo, re_) in backup
             if want == was:

@@ -8,6 +8,7 @@ these definitions instead of declaring their own.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Literal, get_args
 
@@ -74,6 +75,40 @@ Description = Annotated[
 ]
 
 
+def address_problem(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """Why an address cannot be a site's ISP address (an MPTCP endpoint other sites reach), or
+    None: every one of these would fail in the first probe."""
+    if addr.is_unspecified or addr.is_multicast:
+        return f"{addr} is not a host's address"
+    if addr.version == 6 and addr.is_link_local:
+        return (f"{addr} is link-local: it needs a zone (%IFNAME) and no other site reaches "
+                "it; give the interface's global or unique local IPv6 address")
+    if addr.version == 6 and addr.ipv4_mapped is not None:
+        return f"{addr} is IPv4-mapped: give the IPv4 address {addr.ipv4_mapped}"
+    return None
+
+
+def _isp_address(value: str) -> str:
+    """An ISP's address, IPv4 or IPv6, written as the kernel prints it."""
+    if not isinstance(value, str):
+        raise ValueError("an IPv4 or IPv6 address as a string")
+    try:
+        addr = ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError(f"{value[:64]!r} is not an IPv4 or IPv6 address") from None
+    problem = address_problem(addr)
+    if problem:
+        raise ValueError(problem)
+    return str(addr)
+
+
+IspAddress = Annotated[
+    str,
+    Field(max_length=64, description="the site's address on this ISP: IPv4 or IPv6"),
+    AfterValidator(_isp_address),
+]
+
+
 def subflow_name(local_label: str, remote_label: str) -> str:
     """Eq. 3: a subflow is named after its two ISPs, e.g. K-CU."""
     return f"{local_label}-{remote_label}"
@@ -97,6 +132,9 @@ class ISP(BaseModel):
     label: Label
     down_kbps: Kbps
     up_kbps: Kbps
+    #: the site's address on this ISP, IPv4 or IPv6 (optional: a site worker's ``--isp`` says
+    #: where its probes run; an apply refuses when the two disagree)
+    address: IspAddress | None = None
 
 
 class Site(BaseModel):
@@ -110,12 +148,16 @@ class Site(BaseModel):
     @field_validator("isps")
     @classmethod
     def _unique_isps(cls, isps: list[ISP], info: ValidationInfo) -> list[ISP]:
-        for attr in ("label", "name"):
-            values = [getattr(isp, attr) for isp in isps]
+        site = info.data.get("name", "?")
+        for attr in ("label", "name", "address"):
+            values = [getattr(isp, attr) for isp in isps if getattr(isp, attr) is not None]
             dupes = sorted({v for v in values if values.count(v) > 1})
             if dupes:
-                site = info.data.get("name", "?")
                 raise ValueError(f"duplicate ISP {attr} {dupes[0]!r} in site {site!r}")
+        families = {ipaddress.ip_address(i.address).version for i in isps if i.address}
+        if len(families) > 1:  # a subflow joins two addresses of one family
+            raise ValueError(f"site {site!r}: ISP addresses of both families; a site's probes "
+                             "run over one (every ISP's IPv4 address, or every ISP's IPv6 one)")
         return isps
 
     def isp(self, label: str) -> ISP:

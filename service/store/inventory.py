@@ -47,9 +47,28 @@ def site_spec_of(name: str, isps) -> algo.Site:
     ])
 
 
+def without_addresses(spec: algo.Site) -> algo.Site:
+    """The site as the algorithm knows it: an ISP's address plays no part in its maths."""
+    return spec.model_copy(update={"isps": [i.model_copy(update={"address": None})
+                                            for i in spec.isps]})
+
+
+def _other_addresses(site: Site, spec: algo.Site) -> bool:
+    """Whether `spec` names an ISP address other than the stored one (none given: the same)."""
+    stored = {i.label: i.address for i in site.isps}
+    return any(i.address is not None and i.address != stored.get(i.label) for i in spec.isps)
+
+
+def registered_addresses(session: Session, *, site: str) -> dict[str, str]:
+    """ISP label -> the address the site is registered with, for the ISPs that have one."""
+    row = _find_site(session, site)
+    return {i.label: i.address for i in (row.isps if row else []) if i.address}
+
+
 def _isp_rows(spec: algo.Site) -> list[ISP]:
     return [
-        ISP(position=k, name=i.name, label=i.label, down_kbps=i.down_kbps, up_kbps=i.up_kbps)
+        ISP(position=k, name=i.name, label=i.label, down_kbps=i.down_kbps, up_kbps=i.up_kbps,
+            address=i.address)
         for k, i in enumerate(spec.isps)
     ]
 
@@ -79,7 +98,7 @@ def ensure_site(session: Session, *, spec: algo.Site, loc: tuple[str | int, ...]
     site = _find_site(session, spec.name)
     if site is None:
         return create_site(session, spec=spec)
-    if site_spec(site) != spec:
+    if site_spec(site) != without_addresses(spec) or _other_addresses(site, spec):
         raise Conflict(
             f"site {spec.name!r} is stored with other ISPs (id {site.id}); "
             "send the same ISPs or update the site first",
@@ -133,6 +152,7 @@ def update_site(
             row = by_label[isp.label]
             row.position, row.name = k, isp.name
             row.down_kbps, row.up_kbps = isp.down_kbps, isp.up_kbps
+            row.address = isp.address
     else:
         site.isps.clear()
         session.flush()

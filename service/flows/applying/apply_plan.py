@@ -23,7 +23,7 @@ from probes.base import ProbeError
 
 from ...errors import Conflict
 from ...settings import get_settings
-from ...store import applied, measurements
+from ...store import applied, inventory, measurements
 from ..answers.snapshot import TopologySnapshot, snapshot_by_id
 from ..campaign.probing import find_testbed
 from . import site_plan as algo_plan
@@ -61,9 +61,22 @@ def places(session: Session, snap: TopologySnapshot) -> dict[str, Place]:
             raise Conflict(f"site {name!r}: no running testbed has it and its worker has not "
                            "reported its addresses (start `mpcoa worker --site "
                            f"{name} --isp LABEL=ADDRESS ...`)")
+        _check_registered(session, name, report["endpoints"])
         out[name] = Place(name, "site worker", None, dict(report["endpoints"]),
                           report.get("config"))
     return out
+
+
+def _check_registered(session: Session, name: str, endpoints: dict[str, str]) -> None:
+    """An apply writes the worker's addresses as endpoints: where the site is registered with
+    other addresses for its ISPs, one of the two is wrong, and it refuses."""
+    wrong = [f"{label}: registered {address}, reported {endpoints.get(label)}"
+             for label, address in inventory.registered_addresses(session, site=name).items()
+             if endpoints.get(label) != address]
+    if wrong:
+        raise Conflict(f"site {name!r}: its worker reports other ISP addresses than the site "
+                       f"is registered with ({'; '.join(wrong)}); correct the site (PUT "
+                       "/sites/{id}) or the worker's --isp")
 
 
 def answer_of(session: Session, topology_id: int) -> Recommendation:
