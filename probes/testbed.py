@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probes import cc_users, conditions, environment
+from probes import capacity, cc_users, conditions, environment
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError
 from probes.netns import (
     ip,
@@ -479,6 +479,7 @@ def testbed_status(name: str) -> dict[str, Any]:
         "rate_scale": spec.get("rate_scale"),
         "queues": _queues_of(spec),
         **field_state,
+        "capacity_set": capacity.read(state_root() / name),
         "healthy": bool(st) and alive and len(nss) == expected and conditions.all_alive(procs),
     }
 

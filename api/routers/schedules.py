@@ -69,6 +69,13 @@ class HistoryEntry(BaseModel):
     occ: str | None
     obs_mib: float | None
     otp_mbps: float | None
+    started_at: datetime | None = None
+    noticed_at: datetime | None = Field(None, description="when this recalibration saw the "
+                                        "path change: its warm check drifted, or a failover "
+                                        "queued it")
+    reapply: dict[str, Any] | None = Field(None, description="the re-apply of its answer "
+                                           "(auto_reapply): apply_id, state, error, "
+                                           "started_at, finished_at")
 
 
 class EventOut(BaseModel):
