@@ -160,6 +160,8 @@ def get_history(topology_id: Id, session: SessionDep):
     responses={404: {"description": "unknown topology"}},
 )
 def get_events(topology_id: Id, session: SessionDep, limit: Limit = 100, offset: Offset = 0):
-    """OPM/OCC changes, OBS moves over 10 % and impact-factor sign changes between calibrations."""
+    """OPM/OCC changes, OBS moves over 10 % and impact-factor sign changes between calibrations;
+    the warm checks' verdicts; a failover's recalibration (`path_changed`) and the re-apply of a
+    recalibration's answer (`reapply_started`, `reapply_refused`)."""
     events = svc.list_events(session, topology_id=topology_id, limit=limit, offset=offset)
     return [EventOut.model_validate(e) for e in events]
