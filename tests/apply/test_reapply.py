@@ -1,7 +1,9 @@
-"""A re-apply that fails leaves the sites as they were: an applied answer (auto_reapply) on the
-emulated testbed, then a recalibration whose answer promises more than the path gives; its
-re-apply goes through the same apply and confirmation, misses, and the sites are back on the
-first apply's values; the history says so; the first apply rolls back to before any."""
+"""Re-applying a recalibration's answer on the emulated testbed (SQLite, the embedded default).
+A re-apply that fails leaves the sites as they were: an applied answer (auto_reapply), then a
+recalibration whose answer promises more than the path gives; its re-apply goes through the same
+apply and confirmation, misses, and the sites are back on the first apply's values; the history
+says so; the first apply rolls back to before any. Switched off or not asked: nothing. A
+re-apply nobody started (its process died) is started by the scheduler's next tick, once."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from service.store import applied, campaigns, schedules
 from service.store.inventory import ensure_topology
 from tests.apply import livebed
 from tests.apply.measured import measured_answer
+from tests.apply.sitestate import holds
 from tests.support import wait_for
 
 pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("congestion_controls_hold_still")]
@@ -100,11 +103,12 @@ def _apply_then_recalibrate(bed, auto_reapply: bool) -> int:
 
 
 def _roll_back(first: int) -> None:
+    """Roll back the apply in force of `first`'s topology (itself, or a re-apply of it)."""
     with session_scope() as s:
         tid = applied.get_apply(s, apply_id=first).topology_id
-        apply_flow.start_rollback(s, topology_id=tid)
-    apply_flow.run_rollback(first)
-    assert _settled(first).state == "rolled_back"
+        in_force = apply_flow.start_rollback(s, topology_id=tid).id
+    apply_flow.run_rollback(in_force)
+    assert _settled(in_force).state == "rolled_back"
 
 
 @pytest.mark.parametrize(("setting", "asked"), [("false", True), ("true", False)])
@@ -121,5 +125,31 @@ def test_no_reapply_when_switched_off_or_not_asked(bed, embedded_default, monkey
             assert reapply.reapply_due(s, settings=get_settings()) == []
             assert applied.latest_apply(s, topology_id=applied.get_apply(
                 s, apply_id=first).topology_id).id == first
+    finally:
+        _roll_back(first)
+
+
+def test_the_scheduler_tick_starts_a_reapply_nobody_started(bed, embedded_default, monkeypatch):
+    """The process that finished the recalibration died before re-applying: the embedded
+    scheduler's next tick starts it, once."""
+    from service.db import get_engine
+    from service.flows.scheduling import embedded_scheduler
+
+    monkeypatch.setenv("MPCOA_TESTBED", bed.name)
+    get_settings.cache_clear()
+    settings = get_settings()
+    first = _apply_then_recalibrate(bed, auto_reapply=True)
+    engine = get_engine(settings)
+    holder = embedded_scheduler.holder_id()
+    try:
+        tick = embedded_scheduler.tick(settings=settings, engine=engine, holder=holder)
+        assert tick.leader and len(tick.reapplied) == 1
+        (second,) = tick.reapplied
+        row = wait_for(lambda: _settled(second), 60, "the re-apply")
+        assert row.state == "applied" and row.plan["reapply"]["previous_apply_id"] == first
+        for site in row.plan["sites"]:
+            assert holds(sc.read_state(site["namespace"]), site["target"]), site["site"]
+        again = embedded_scheduler.tick(settings=settings, engine=engine, holder=holder)
+        assert again.reapplied == []
     finally:
         _roll_back(first)
