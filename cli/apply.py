@@ -72,6 +72,10 @@ def apply(
     allow_unmeasured: Annotated[bool, typer.Option(
         "--allow-unmeasured", help="apply an answer no probe measured (a provisional one) "
         "too; without it such an answer is refused")] = False,
+    auto_reapply: Annotated[bool, typer.Option(
+        "--auto-reapply", help="when a recalibration gives a new answer, apply it too, "
+        "through the same plan and checks (MPCOA_REAPPLY_ON_RECALIBRATION); its confirmation "
+        "and watchers as asked here")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Apply the topology's newest answer to its sites (endpoints, limits, CC, buffers)."""
@@ -97,6 +101,7 @@ def apply(
                                        seconds=seconds, watch=watch is not False,
                                        hold_s=hold_s, by_hand=site is not None,
                                        allow_unmeasured=allow_unmeasured,
+                                       auto_reapply=auto_reapply,
                                        site_hosts=site is not None or bool(settings.broker_url))
             else:
                 from service.store import applied

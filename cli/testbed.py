@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import typer
@@ -74,12 +75,46 @@ def _field_lines(st: dict) -> list[str]:
         out.append(f"  schedule {s['site']}.{s['isp']} every {s['period_s']:g} s: step {s['step']} "
                    f"up {s['up_kbps']:g} down {s['down_kbps']:g} kbit/s "
                    f"({'running' if s['alive'] else 'DEAD'})")
+    for c in st.get("capacity_set", []):
+        since = time.strftime("%H:%M:%S", time.gmtime(c["at"]))
+        out.append(f"  capacity {c['site']}.{c['isp']} set: up {c['up_kbps']:g} down "
+                   f"{c['down_kbps']:g} kbit/s (since {since} UTC)")
     for e in st.get("schedule_errors", []):
         out.append(f"  schedule error: {e}")
     for path, n in st.get("loss_counters", {}).items():
         mean = f", mean burst {n['dropped'] / n['bursts']:.2f}" if n["bursts"] else ""
         out.append(f"  losses {path}: {n['dropped']} of {n['packets']} packets{mean}")
     return out
+
+
+@app.command("capacity")
+def capacity_cmd(
+    name: str = typer.Argument(..., help="testbed name"),
+    site: str = typer.Argument(..., help="site name"),
+    isp: str = typer.Argument(..., help="the site's ISP label"),
+    up_kbps: float = typer.Option(..., "--up", help="uplink rate, kbit/s (the spec's units)"),
+    down_kbps: float = typer.Option(..., "--down", help="downlink rate, kbit/s"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Set an ISP's link rates now, for good (a lasting capacity step), until the testbed goes
+    down or they are set again."""
+    import re
+
+    from probes import capacity
+    from probes.spec import TESTBED_NAME_PATTERN
+
+    if not re.fullmatch(TESTBED_NAME_PATTERN, name):
+        fail(f"name: {name!r} is not a testbed name")
+    try:
+        entry = capacity.set_capacity(tb.attach(name), site, isp, up_kbps=up_kbps,
+                                      down_kbps=down_kbps)
+    except ProbeError as exc:
+        fail(str(exc))
+    if as_json:
+        emit_json(entry)
+        return
+    typer.echo(f"testbed {name}: {site}.{isp} now up {entry['up_kbps']:g} down "
+               f"{entry['down_kbps']:g} kbit/s")
 
 
 @app.command("down")

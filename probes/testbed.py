@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probes import cc_users, conditions, environment
+from probes import capacity, cc_users, conditions, environment
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError
 from probes.netns import (
     ip,
@@ -514,6 +514,7 @@ def testbed_status(name: str) -> dict[str, Any]:
         "addresses": spec.get("addresses", "ipv4") if spec else None,
         "queues": _queues_of(spec),
         **field_state,
+        "capacity_set": capacity.read(state_root() / name),
         "healthy": bool(st) and alive and len(nss) == expected and conditions.all_alive(procs),
     }
 

@@ -148,6 +148,15 @@ class Settings(BaseSettings):
     # For the killed-apply tests only: a site's applier stops after this many journal steps
     # and waits to be killed (`probes.siteapply`'s --hold-after). Never set in production.
     apply_hold_after_steps: int | None = Field(default=None, ge=1, le=64)
+    # When a recalibration (a schedule's, or one a failover queued) gives a new answer and the
+    # apply in force asked for it (`auto_reapply`), the new answer is applied through the same
+    # plan and safety rules as an operator's apply. false: never; the new answer waits for an
+    # operator. Only applies that opted in are ever re-applied: no surprise changes.
+    reapply_on_recalibration: bool = True
+    # A failover watcher that promotes a standby (a used path died) queues a recalibration of
+    # the topology at once, with its schedule's parameters (a topology without an enabled
+    # schedule is not recalibrated: the event says so).
+    recalibrate_on_failover: bool = True
 
     @field_validator("forwarded_allow_ips")
     @classmethod

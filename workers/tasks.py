@@ -28,7 +28,7 @@ from service.db import session_scope
 from service.flows.campaign import dispatch, executor, npm_probe, twosided
 from service.flows.campaign.plan import ProbeStep
 from service.flows.campaign.probing import default_prober_factory
-from service.flows.scheduling import recalibration
+from service.flows.scheduling import reapply, recalibration
 from service.settings import get_settings
 from service.store import dispatch_outbox
 
@@ -72,6 +72,8 @@ def advance_campaign(self, campaign_id: int) -> str:
         None, campaign_id=campaign_id, prober=_prober(sites), settings=get_settings()
     )
     if turn.step is None:
+        if turn.state == "done":  # a recalibration's new answer, applied where asked
+            reapply.after_campaign(campaign_id, get_settings())
         return turn.state
     local = sites[0]
     if turn.lease is None:
@@ -219,8 +221,13 @@ def resume_applies(at_start: bool = False) -> dict[str, list[int]]:
 def recalibrate_due() -> list[int]:
     """Beat: a new campaign for every topology whose recalibration schedule is due (each is
     dispatched to its site's queue once the transaction commits)."""
+    settings = get_settings()
     with session_scope() as s:
-        return recalibration.queue_due_campaigns(s, settings=get_settings())
+        queued = recalibration.queue_due_campaigns(s, settings=settings)
+    with session_scope() as s:  # a recalibration's answer the finishing task did not re-apply
+        started = reapply.reapply_due(s, settings=settings)
+    reapply.dispatch_all(started, settings)
+    return queued
 
 
 @app.task(

@@ -69,6 +69,10 @@ class ApplyIn(BaseModel):
     allow_unmeasured: bool = Field(False, description="apply an answer no probe measured (a "
                                    "provisional one: no CC, a rule-of-thumb buffer); without "
                                    "it such an answer is refused with 409")
+    auto_reapply: bool = Field(False, description="when a recalibration of the topology gives "
+                               "a new answer, apply it too through the same plan and checks "
+                               "(with this apply's confirm, seconds, watch and hold_s), unless "
+                               "MPCOA_REAPPLY_ON_RECALIBRATION is false")
 
 
 class AppliedOut(BaseModel):
@@ -120,6 +124,7 @@ def post_apply(topology_id: Id, request: Request, response: Response, session: S
     row = apply_flow.start_apply(session, topology_id=topology_id, confirm=body.confirm,
                                  seconds=body.seconds, watch=body.watch, hold_s=body.hold_s,
                                  allow_unmeasured=body.allow_unmeasured,
+                                 auto_reapply=body.auto_reapply,
                                  site_hosts=bool(request.app.state.settings.broker_url))
     commit(session)
     # sent now, or owed (the broker is down): 202 with the row either way, `dispatched_at`

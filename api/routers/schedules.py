@@ -69,6 +69,13 @@ class HistoryEntry(BaseModel):
     occ: str | None
     obs_mib: float | None
     otp_mbps: float | None
+    started_at: datetime | None = None
+    noticed_at: datetime | None = Field(None, description="when this recalibration saw the "
+                                        "path change: its warm check drifted, or a failover "
+                                        "queued it")
+    reapply: dict[str, Any] | None = Field(None, description="the re-apply of its answer "
+                                           "(auto_reapply): apply_id, state, error, "
+                                           "started_at, finished_at")
 
 
 class EventOut(BaseModel):
@@ -153,6 +160,8 @@ def get_history(topology_id: Id, session: SessionDep):
     responses={404: {"description": "unknown topology"}},
 )
 def get_events(topology_id: Id, session: SessionDep, limit: Limit = 100, offset: Offset = 0):
-    """OPM/OCC changes, OBS moves over 10 % and impact-factor sign changes between calibrations."""
+    """OPM/OCC changes, OBS moves over 10 % and impact-factor sign changes between calibrations;
+    the warm checks' verdicts; a failover's recalibration (`path_changed`) and the re-apply of a
+    recalibration's answer (`reapply_started`, `reapply_refused`)."""
     events = svc.list_events(session, topology_id=topology_id, limit=limit, offset=offset)
     return [EventOut.model_validate(e) for e in events]

@@ -10,7 +10,7 @@ from croniter import CroniterError, croniter
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from models import Campaign, utcnow
+from models import AppliedAnswer, Campaign, utcnow
 from models.history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
 
 from ..errors import Invalid, NotFound
@@ -105,9 +105,33 @@ def calibration_history(session: Session, *, topology_id: int) -> list[dict[str,
                 "occ": rec.occ if rec else None,
                 "obs_mib": rec.obs_mib if rec else None,
                 "otp_mbps": rec.otp_mbps if rec else None,
+                **timeline(session, campaign=c),
             }
         )
     return out
+
+
+NOTICED = ("warm_drifted", "path_changed")  # the recalibration saw the path change
+
+
+def timeline(session: Session, *, campaign: Campaign) -> dict[str, Any]:
+    """When a recalibration started, noticed a change (its warm check drifted, or a failover
+    queued it), answered (finished), and what became of the re-apply of its answer."""
+    events = list(session.scalars(select(RecalibrationEvent).where(
+        RecalibrationEvent.campaign_id == campaign.id).order_by(RecalibrationEvent.id)))
+    noticed = next((e.created_at for e in events if e.kind in NOTICED), None)
+    reapply = None
+    for e in events:
+        if e.kind == "reapply_refused":
+            reapply = {"apply_id": None, "state": "refused", "error": (e.after or {}).get("error"),
+                       "started_at": e.created_at, "finished_at": None}
+        elif e.kind == "reapply_started":
+            row = session.get(AppliedAnswer, (e.after or {}).get("apply_id"))
+            reapply = {"apply_id": None if row is None else row.id,
+                       "state": "gone" if row is None else row.state, "error":
+                       None if row is None else row.error, "started_at": e.created_at,
+                       "finished_at": None if row is None else row.finished_at}
+    return {"started_at": campaign.started_at, "noticed_at": noticed, "reapply": reapply}
 
 
 def previous_calibration(session: Session, *, campaign: Campaign) -> Campaign | None:

@@ -119,7 +119,8 @@ def test_apply_bounds_watch_and_hold_s(client, auth):
     """The watcher's settings are outside input: bounded, a clear 422, never a 500."""
     tid = _topology(client, auth)
     for body in ({"hold_s": 0.1}, {"hold_s": 601}, {"hold_s": -3}, {"hold_s": "soon"},
-                 {"hold_s": None}, {"watch": "maybe"}, {"watch": 2}, {"hold": 3}):
+                 {"hold_s": None}, {"watch": "maybe"}, {"watch": 2}, {"hold": 3},
+                 {"auto_reapply": "maybe"}, {"auto_reapply": None}):
         r = client.post(f"/topologies/{tid}/apply", json=body, headers=auth)
         assert r.status_code == 422, (body, r.text)
         field = next(iter(body))

@@ -101,6 +101,8 @@ def test_history_and_change_events_between_calibrations(client, auth, db_session
     first_rec = db_session.scalar(select(Recommendation).where(
         Recommendation.campaign_id == first.id))
     assert history[1]["occ"] == first_rec.occ == "hybla"
+    # nothing noticed a path change and nothing was re-applied: said as such
+    assert [(h["noticed_at"], h["reapply"]) for h in history] == [(None, None)] * 2
     assert client.get("/topologies/999999/events").status_code == 404
 
 

@@ -48,14 +48,17 @@ BUSY = {"applying": "still applying", "rolling_back": "rolling back"}
 def start_apply(session: Session, *, topology_id: int, confirm: bool = True,
                 seconds: float = CONFIRM_SECONDS, site_hosts: bool = False,
                 watch: bool = True, hold_s: float = failover_watch.HOLD_S,
-                by_hand: bool = False, allow_unmeasured: bool = False) -> AppliedAnswer:
+                by_hand: bool = False, allow_unmeasured: bool = False,
+                auto_reapply: bool = False, reapply_of: dict | None = None) -> AppliedAnswer:
     """A new apply of the topology's newest answer (409 while another one is applying).
 
     `site_hosts`: real sites may be in the plan, because their own workers (Celery queues) or
     their operators (`mpcoa apply ID --site NAME` on each host) apply them; without it only
     the testbed's namespaces may be (this process must never change its own host for a site).
     `by_hand`: each site's operator runs its side (`--site`): no hand-over, no deadline.
-    `allow_unmeasured`: apply an answer no probe measured (a provisional one) too."""
+    `allow_unmeasured`: apply an answer no probe measured (a provisional one) too.
+    `auto_reapply`: a recalibration's new answer is applied the same way, through this function
+    (`flows.scheduling.reapply`, which passes `reapply_of`: the campaign and the apply replaced)."""
     applied.lock_topology(session, topology_id=topology_id)
     busy = applied.busy_apply(session, topology_id=topology_id, states=tuple(BUSY))
     if busy is not None:
@@ -68,6 +71,9 @@ def start_apply(session: Session, *, topology_id: int, confirm: bool = True,
                        "(MPCOA_BROKER_URL) or by `mpcoa apply ID --site NAME` on each host")
     plan["confirm"] = {"wanted": confirm, "seconds": seconds}
     plan["watch"] = {"wanted": watch, "hold_s": hold_s}
+    plan["auto_reapply"] = auto_reapply
+    if reapply_of is not None:
+        plan["reapply"] = reapply_of
     row = applied.add_apply(session, topology_id=topology_id,
                             recommendation_id=plan["recommendation_id"], plan=plan)
     if not by_hand:  # sent once committed (`dispatch`), else by the sweeper

@@ -8,6 +8,10 @@ apply's ``events`` (`store.applied.append_event`, under the row's lock) and reap
 child dies with that thread's process (PR_SET_PDEATHSIG: the "parent" the kernel watches is the
 thread that forked, so it must be this long-lived one, never a short task thread).
 
+A ``failover`` also queues a recalibration of the topology
+(`scheduling.recalibration.queue_after_path_change`): its new answer is applied where the apply
+asked for it (``auto_reapply``).
+
 Events: ``watching``, ``failover``, ``restored`` (the watcher's own lines), ``watch_stopped``
 with its reason (written by whoever stopped it), ``watch_failed`` (it exited on its own, with
 its status and the end of its stderr), ``not_watching`` (nothing to watch, or nobody to do it).
@@ -67,6 +71,21 @@ def wanted(plan: dict[str, Any]) -> bool:
 def _event(apply_id: int, kind: str, site: str, detail: dict[str, Any]) -> None:
     with session_scope() as s:
         applied.append_event(s, apply_id=apply_id, kind=kind, site=site, detail=detail)
+
+
+def _recalibrate(apply_id: int, what: dict[str, Any]) -> None:
+    """A used path died: its topology is recalibrated now (`queue_after_path_change`), the
+    campaign dispatched once committed; a failure is logged, the watcher carries on."""
+    from ...settings import get_settings
+    from ..scheduling.recalibration import queue_after_path_change
+
+    try:
+        with session_scope() as s:
+            topology_id = applied.get_apply(s, apply_id=apply_id).topology_id
+            queue_after_path_change(s, topology_id=topology_id, what=what,
+                                    settings=get_settings())
+    except Exception:
+        log.exception("apply %s: the recalibration after a failover could not start", apply_id)
 
 
 def not_watching(apply_id: int, site: str, reason: str) -> None:
@@ -154,6 +173,8 @@ class Watcher:
             if kind in RELAYED:
                 item["seen_at"] = item.pop("at", None)  # the watcher's own clock, epoch s
                 _event(self.apply_id, kind, self.site, item)
+            if kind == "failover":
+                _recalibrate(self.apply_id, {**item, "site": self.site})
 
     @property
     def key(self) -> str:

@@ -127,7 +127,11 @@ class InProcessExecutor:
             except queue.Empty:
                 continue
             try:
-                run_campaign(campaign_id, settings=self.settings, stop=self._stop)
+                state = run_campaign(campaign_id, settings=self.settings, stop=self._stop)
+                if state == "done":  # a recalibration's new answer, applied where asked
+                    from ..scheduling import reapply
+
+                    reapply.after_campaign(campaign_id, self.settings)
             except Exception:
                 log.exception(
                     "campaign %s: the in-process executor stopped on an error", campaign_id

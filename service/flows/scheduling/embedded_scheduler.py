@@ -4,8 +4,9 @@ Every `beat_interval_s` a background thread ticks. A tick takes (or renews) the 
 scheduler lease and, only while it holds it, queues the campaigns whose schedule is due
 (`recalibration.queue_due_campaigns`, the code beat's `recalibrate_due` runs), then hands on
 stalled campaigns and the hand-overs still owed (`dispatch.recover_stalled`, `send_owed`: beat's
-`resume_campaigns`), and sweeps the applies (`apply_outbox.sweep`: owed hand-overs, an apply
-whose process died run again here, one past its deadline settled; beat's `resume_applies`).
+`resume_campaigns`), sweeps the applies (`apply_outbox.sweep`: owed hand-overs, an apply
+whose process died run again here, one past its deadline settled; beat's `resume_applies`) and
+starts the re-applies a recalibration's new answer still owes (`reapply.reapply_due`).
 Of several API processes on one database (`mpcoa serve --workers N`, or several `mpcoa serve`
 on one SQLite file) exactly one holds the lease; the others tick, find it
 taken and do nothing. The due schedules are queued in the transaction that renewed the lease,
@@ -39,7 +40,7 @@ from ...store import leases
 from ..applying import apply_outbox
 from ..applying.apply import RUNNERS
 from ..campaign import dispatch
-from . import recalibration
+from . import reapply, recalibration
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class Tick:
     recovered: list[int] = field(default_factory=list)
     sent: list[int] = field(default_factory=list)
     applies: dict[str, list[int]] = field(default_factory=dict)
+    reapplied: list[int] = field(default_factory=list)
 
 
 def tick(
@@ -79,7 +81,11 @@ def tick(
     with session_scope(engine) as s:
         sent = dispatch.send_owed(s, settings=settings)
     applies = apply_outbox.sweep(settings, engine=engine, now=now, runners=RUNNERS)
-    return Tick(leader=True, queued=queued, recovered=recovered, sent=sent, applies=applies)
+    with session_scope(engine) as s:  # a recalibration's answer the runner did not re-apply
+        started = reapply.reapply_due(s, settings=settings)
+    reapply.dispatch_all(started, settings, engine=engine)
+    return Tick(leader=True, queued=queued, recovered=recovered, sent=sent, applies=applies,
+                reapplied=[apply_id for apply_id, _plan in started])
 
 
 class EmbeddedScheduler:
