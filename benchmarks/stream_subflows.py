@@ -11,7 +11,8 @@ Per scenario (a testbed file, as for `benchmarks/stream_accuracy.py`):
    (`algorithm.selection_stream`, `phases.selection_stream`);
 3. **fresh probes**: both chosen subsets, paced, interleaved, `--fresh-runs` each.
 
-Prints one JSON line per scenario: scenario, stream, cc, delta, per side (`bulk`, `stream`)
+Prints one JSON line per scenario: scenario, stream, cc, delta, per side (`bulk_selection`,
+`stream_selection`)
 the chosen `subset`, its `probes`, its `path` (decision, subset, and what it weighed), the fresh
 runs' `fresh_p99_ms` (mean, and per run) and whether they carried the stream; `p99_ratio` =
 the bulk subset's fresh p99 over the stream subset's (above 1: the stream selection's path
@@ -146,7 +147,7 @@ def scenario(path: Path, args, log) -> dict:
     sides = {}
     for side, res, probes, seconds in (("bulk", bulk, bulk_probes, bulk_seconds),
                                        ("stream", stream, stream_probes, stream_seconds)):
-        sides[side] = {
+        sides[f"{side}_selection"] = {
             "subset": list(res.subset), "settled": res.settled, "probes": probes,
             "probe_seconds": round(seconds, 1), "path": path_of(res, side == "stream"),
             "fresh_p99_ms": _round(p99[side]),
