@@ -154,3 +154,12 @@ def test_noise_that_more_runs_cannot_settle_keeps_the_smaller_subset():
     res = result(state)
     assert res.subset == ("A-X",) and res.path[-1].decision == "stop"
     assert not res.path[-1].settled or res.path[-1].gain.low < 0.035
+
+
+def test_another_cc_checks_the_reference_and_shares_its_subset():
+    """As in bulk: a second CC measures only the subsets the reference's decisions rest on,
+    once each, and shares its SP* when they hold by this CC's means."""
+    ref, _, ref_probes = _drive(_jittery_third, cc="cubic")
+    other, runs, probes = _drive(_jittery_third, seed=5, cc="bbr", reference=ref)
+    assert other.subset == ref.subset and other.shared_from == "cubic"
+    assert probes < ref_probes and all(len(v) == 1 for v in runs.values())
