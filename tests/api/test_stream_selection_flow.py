@@ -1,6 +1,7 @@
 """A stream campaign chooses PCDC's subflows by p99 frame delay, through the real flow on the
 database: its selection probes are paced, a jittery subflow that adds bulk goodput is left out,
-the sweep's PCDC arm runs what was kept, and the answer and the dashboard show the path."""
+the sweep's PCDC arm runs what was kept, and the answer, the dashboard and the report show the
+path."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from service.flows.campaign.calibration import next_step
 from service.flows.campaign.executor import profile_of
 from service.flows.campaign.finish import finish_campaign
 from service.flows.campaign.selected import selected_subsets, subset_of_key
+from service.flows.takeaways import report
+from service.flows.takeaways.report_data import report_data
 from service.settings import Settings
 from service.store import inventory, recommendations
 from service.store.measurements import MeasurementRecord
@@ -110,3 +113,9 @@ def test_a_stream_drops_a_jittery_subflow_that_adds_goodput(db_session, client, 
     impact = client.get(f"/dashboard/topologies/{topology.id}/impact", headers=auth)
     assert impact.status_code == 200, impact.text
     assert "By frame delay" in impact.text  # the campaign's selection card
+
+    # the report's selection page plots the path in milliseconds
+    data = report_data(db_session, campaign_id=c.id)
+    page = report._selection_page(data)
+    assert page.axes[0].get_ylabel() == "cubic\np99 frame delay (ms)"
+    assert report.render_pdf(data).startswith(b"%PDF")
