@@ -49,12 +49,12 @@ def test_a_stream_campaign_runs_the_grid():
     assert resolve(CampaignParameters(), settings, LINKS).objective == Objective()
 
 
-def test_only_a_stream_campaigns_buffer_probes_are_paced():
+def test_only_a_stream_campaigns_buffer_and_selection_probes_are_paced():
     stream = Objective(kind="stream", frame_rate_hz=30, frame_size_bytes=5000,
                        delay_budget_ms=100)
     paced = profile_of(stream, "buffer")
     assert (paced.kind, paced.frame_rate_hz, paced.frame_size_bytes, paced.delay_budget_ms) == (
         "paced", 30, 5000, 100)
     assert profile_of(stream, "impact").kind == "bulk"
-    assert profile_of(stream, "selection").kind == "bulk"
+    assert profile_of(stream, "selection").kind == "paced"  # subflows chosen by frame delay
     assert profile_of(Objective(), "buffer").kind == "bulk"

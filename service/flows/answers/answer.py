@@ -77,6 +77,7 @@ class SubsetChoice(BaseModel):
     omega_subset: list[str] | None = None
     omega_agrees: bool | None = None
     omega_statement: str | None = None
+    why: str | None = None  #: what the selection weighed, where it was not goodput (a stream)
 
 
 class StreamAlternative(BaseModel):

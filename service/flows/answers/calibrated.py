@@ -151,6 +151,23 @@ def _subset_choice(solution: SolverAnswer, selection: dict | None, impacts) -> S
     )
 
 
+def stream_subset_choice(campaign: Campaign, opm: str, occ: str) -> SubsetChoice | None:
+    """How a stream answer's PCDC subflows were chosen: the selection by p99 frame delay
+    (`phases.selection_stream`), its path with each step's p99; None for FullMesh or without
+    a selection (then Ω's SP*, which `answer_subflows` states)."""
+    selection = (selection_note(campaign) or {}).get("ccs", {}).get(occ)
+    if opm == FULLMESH or selection is None or not selection.get("usable"):
+        return None
+    view = selection.get("omega") or {}
+    return SubsetChoice(
+        method="measured selection by p99 frame delay", subset=list(selection["subset"]),
+        settled=selection.get("settled"), shared_from=selection.get("shared_from"),
+        path=list(selection.get("path", [])), omega_subset=view.get("subset"),
+        omega_agrees=view.get("agree"), omega_statement=view.get("statement"),
+        why=selection.get("why"),
+    )
+
+
 def _model_reasons(fits) -> dict[tuple[str, str], str]:
     """(PM, CC) -> which model the arm's curve is and why (from the stored per-arm fits)."""
     return {

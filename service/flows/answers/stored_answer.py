@@ -22,7 +22,12 @@ from ...store import campaigns as campaign_store
 from ...store import recommendations
 from .answer import Outputs, StreamOutputs
 from .answer_cache import STALE_AFTER_S, stale_at
-from .calibrated import CalibratedAnswer, answer_subflows, calibrated_answer
+from .calibrated import (
+    CalibratedAnswer,
+    answer_subflows,
+    calibrated_answer,
+    stream_subset_choice,
+)
 from .eq1 import traditional_eq1
 from .provisional import Calibrating, provisional_answer
 from .snapshot import TopologySnapshot, snapshot_by_id
@@ -219,7 +224,8 @@ def _store_stream(
                "more than delta of the least delay, so every delay is relative to its flow's "
                "minimum (propagation delay left out)"))
     outputs = Outputs(subflows_used=used, standby_subflows=standby, notes=notes,
-                      stream=StreamOutputs.model_validate(answer.outputs()))
+                      stream=StreamOutputs.model_validate(answer.outputs()),
+                      subset_choice=stream_subset_choice(campaign, d.opm, d.occ))
     rec = recommendations.add_recommendation(
         session, topology_id=snap.id, campaign_id=campaign_id, kind="calibrated", delta=delta,
         bs_min_mib=min(grid), bs_max_mib=max(grid), inputs=inputs, opm=d.opm, occ=d.occ,

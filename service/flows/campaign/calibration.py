@@ -1,7 +1,8 @@
 """A calibration campaign, step by step: what comes next, asked of its phases in order.
 
 The phases (`flows.campaign.phases`): the CCs both sites offer -> a warm recalibration's checks ->
-the impact phase (Omega, SP*) -> in adaptive mode the subflow selection (SP* by measured value) ->
+the impact phase (Omega, SP*) -> in adaptive mode, and for a stream, the subflow selection (SP* by
+measured value; a stream's by p99 frame delay) ->
 the buffer sweep (grid or adaptive, with its fit). Each answers a
 probe to run, done (the next phase's turn), failed (it failed the campaign) or finish (nothing
 more to measure). A new phase is one module in `phases_for`'s list.
@@ -21,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from models import Campaign
 
+from ...algorithm.objective import objective_of
 from ...settings import Settings
 from ...store import campaigns as campaign_store
 from . import budget
@@ -46,6 +48,8 @@ def phases_for(campaign: Campaign) -> Sequence[Phase]:
     every buffer), or the adaptive one (SP* by measured selection, buffers chosen as measured)."""
     if campaign.mode == "adaptive":
         return (ccs, warm_check, impact, selection, adaptive_sweep)
+    if objective_of(campaign.objective).is_stream:  # PCDC's subflows chosen by frame delay
+        return (ccs, warm_check, impact, selection, grid_sweep)
     return (ccs, warm_check, impact, grid_sweep)
 
 

@@ -158,10 +158,10 @@ def _pending(
 
 
 def profile_of(objective: Objective, phase: str = "buffer") -> TrafficProfile:
-    """A stream objective's buffer-phase probes are paced at the stream's frame rate and size.
-    The impact and selection phases stay bulk: PCDC's subflows are chosen by goodput, as for
-    the bulk objective (a choice by frame delay is not built)."""
-    if not objective.is_stream or phase != "buffer":
+    """A stream objective's buffer-phase and selection probes are paced at the stream's frame
+    rate and size: PCDC's subflows are chosen by p99 frame delay (`phases.selection_stream`).
+    The impact phase stays bulk (Ω, and the reference CC's order, are goodput's)."""
+    if not objective.is_stream or phase not in ("buffer", "selection"):
         return TrafficProfile.bulk()
     return TrafficProfile.paced(objective.rate_hz, objective.frame_bytes,
                                 objective.delay_budget_ms)

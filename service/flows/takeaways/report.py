@@ -212,8 +212,8 @@ def _omega_page(data: ReportData) -> Figure:
 
 # --- page 3: the selection path ------------------------------------------------------------------
 def _selection_page(data: ReportData) -> Figure:
-    fig = _page(data, "The measured subflow selection: each step's subset, its goodput and "
-                "interval; the chosen SP* per CC")
+    fig = _page(data, "The measured subflow selection: each step's subset, its goodput (a "
+                "stream's: p99 frame delay) and interval; the chosen SP* per CC")
     ccs = ((data.selection or {}).get("ccs") or {})
     if not ccs:
         ax = fig.add_axes((0.05, 0.1, 0.9, 0.75))
@@ -225,22 +225,27 @@ def _selection_page(data: ReportData) -> Figure:
     for k, (cc, entry) in enumerate(ccs.items()):
         ax = fig.add_axes((0.07, 0.1 + (n - 1 - k) * 0.78 / n, 0.9, 0.78 / n - 0.07))
         path = entry.get("path") or []
+        # a stream's selection weighed p99 frame delay (phases.selection_stream): plot that
+        by_delay = entry.get("metric") == "p99_frame_delay"
+        mean, low, high = (("p99_ms", "p99_low_ms", "p99_high_ms") if by_delay
+                           else ("mean_mbps", "low_mbps", "high_mbps"))
         xs, labels = range(len(path)), []
         for j, step in enumerate(path):
             e = step.get("estimate") or {}
             subset = step.get("label") or "+".join(step.get("subset") or [])
-            labels.append(f"{step.get('decision', '')}\n{subset}")
-            if e.get("mean_mbps") is None:
+            carried = "" if not by_delay or e.get("carries") else "\n(not carried)"
+            labels.append(f"{step.get('decision', '')}\n{subset}{carried}")
+            if e.get(mean) is None:
                 continue
-            lo, hi = e.get("low_mbps"), e.get("high_mbps")
-            yerr = [[e["mean_mbps"] - lo], [hi - e["mean_mbps"]]] if lo is not None and \
+            lo, hi = e.get(low), e.get(high)
+            yerr = [[e[mean] - lo], [hi - e[mean]]] if lo is not None and \
                 hi is not None else None
-            ax.errorbar(j, e["mean_mbps"], yerr=yerr, fmt="o" if step.get("settled") else "s",
+            ax.errorbar(j, e[mean], yerr=yerr, fmt="o" if step.get("settled") else "s",
                         color=COLORS[k % 10], capsize=4, mfc="white" if not step.get("settled")
                         else COLORS[k % 10])
         ax.set_xticks(list(xs), labels, fontsize=7.5)
         ax.set_xlim(-0.5, max(len(path), 5) - 0.5)  # a short path stays readable, not spread
-        ax.set_ylabel(f"{cc}\ngoodput (Mbit/s)")
+        ax.set_ylabel(f"{cc}\n" + ("p99 frame delay (ms)" if by_delay else "goodput (Mbit/s)"))
         ax.grid(alpha=0.3)
         chosen = entry.get("label") or "+".join(entry.get("subset") or [])
         ax.set_title(f"{cc}: SP* = {chosen}; {'settled' if entry.get('settled') else 'not settled'}"

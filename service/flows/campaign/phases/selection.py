@@ -8,6 +8,8 @@ the impact phase's TP_0 (all subflows) and TP_i (all but one). The CC with the b
 reference; every other CC checks the reference's decisions on its own runs and shares its SP*
 where they hold. The result (SP*, the path, standbys, Ω's disagreement) is kept in the
 campaign's notes (`selection`), and `Context.subsets` gives SP* to the sweep from then on.
+A stream objective's selection runs the same rules on paced probes, weighing p99 frame delay
+(`selection_stream`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from models import NO_EXCLUSION, Campaign
 from probes.vocabulary import FULLMESH, PCDC
 
 from ....algorithm.capacity import LinkCapacity
+from ....algorithm.objective import objective_of
 from ....algorithm.selection import (
     Budget,
     SelectionResult,
@@ -38,6 +41,7 @@ from .. import budget
 from ..plan import IMPACT_BS_MIB, ProbeStep
 from ..selected import selection_note, subset_key, subset_of_key
 from . import fixed_buffer_check as check
+from . import selection_stream as stream
 from .base import DONE, Context, PhaseVerdict, probe
 
 name = "selection"
@@ -47,8 +51,11 @@ def advance(ctx: Context) -> PhaseVerdict:
     campaign = ctx.campaign
     if selection_note(campaign) is not None or len(ctx.subflows) < 2:
         return DONE  # decided already, or nothing to choose between
-    runs = _runs(ctx)
-    order = _reference_first(campaign.active_ccs, runs, len(ctx.subflows))
+    objective = objective_of(campaign.objective)
+    bulk_runs = _runs(ctx)
+    # the reference is the CC whose bulk TP_0 gave most, for a stream too (its impact probes)
+    order = _reference_first(campaign.active_ccs, bulk_runs, len(ctx.subflows))
+    runs = stream.stream_runs(ctx) if objective.is_stream else bulk_runs
     done: dict[str, SelectionResult] = {}
     states: dict[str, SelectionState] = {}
     reference: SelectionResult | None = None
@@ -60,11 +67,12 @@ def advance(ctx: Context) -> PhaseVerdict:
     rtts = {sf.name: sf.rtt_ms for sf in campaign.topology.subflows if sf.rtt_ms is not None}
     for cc in order:
         samples, failures = runs.get(cc, ({}, {}))
-        state = SelectionState(
-            ctx.subflows, samples, failures, cc=cc, reference=reference,
-            budget=_budget(campaign), capacity=rates, negligible=campaign.delta / 2,
-            min_gain=campaign.delta / 2, rtts_ms=rtts,
-        )
+        settings = dict(cc=cc, reference=reference, budget=_budget(campaign),
+                        negligible=campaign.delta / 2, min_gain=campaign.delta / 2, rtts_ms=rtts)
+        if objective.is_stream:
+            state = stream.state(ctx.subflows, samples, failures, objective, **settings)
+        else:
+            state = SelectionState(ctx.subflows, samples, failures, capacity=rates, **settings)
         wanted = next_probes(state)
         if wanted:
             budget.ask(campaign, "selection", len(wanted))
@@ -73,7 +81,7 @@ def advance(ctx: Context) -> PhaseVerdict:
         states[cc] = state
         if reference is None and done[cc].estimate is not None:
             reference = done[cc]
-    checked = _fixed_buffer_checks(ctx, done)
+    checked = {} if objective.is_stream else _fixed_buffer_checks(ctx, done)
     if isinstance(checked, PhaseVerdict):
         return checked
     _store(ctx, done, states, checked)
@@ -171,18 +179,21 @@ def _step(ctx: Context, cc: str, subset: Subset, samples, failures) -> ProbeStep
 def _store(ctx: Context, done: dict[str, SelectionResult], states, checks) -> None:
     impacts = {r.cc: r.subset for r in results.impact_results(ctx.session,
                                                                 campaign_id=ctx.campaign.id)}
+    objective = objective_of(ctx.campaign.objective)
     per_cc = {}
     for cc, res in done.items():
         entry = result_to_dict(res)
         if cc in checks:
             entry["buffer_check"] = checks[cc]
         if cc in impacts and res.estimate is not None:
-            comparison = compare_with_omega(res, impacts[cc], states[cc])
+            # a stream's runs are delay scores: Ω's subset against them is not a goodput gain
+            comparison = compare_with_omega(res, impacts[cc],
+                                            None if objective.is_stream else states[cc])
             entry["omega"] = {
                 "subset": list(comparison.omega), "agree": comparison.agree,
                 "statement": comparison.statement(res.subflows),
             }
-        per_cc[cc] = entry
+        per_cc[cc] = stream.as_delay(entry, objective) if objective.is_stream else entry
     campaign_store.update_state(ctx.campaign, selection={"done": True, "ccs": per_cc})
     ctx.session.flush()
 
