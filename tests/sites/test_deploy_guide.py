@@ -215,6 +215,18 @@ def site_state(ns: str) -> dict[str, str]:
     return state
 
 
+def assert_secure_login(hosts: Hosts, token: str) -> None:
+    """The guide's claim for the proxy: the API believes Caddy's X-Forwarded-Proto, so the
+    dashboard's login over https sets a `Secure` cookie."""
+    origin = f"https://{CONTROL_NAME}"
+    done = th.sh("ip", "netns", "exec", hosts.ns["SRL"], "curl", "-sS", "-o", "/dev/null",
+                 "-D", "-", "--cacert", str(hosts.etc("SRL") / "tls" / "ca.crt"),
+                 "-H", f"Origin: {origin}", "--data-urlencode", f"token={token}",
+                 f"{origin}/dashboard/login", check=False)
+    cookies = [h for h in done.stdout.splitlines() if h.lower().startswith("set-cookie:")]
+    assert cookies and all("secure" in c.lower() for c in cookies), (done.stdout, done.stderr)
+
+
 @pytest.fixture
 def hosts():
     h = Hosts()
@@ -274,6 +286,7 @@ def test_the_deployment_guide_runs_from_certificates_to_a_rollback(hosts):
             elif block.name == "check" and block.host == "SRL":
                 out = guide.run(block)
                 assert '"items"' in out, out  # GET /sites over https, with the read token
+                assert_secure_login(hosts, guide.env_extra["SRL"]["TOKEN"])
             elif block.name == "calibrate":
                 print(guide.run(block))
             else:
