@@ -66,7 +66,7 @@ class CampaignParameters(BaseModel):
     objective: Objective | None = Field(
         default=None,
         description="what to optimise: bulk goodput (default) or a stream's p99 frame delay "
-        "(paced probes; grid mode)",
+        "(paced probes, in either mode)",
     )
     probe_tool: ProbeTool | None = Field(
         default=None,
