@@ -14,8 +14,8 @@ grid, runs, ...)` runs four named steps over `runs[arm][bs]`, the paced runs so 
 2. **leader**: the arm with the smallest mean p99 at a carrying point, its best point repeated
    to `min_runs` (the first spread); an arm **could still win** while its best point's lower
    bound, given delta/2 (`ARM_TOLERANCE`), is under the leader's upper bound: both points are
-   repeated (up to `max_runs`) until the intervals part, else it is an alternative within reach;
-   the rest are eliminated;
+   repeated (up to `CONTENDER_MAX_RUNS`) until the intervals part, else it is an alternative
+   within reach; the rest are eliminated;
 3. **descent**: in the leader's arm, a bisection over the grid below its best point for the
    smallest buffer that carries with a mean p99 within (1 + delta) of the arm's best (delay need
    not be monotone in the buffer, but above the carrying edge a paced stream's is flat; one run
@@ -25,18 +25,23 @@ grid, runs, ...)` runs four named steps over `runs[arm][bs]`, the paced runs so 
 4. **answer**: OBS repeated to `min_runs` (its interval), and while that interval straddles the
    (1 + delta) line, up to `max_runs`. Settled when nothing is wanted.
 
-Intervals are `stream_choice`'s: Student-t over the carrying points' p99 (`PointNoise`: the
-arm's own spread from `MIN_ARM_DOF` degrees of freedom, else every arm's). The decision is a
-`StreamDecision` like the grid's, over the measured points only.
+Intervals are relative (`RelativeNoise`): Student-t on the spread of ln p99, one spread for
+every carrying point, read as the median of the points' own spreads, each from its median
+absolute deviation from 3 runs. Relative, because an arm at 130 ms spreads more in ms than one
+at 35 ms; medians, because p99 has outliers that a pooled variance takes whole (shared.yaml,
+PCDC/reno at 0.094 MiB: 38, 576, 38, 47 ms; pooled, that one run made every arm, FullMesh/bbr
+at 122 ms too, a contender of PCDC's 40 ms). The decision is a `StreamDecision` like the
+grid's, over the measured points only.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from statistics import fmean
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from statistics import fmean, median, stdev
 
-from .adaptive import DEFAULT_CONFIDENCE, MAX_RUNS, MIN_RUNS, PointNoise, WantedProbe
+from .adaptive import DEFAULT_CONFIDENCE, MAX_RUNS, MIN_RUNS, Noise, WantedProbe
 from .alternative import Alternative
 from .arm import Arm
 from .stream_choice import (
@@ -52,6 +57,37 @@ from .stream_choice import (
 #: leader's OBS may itself be up to delta over its arm's best, so the two shares leave the
 #: answer within about (1 + delta) of the best
 ARM_TOLERANCE = 0.5
+#: what could still win is repeated up to this many runs, then stated within reach: p99 spreads
+#: 10 % and more run to run on a busy host, and arms a few per cent apart (PCDC under reno, cubic
+#: and bbr on one path) would each take `max_runs` to part, the sweep's budget several times
+CONTENDER_MAX_RUNS = 3
+
+
+@dataclass(frozen=True)
+class RelativeNoise:
+    """One run's spread of ln p99 (`noise`), for every carrying point."""
+
+    noise: Noise
+    confidence: float
+
+    @classmethod
+    def of(cls, p99s: Mapping[Arm, Mapping[float, Sequence[float]]],
+           confidence: float) -> RelativeNoise:
+        spreads, dof = [], 0
+        for per in p99s.values():
+            for values in per.values():
+                logs = [math.log(v) for v in values if v > 0]
+                if len(logs) > 1:
+                    spreads.append(_spread(logs))
+                    dof += len(logs) - 1
+        return cls(Noise(median(spreads) if spreads else 0.0, dof), confidence)
+
+    def bounds(self, mean: float, n: int) -> tuple[float, float]:
+        """(lower, upper) of a point's mean p99 from `n` runs."""
+        h = self.noise.half_width(n, self.confidence)
+        if not math.isfinite(h):
+            return 0.0, math.inf
+        return mean * math.exp(-h), mean * math.exp(h)
 
 
 def decide_stream_sweep(
@@ -94,13 +130,13 @@ def decide_stream_sweep(
     carrying = {a: [bs for bs in measured[a] if ok(a, bs)] for a in arms}
     p99s = {a: {bs: [r.p99_ms for r in at(a, bs) if r.p99_ms is not None]
                 for bs in carrying[a]} for a in arms}
-    noise = PointNoise.of(p99s, confidence=confidence)
+    noise = RelativeNoise.of(p99s, confidence)
 
     def mean(arm: Arm, bs: float) -> float:
         return fmean(p99s[arm][bs])
 
-    def hw(arm: Arm, bs: float) -> float:
-        return noise.half_width(arm, bs, len(p99s[arm][bs]))
+    def bounds(arm: Arm, bs: float) -> tuple[float, float]:
+        return noise.bounds(mean(arm, bs), len(p99s[arm][bs]))
 
     def n(arm: Arm, bs: float) -> int:
         return len(at(arm, bs))
@@ -136,29 +172,31 @@ def decide_stream_sweep(
     else:
         out.skipped_edge_mib = below_edge
         # 4. the answer's runs
-        p99, h = mean(chosen, obs), hw(chosen, obs)
-        if n(chosen, obs) < min_runs or (p99 - h <= limit <= p99 + h and n(chosen, obs) < max_runs
+        p99, (low, high) = mean(chosen, obs), bounds(chosen, obs)
+        if n(chosen, obs) < min_runs or (low <= limit <= high and n(chosen, obs) < max_runs
                                          and obs != best_bs):
             want(chosen, obs)
         out.opm, out.occ, out.obs_mib = chosen.pm, chosen.cc, obs
-        out.p99_ms, out.p99_half_width_ms = p99, h
+        # the interval is the answer's: symmetric around its mean, as the grid's states it
+        out.p99_ms, out.p99_half_width_ms = p99, max(p99 - low, high - p99)
         out.goodput_mbps = fmean(r.goodput_mbps for r in at(chosen, obs))
         out.lost_fraction = fmean(r.lost_fraction for r in at(chosen, obs))
         out.best_p99_ms, out.best_bs_mib, out.limit_p99_ms = best, best_bs, limit
     # 2. (cont.) what could still win: repeated while the intervals overlap
-    upper = best + hw(chosen, best_bs)
+    upper = bounds(chosen, best_bs)[1]
     for a, bs in best_of.items():
         if a == chosen:
             continue
         m = mean(a, bs)
-        if (m - hw(a, bs)) * (1 + ARM_TOLERANCE * delta) > upper:
+        if bounds(a, bs)[0] * (1 + ARM_TOLERANCE * delta) > upper:
             continue  # eliminated: not better than the leader by a share of delta
         differs = tuple(k for k, same in (("pm", a.pm == chosen.pm),
                                           ("cc", a.cc == chosen.cc)) if not same)
         out.alternatives.append(Alternative(_label(a), m / best - 1, differs))
-        if n(a, bs) < max_runs:
+        cap = min(max_runs, CONTENDER_MAX_RUNS)
+        if n(a, bs) < cap:
             want(a, bs)
-            if n(chosen, best_bs) <= n(a, bs) and n(chosen, best_bs) < max_runs:
+            if n(chosen, best_bs) <= n(a, bs) and n(chosen, best_bs) < cap:
                 want(chosen, best_bs)
     out.alternatives.sort(key=lambda x: x.relative)
     out.probes = list(dict.fromkeys(wanted))
@@ -166,6 +204,15 @@ def decide_stream_sweep(
     out.pm_settled = not any("pm" in a.differs_in for a in out.alternatives)
     out.cc_settled = not any("cc" in a.differs_in for a in out.alternatives)
     return out
+
+
+def _spread(values: Sequence[float]) -> float:
+    """A sample's standard deviation, from 3 values robustly: 1.4826 x the median absolute
+    deviation (the normal's sd), one outlier left out."""
+    if len(values) < 3:
+        return stdev(values)
+    mid = median(values)
+    return 1.4826 * median(abs(v - mid) for v in values)
 
 
 def reference_buffer(grid: Sequence[float]) -> float:
