@@ -23,7 +23,9 @@ grid, runs, ...)` runs four named steps over `runs[arm][bs]`, the paced runs so 
    a qualifying buffer whose grid neighbour below does not carry is passed for the next one up,
    measured if it was not;
 4. **answer**: OBS repeated to `min_runs` (its interval), and while that interval straddles the
-   (1 + delta) line, up to `max_runs`. Settled when nothing is wanted. The answer states where
+   (1 + delta) line, up to `max_runs`; the leader's arm measured at `MIN_BUFFERS` buffers at
+   least (the grid's largest first), so that its curve can be drawn and the campaign counts as
+   calibrated. Settled when nothing is wanted. The answer states where
    one fresh probe's p99 should land (`RelativeNoise.one_fresh_probe`), as the bulk sweep's
    promise does.
 
@@ -43,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean, median, stdev
 
-from .adaptive import DEFAULT_CONFIDENCE, MAX_RUNS, MIN_RUNS, Noise, WantedProbe
+from .adaptive import DEFAULT_CONFIDENCE, MAX_RUNS, MIN_BUFFERS, MIN_RUNS, Noise, WantedProbe
 from .alternative import Alternative
 from .arm import Arm
 from .stream_choice import (
@@ -55,6 +57,8 @@ from .stream_choice import (
     carries,
 )
 
+#: a point tried without an ok probe (`flows` fills it in): it does not carry the stream
+NO_PROBE = StreamRun(goodput_mbps=0.0, p99_ms=None, lost_fraction=1.0)
 #: an arm could still win while it could be this share of delta better than the leader: the
 #: leader's OBS may itself be up to delta over its arm's best, so the two shares leave the
 #: answer within about (1 + delta) of the best
@@ -186,11 +190,16 @@ def decide_stream_sweep(
         if n(chosen, obs) < min_runs or (low <= limit <= high and n(chosen, obs) < max_runs
                                          and obs != best_bs):
             want(chosen, obs)
+        probed = [bs for bs in measured[chosen] if any(r != NO_PROBE for r in at(chosen, bs))]
+        for bs in [b for b in reversed(grid) if b not in measured[chosen]][
+                :max(0, MIN_BUFFERS - len(probed))]:
+            want(chosen, bs)
         out.opm, out.occ, out.obs_mib = chosen.pm, chosen.cc, obs
         # the answer's interval: where one fresh probe of it should land, as the bulk sweep's
         # promise (the mean's own interval is narrower than the spread of new runs: on
         # shared.yaml 40.0-41.4 ms, and four fresh probes read 40.4-43.4)
-        out.p99_ms, out.p99_half_width_ms = p99, noise.one_fresh_probe(p99, n(chosen, obs))
+        fresh = noise.one_fresh_probe(p99, n(chosen, obs))  # infinite: no spread known yet
+        out.p99_ms, out.p99_half_width_ms = p99, fresh if math.isfinite(fresh) else None
         out.goodput_mbps = fmean(r.goodput_mbps for r in at(chosen, obs))
         out.lost_fraction = fmean(r.lost_fraction for r in at(chosen, obs))
         out.best_p99_ms, out.best_bs_mib, out.limit_p99_ms = best, best_bs, limit

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from models import Recommendation
 from probes.frames import FrameStats
 from service.algorithm.objective import Objective
 from service.algorithm.topology import TopologySpec
@@ -15,6 +16,7 @@ from service.flows.answers.decided import decided_stream
 from service.flows.answers.stream_answer import stream_answer
 from service.flows.campaign import recording
 from service.flows.campaign.calibration import next_step
+from service.flows.campaign.finish import finish_campaign
 from service.settings import Settings
 from service.store import inventory
 from service.store.measurements import MeasurementRecord
@@ -80,3 +82,7 @@ def test_a_stream_campaign_sweeps_adaptively_and_answers_with_its_decision(db_se
     assert (d.opm, d.occ, d.obs_mib) == ("FullMesh", "reno", 0.06)
     assert d.p99_ms == pytest.approx(30.6) and d.skipped_edge_mib == 0.04
     assert answer.outputs()["settled"] and answer.error is None
+    # finished, the decision is the campaign's stored answer
+    rec = db_session.get(Recommendation, finish_campaign(db_session, campaign_id=c.id))
+    assert (rec.opm, rec.occ, rec.obs_mib) == ("FullMesh", "reno", 0.06)
+    assert rec.outputs["stream"]["p99_ms"] == pytest.approx(30.6)

@@ -19,6 +19,7 @@ Every read of the stored decision is in this module.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, replace
 
 from models import Campaign
@@ -106,6 +107,9 @@ def stream_note(decision: StreamDecision, stop: str) -> dict:
     """A stream sweep's decision as the campaign stores it (`sweep_decision`)."""
     fields = asdict(decision)
     fields.pop("probes")
+    # JSON has no infinity (PostgreSQL refuses it, SQLite stores text no reader parses)
+    fields = {k: None if isinstance(v, float) and not math.isfinite(v) else v
+              for k, v in fields.items()}
     return {"objective": "stream", "stop": stop, **fields}
 
 

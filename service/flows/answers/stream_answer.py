@@ -26,12 +26,12 @@ from probes.frames import one_way_trusted
 from ...algorithm.arm import Arm
 from ...algorithm.objective import Objective
 from ...algorithm.stream_choice import StreamDecision, StreamRun, decide_stream
+from ...algorithm.stream_sweep import NO_PROBE
 from ...store import measurements
 from .decided import decided_stream
 
 #: the p99 delay's interval is stated at this confidence (the bulk sweep's)
 CONFIDENCE = 0.9
-NO_PROBE = StreamRun(goodput_mbps=0.0, p99_ms=None, lost_fraction=1.0)
 
 
 @dataclass
