@@ -12,7 +12,8 @@ Per scenario (a testbed file, as for `benchmarks/accuracy.py`, whose helpers thi
    (`accuracy.best_subset_of`). The best is the carrying cell (`stream_choice.carries`) with the
    smallest mean p99.
 2. **Campaign**: the product's stream campaign in-process with its default settings (its grid
-   from the paths' bandwidth-delay products, grid mode, model, budget), on the CCs the oracle
+   from the paths' bandwidth-delay products, its mode (adaptive: the stream sweep), model,
+   budget), on the CCs the oracle
    measured, with `--campaign-runs` x `--campaign-duration` (default: the oracle's runs and
    duration, so both sides probe alike), and its answer.
 3. **Fresh probes**: the answer (OPM, OCC, OBS, the subflows it states) and the oracle's best,
@@ -29,9 +30,10 @@ Prints one JSON line per scenario: scenario, stream, rate_mbps, delta, oracle_be
 subflows, bs_mib, p99_ms}, answer {pm, cc, obs_mib, subflows, p99_ms, p99_interval_ms, settled,
 flags}, answer_fresh_p99_ms (+ runs), oracle_best_fresh_p99_ms (+ runs), ratio,
 ratio_vs_oracle_cell, within_delta, fresh_inside_interval, probe_seconds_oracle,
-probe_seconds_campaign, campaign_probe_ratio (campaign / oracle probe-seconds),
-campaign_extra_rounds, wall_s. Smoke runs: fewer `--ccs`, `--grid-points`, `--oracle-runs`, a
-shorter `--oracle-duration`.
+probe_seconds_campaign, campaign_probe_ratio (campaign / oracle probe-seconds), campaign_spent
+(per phase), campaign_paced_probes (how far its paced probes ran past their duration, how many
+stalled), campaign_extra_rounds, wall_s. Smoke runs: fewer `--ccs`, `--grid-points`,
+`--oracle-runs`, a shorter `--oracle-duration`.
 
 `--oracle-dir DIR` records each scenario's oracle (`<scenario>.stream-oracle.json`: every cell's
 runs) and reuses one recorded with the same stream, CCs, grid, runs and duration, so a changed
@@ -264,6 +266,7 @@ def scenario(path: Path, args, log) -> dict:
                     "wall_s": round(time.monotonic() - started, 1)}
         rec = run_campaign(spec, sender, receiver, ccs, None, args.campaign_runs,
                            args.campaign_duration, args.delta, mode=None, objective=objective)
+        overrun = probe_overrun(campaign_buffer_probes())
         stream = rec["outputs"].get("stream") or {}
         answer = Cell(rec["pm"], rec["cc"], tuple(rec["subflows"] or b.names), rec["obs_mib"])
         log(f"  campaign: {answer} p99 {stream.get('p99_ms')} ms "
@@ -305,11 +308,36 @@ def scenario(path: Path, args, log) -> dict:
         "campaign_probe_ratio": round(rec["probe_seconds"] / oracle_seconds, 3)
         if oracle_seconds else None,
         "campaign_wall_s": round(rec["wall_s"], 1),
+        "campaign_mode": rec.get("mode"), "campaign_spent": rec.get("spent"),
+        "campaign_paced_probes": overrun,
         "campaign_grid_mib": rec["grid"], "campaign_extra_rounds": rec["extra_rounds"],
         "oracle_settings": {"ccs": ccs, "grid_mib": grid, "runs": args.oracle_runs,
                             "duration_s": args.oracle_duration, "fresh_runs": args.fresh_runs},
         "wall_s": round(time.monotonic() - started, 1),
     }
+
+
+def probe_overrun(campaign_rows) -> dict:
+    """How far the campaign's paced probes ran past their duration (wall time from start to
+    stored result less the probe's duration: tool start-up and the stall margin are in it), and
+    how many stalled."""
+    over = [(m.finished_at - m.started_at).total_seconds() - m.duration_s for m in campaign_rows]
+    stalled = sum(1 for m in campaign_rows if '"stalled": "' in (m.raw_output or ""))
+    return {"probes": len(over), "wall_over_duration_max_s": round(max(over, default=0.0), 2),
+            "stalled": stalled}
+
+
+def campaign_buffer_probes() -> list:
+    """The buffer-phase probes of the campaign `run_campaign` ran (this run's own database)."""
+    from sqlalchemy import select
+
+    from models import Measurement
+    from service.db import session_scope
+
+    with session_scope() as s:
+        rows = list(s.scalars(select(Measurement).where(Measurement.phase == "buffer")))
+        s.expunge_all()
+        return rows
 
 
 def _round(x: float | None, digits: int = 3) -> float | None:
