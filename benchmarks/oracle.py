@@ -196,6 +196,7 @@ def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode=
             "runs": c.runs, "extra_rounds": c.run_state.budget.extra_rounds,
             "spent": dict(c.run_state.budget.spent) or None,
             "t_star_runs": (c.run_state.sweep_decision or {}).get("t_star_runs"),
+            "mode": c.mode,
         }
 
 

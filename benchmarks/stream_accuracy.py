@@ -12,7 +12,8 @@ Per scenario (a testbed file, as for `benchmarks/accuracy.py`, whose helpers thi
    (`accuracy.best_subset_of`). The best is the carrying cell (`stream_choice.carries`) with the
    smallest mean p99.
 2. **Campaign**: the product's stream campaign in-process with its default settings (its grid
-   from the paths' bandwidth-delay products, grid mode, model, budget), on the CCs the oracle
+   from the paths' bandwidth-delay products, its mode (adaptive: the stream sweep), model,
+   budget), on the CCs the oracle
    measured, with `--campaign-runs` x `--campaign-duration` (default: the oracle's runs and
    duration, so both sides probe alike), and its answer.
 3. **Fresh probes**: the answer (OPM, OCC, OBS, the subflows it states) and the oracle's best,
@@ -29,13 +30,21 @@ Prints one JSON line per scenario: scenario, stream, rate_mbps, delta, oracle_be
 subflows, bs_mib, p99_ms}, answer {pm, cc, obs_mib, subflows, p99_ms, p99_interval_ms, settled,
 flags}, answer_fresh_p99_ms (+ runs), oracle_best_fresh_p99_ms (+ runs), ratio,
 ratio_vs_oracle_cell, within_delta, fresh_inside_interval, probe_seconds_oracle,
-probe_seconds_campaign, campaign_extra_rounds, wall_s. Smoke runs: fewer `--ccs`,
-`--grid-points`, `--oracle-runs`, a shorter `--oracle-duration`.
+probe_seconds_campaign, campaign_probe_ratio (campaign / oracle probe-seconds), campaign_spent
+(per phase), campaign_paced_probes (how far its paced probes ran past their duration, how many
+stalled), campaign_extra_rounds, wall_s. Smoke runs: fewer `--ccs`, `--grid-points`,
+`--oracle-runs`, a shorter `--oracle-duration`.
+
+`--oracle-dir DIR` records each scenario's oracle (`<scenario>.stream-oracle.json`: every cell's
+runs) and reuses one recorded with the same stream, CCs, grid, runs and duration, so a changed
+campaign is judged again without the oracle; the oracle's best is still probed fresh beside the
+answer. `--oracle-only` measures and records the oracle and runs no campaign.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -179,6 +188,39 @@ def run_oracle(b: Bench, ccs, grid, runs, duration, rate, max_loss
     return cells
 
 
+def _oracle_settings(objective, ccs, grid, args) -> dict:
+    return {"stream": objective.key(), "ccs": list(ccs), "grid_mib": list(grid),
+            "runs": args.oracle_runs, "duration_s": args.oracle_duration}
+
+
+def recorded_oracle(folder: Path | None, path: Path, settings: dict, log
+                    ) -> tuple[dict[Cell, list[StreamRun]], float] | None:
+    """The oracle recorded in `folder` for this scenario and these settings, else None."""
+    file = None if folder is None else folder / f"{path.stem}.stream-oracle.json"
+    if file is None or not file.exists():
+        return None
+    data = json.loads(file.read_text())
+    if data.get("settings") != settings:
+        log(f"  oracle in {file} was measured with other settings: measuring afresh")
+        return None
+    log(f"  oracle: recorded in {file}")
+    cells = {Cell(c["pm"], c["cc"], tuple(c["subflows"]), float(c["bs_mib"])):
+             [StreamRun(**r) for r in c["runs"]] for c in data["cells"]}
+    return cells, float(data["probe_seconds"])
+
+
+def record_oracle(folder: Path | None, path: Path, settings: dict,
+                  cells: Mapping[Cell, Sequence[StreamRun]], seconds: float) -> None:
+    if folder is None:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{path.stem}.stream-oracle.json").write_text(json.dumps({
+        "settings": settings, "probe_seconds": seconds,
+        "cells": [{"pm": c.pm, "cc": c.cc, "subflows": list(c.subflows), "bs_mib": c.bs_mib,
+                   "runs": [dataclasses.asdict(r) for r in runs]} for c, runs in cells.items()],
+    }, indent=1))
+
+
 def _p99_text(score: float) -> str:
     return "does not carry the stream" if math.isinf(score) else f"p99 {-score:.1f} ms"
 
@@ -201,15 +243,30 @@ def scenario(path: Path, args, log) -> dict:
     try:
         b = Bench(bed, spec, sender, receiver, objective, log)
         ccs = sorted(set(testbed.available_congestion_controls()) & set(args.ccs))
-        cells = run_oracle(b, ccs, grid, args.oracle_runs, args.oracle_duration, rate, max_loss)
-        oracle_seconds = b.seconds
+        settings = _oracle_settings(objective, ccs, grid, args)
+        recorded = recorded_oracle(args.oracle_dir, path, settings, log)
+        if recorded is None:
+            cells = run_oracle(b, ccs, grid, args.oracle_runs, args.oracle_duration, rate,
+                               max_loss)
+            oracle_seconds = b.seconds
+            record_oracle(args.oracle_dir, path, settings, cells, oracle_seconds)
+        else:
+            cells, oracle_seconds = recorded
         found = best_carrying(cells, rate, max_loss)
         if found is None:
             raise RuntimeError("no measured configuration carries the stream")
         best, best_p99 = found
         log(f"  oracle best: {best} p99 {best_p99:.1f} ms")
+        if args.oracle_only:
+            return {"scenario": path.stem, "stream": objective.key(), "oracle_only": True,
+                    "oracle_best": {"pm": best.pm, "cc": best.cc,
+                                    "subflows": list(best.subflows), "bs_mib": best.bs_mib,
+                                    "p99_ms": round(best_p99, 3)},
+                    "probe_seconds_oracle": round(oracle_seconds, 1),
+                    "wall_s": round(time.monotonic() - started, 1)}
         rec = run_campaign(spec, sender, receiver, ccs, None, args.campaign_runs,
                            args.campaign_duration, args.delta, mode=None, objective=objective)
+        overrun = probe_overrun(campaign_buffer_probes())
         stream = rec["outputs"].get("stream") or {}
         answer = Cell(rec["pm"], rec["cc"], tuple(rec["subflows"] or b.names), rec["obs_mib"])
         log(f"  campaign: {answer} p99 {stream.get('p99_ms')} ms "
@@ -248,12 +305,39 @@ def scenario(path: Path, args, log) -> dict:
         "fresh_inside_interval": inside(interval, answer_p99),
         "probe_seconds_oracle": round(oracle_seconds, 1),
         "probe_seconds_campaign": rec["probe_seconds"],
+        "campaign_probe_ratio": round(rec["probe_seconds"] / oracle_seconds, 3)
+        if oracle_seconds else None,
         "campaign_wall_s": round(rec["wall_s"], 1),
+        "campaign_mode": rec.get("mode"), "campaign_spent": rec.get("spent"),
+        "campaign_paced_probes": overrun,
         "campaign_grid_mib": rec["grid"], "campaign_extra_rounds": rec["extra_rounds"],
         "oracle_settings": {"ccs": ccs, "grid_mib": grid, "runs": args.oracle_runs,
                             "duration_s": args.oracle_duration, "fresh_runs": args.fresh_runs},
         "wall_s": round(time.monotonic() - started, 1),
     }
+
+
+def probe_overrun(campaign_rows) -> dict:
+    """How far the campaign's paced probes ran past their duration (wall time from start to
+    stored result less the probe's duration: tool start-up and the stall margin are in it), and
+    how many stalled."""
+    over = [(m.finished_at - m.started_at).total_seconds() - m.duration_s for m in campaign_rows]
+    stalled = sum(1 for m in campaign_rows if '"stalled": "' in (m.raw_output or ""))
+    return {"probes": len(over), "wall_over_duration_max_s": round(max(over, default=0.0), 2),
+            "stalled": stalled}
+
+
+def campaign_buffer_probes() -> list:
+    """The buffer-phase probes of the campaign `run_campaign` ran (this run's own database)."""
+    from sqlalchemy import select
+
+    from models import Measurement
+    from service.db import session_scope
+
+    with session_scope() as s:
+        rows = list(s.scalars(select(Measurement).where(Measurement.phase == "buffer")))
+        s.expunge_all()
+        return rows
 
 
 def _round(x: float | None, digits: int = 3) -> float | None:
@@ -280,6 +364,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="default: --oracle-runs")
     ap.add_argument("--campaign-duration", type=float, default=None,
                     help="default: --oracle-duration")
+    ap.add_argument("--oracle-dir", type=Path, default=None,
+                    help="record each scenario's oracle here and reuse one recorded alike")
+    ap.add_argument("--oracle-only", action="store_true",
+                    help="measure and record the oracle (--oracle-dir), run no campaign")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     args.campaign_runs = args.campaign_runs or args.oracle_runs

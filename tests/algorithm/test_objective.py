@@ -7,7 +7,6 @@ import pytest
 from pydantic import ValidationError
 
 from service.algorithm.objective import Objective, objective_of
-from service.errors import Invalid
 from service.flows.campaign.executor import profile_of
 from service.flows.campaign.plan import CampaignParameters, resolve
 from service.settings import Settings
@@ -39,13 +38,13 @@ def test_bad_objectives_are_refused(bad):
         Objective.model_validate(bad)
 
 
-def test_a_stream_campaign_runs_the_grid():
+def test_a_stream_campaign_runs_the_settings_mode_or_the_one_asked():
     settings = Settings(run_campaigns=False, _env_file=None)
     stream = Objective(kind="stream", bitrate_mbps=4)
     plan = resolve(CampaignParameters(objective=stream), settings, LINKS)
-    assert plan.mode == "grid" and plan.objective == stream
-    with pytest.raises(Invalid, match="grid mode"):
-        resolve(CampaignParameters(objective=stream, mode="adaptive"), settings, LINKS)
+    assert plan.mode == settings.campaign_mode == "adaptive" and plan.objective == stream
+    grid = resolve(CampaignParameters(objective=stream, mode="grid"), settings, LINKS)
+    assert grid.mode == "grid"
     assert resolve(CampaignParameters(), settings, LINKS).objective == Objective()
 
 

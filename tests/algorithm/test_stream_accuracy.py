@@ -16,6 +16,8 @@ from benchmarks.stream_accuracy import (
     inside,
     mean_p99,
     ratio,
+    record_oracle,
+    recorded_oracle,
     run_of,
     within_delta,
 )
@@ -96,3 +98,30 @@ def test_fresh_probes_inside_the_stated_interval():
     assert inside([33.2, 40.8], 34.7) is True
     assert inside([33.2, 40.8], 44.0) is False
     assert inside(None, 34.7) is None
+
+
+def test_a_recorded_oracle_is_reused_only_for_the_same_settings(tmp_path):
+    """`--oracle-dir`: the campaign side judged again without re-running the oracle."""
+    cells = {Cell("PCDC", "reno", ("D-U",), 0.05): [StreamRun(4.0, 35.0, 0.0),
+                                                   StreamRun(4.0, 36.5, 0.0)],
+             Cell("FullMesh", "bbr", ("D-U", "D-T"), 0.0156): [StreamRun(2.4, None, 1.0)]}
+    settings = {"stream": "stream:25Hz:20000B", "ccs": ["reno"], "grid_mib": [0.05],
+                "runs": 2, "duration_s": 6.0}
+    path = tmp_path / "shared.yaml"
+    record_oracle(tmp_path, path, settings, cells, 360.0)
+    assert recorded_oracle(tmp_path, path, settings, print) == (cells, 360.0)
+    assert recorded_oracle(tmp_path, path, {**settings, "runs": 3}, print) is None
+    assert recorded_oracle(None, path, settings, print) is None
+
+
+def test_the_shipped_stream_scenarios_load_and_one_path_is_jittery_and_lossy():
+    from pathlib import Path
+
+    from probes.spec import load_spec
+
+    root = Path(__file__).resolve().parents[2]
+    for name in ("benchmarks/scenarios/shared.yaml", "probes/scenarios/uit-haw.yaml"):
+        assert load_spec(root / name).paths
+    radio = load_spec(root / "benchmarks/scenarios/stream-radio.yaml")
+    rough = [name for name, p in radio.paths.items() if p.jitter_ms and p.loss_pct]
+    assert rough == ["R-B"] and not radio.paths["W-B"].loss_pct

@@ -75,7 +75,7 @@ def test_a_stream_question_queues_a_stream_campaign(client, auth, db_session):
     answer = r.json()
     assert answer["objective"] == STREAM and answer["provisional"]
     camp = client.get(answer["poll_url"], headers=auth).json()
-    assert camp["objective"] == STREAM and camp["mode"] == "grid"
+    assert camp["objective"] == STREAM and camp["mode"] == "adaptive"  # the default
     row = db_session.get(Campaign, camp["id"])
     assert row.objective_key == "stream:25Hz:40000B:budget=150:loss=0.01"
     assert db_session.get(Recommendation, answer["id"]).inputs["objective"] == STREAM

@@ -10,16 +10,23 @@ Only the campaign's own sweep decides: a campaign stopped by its budget decided 
 imported from a bundle is answered again here (`bundle_import`), so a decision it carries is
 never taken as its answer.
 
+A stream campaign's adaptive sweep (`phases.stream_sweep`) stores its `StreamDecision` the same
+way (`stream_note`, with `"objective": "stream"`), and the stream answer is that decision
+(`decided_stream`), settled or stopped by the budget (it then says it is not settled).
+
 Every read of the stored decision is in this module.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+from dataclasses import asdict, replace
 
 from models import Campaign
 
+from ...algorithm.alternative import Alternative
 from ...algorithm.solver import SolverAnswer
+from ...algorithm.stream_choice import StreamDecision
 from ...store import campaigns as campaign_store
 from .answer import Promise
 
@@ -33,7 +40,7 @@ def sweep_decision(campaign: Campaign) -> dict | None:
     state = campaign.run_state
     note = dict(state.sweep_decision or {})
     if (campaign.mode != "adaptive" or state.imported is not None
-            or note.get("stop") != "settled"
+            or note.get("objective") == "stream" or note.get("stop") != "settled"
             or note.get("opm") is None or note.get("obs_mib") is None):
         return None
     return note
@@ -94,3 +101,28 @@ def promise_if_same(campaign: Campaign, solution: SolverAnswer) -> Promise | Non
     if (note.get("opm"), note.get("occ")) != (solution.opm, solution.occ):
         return None
     return promise_of(note)
+
+
+def stream_note(decision: StreamDecision, stop: str) -> dict:
+    """A stream sweep's decision as the campaign stores it (`sweep_decision`)."""
+    fields = asdict(decision)
+    fields.pop("probes")
+    # JSON has no infinity (PostgreSQL refuses it, SQLite stores text no reader parses)
+    fields = {k: None if isinstance(v, float) and not math.isfinite(v) else v
+              for k, v in fields.items()}
+    return {"objective": "stream", "stop": stop, **fields}
+
+
+def decided_stream(campaign: Campaign) -> StreamDecision | None:
+    """The decision a stream campaign's own adaptive sweep stored; None for a grid campaign and
+    one imported from a bundle (answered from its measurements)."""
+    state = campaign.run_state
+    note = dict(state.sweep_decision or {})
+    if (campaign.mode != "adaptive" or state.imported is not None
+            or note.get("objective") != "stream"):
+        return None
+    fields = {k: v for k, v in note.items() if k not in ("objective", "stop")}
+    fields["alternatives"] = [Alternative(a["label"], a["relative"], tuple(a["differs_in"]))
+                              for a in fields.get("alternatives") or ()]
+    known = StreamDecision.__dataclass_fields__
+    return StreamDecision(**{k: v for k, v in fields.items() if k in known})

@@ -26,11 +26,12 @@ from probes.frames import one_way_trusted
 from ...algorithm.arm import Arm
 from ...algorithm.objective import Objective
 from ...algorithm.stream_choice import StreamDecision, StreamRun, decide_stream
+from ...algorithm.stream_sweep import NO_PROBE
 from ...store import measurements
+from .decided import decided_stream
 
 #: the p99 delay's interval is stated at this confidence (the bulk sweep's)
 CONFIDENCE = 0.9
-NO_PROBE = StreamRun(goodput_mbps=0.0, p99_ms=None, lost_fraction=1.0)
 
 
 @dataclass
@@ -134,8 +135,18 @@ def point_figures(rows: list[Measurement], relative: bool) -> dict[str, float | 
     return out
 
 
-def stream_answer(session: Session, campaign: Campaign, objective: Objective,
-                  delta: float) -> StreamAnswer:
+@dataclass
+class MeasuredRuns:
+    """A campaign's ok buffer-phase probes as the stream rules read them."""
+
+    rows: list[Measurement]
+    runs: dict[Arm, dict[float, list[StreamRun]]]
+    stalls: dict[tuple[Arm, float], list[str]]
+    relative: bool
+    uncertainties: list[float]
+
+
+def measured_runs(session: Session, campaign: Campaign, delta: float) -> MeasuredRuns:
     rows = measurements.ok_measurements(session, campaign_id=campaign.id, phase="buffer")
     figures = [f for m in rows if (f := frames_of(m))]
     relative = not all(one_way(f, delta) for f in figures)
@@ -148,15 +159,25 @@ def stream_answer(session: Session, campaign: Campaign, objective: Objective,
             stalls.setdefault((Arm(m.pm, m.cc), m.bs_mib), []).append(cause)
         runs.setdefault(Arm(m.pm, m.cc), {}).setdefault(m.bs_mib, []).append(
             stream_run(m, relative))
+    return MeasuredRuns(rows, runs, stalls, relative, uncertainties)
+
+
+def stream_answer(session: Session, campaign: Campaign, objective: Objective,
+                  delta: float) -> StreamAnswer:
+    measured = measured_runs(session, campaign, delta)
+    rows, runs, stalls, relative = (measured.rows, measured.runs, measured.stalls,
+                                    measured.relative)
     if not runs:
         return StreamAnswer(error="stream_no_measurements")
     grid = sorted({bs for per in runs.values() for bs in per})
     arms = sorted(runs)
-    # a campaign cannot be asked for more: a point without an ok probe does not carry
-    complete = {a: {bs: runs[a].get(bs) or [NO_PROBE] for bs in grid} for a in arms}
-    decision = decide_stream(arms, grid, complete, rate_mbps=objective.rate_mbps, delta=delta,
-                             max_loss=objective.loss_allowed, confidence=CONFIDENCE,
-                             min_runs=1)
+    decision = decided_stream(campaign) if delta == campaign.delta else None
+    if decision is None:
+        # a campaign cannot be asked for more: a point without an ok probe does not carry
+        complete = {a: {bs: runs[a].get(bs) or [NO_PROBE] for bs in grid} for a in arms}
+        decision = decide_stream(arms, grid, complete, rate_mbps=objective.rate_mbps,
+                                 delta=delta, max_loss=objective.loss_allowed,
+                                 confidence=CONFIDENCE, min_runs=1)
     points = [{"pm": a.pm, "cc": a.cc, "bs_mib": bs, "runs": len(rs),
                "p99_ms": [r.p99_ms for r in rs], "goodput_mbps": [r.goodput_mbps for r in rs],
                "lost_fraction": [r.lost_fraction for r in rs],
@@ -164,7 +185,7 @@ def stream_answer(session: Session, campaign: Campaign, objective: Objective,
               for a in arms for bs, rs in sorted(runs[a].items())]
     for (a, bs), causes in sorted(stalls.items()):  # the cause beside the arm's reason
         label = f"{a.pm}/{a.cc}"
-        if label in decision.not_carrying:
+        if label in decision.not_carrying and "; at " not in decision.not_carrying[label]:
             decision.not_carrying[label] += f"; at {bs:g} MiB {causes[0]}"
     chosen = [m for m in rows if (m.pm, m.cc, m.bs_mib)
               == (decision.opm, decision.occ, decision.obs_mib)]
@@ -172,4 +193,4 @@ def stream_answer(session: Session, campaign: Campaign, objective: Objective,
                         decision=decision, measurement_count=len(rows), points=points,
                         figures=point_figures(chosen, relative) if chosen else {},
                         delay_clock="relative_to_minimum" if relative else "one_way",
-                        clock_offset_uncertainty_ms=max(uncertainties, default=None))
+                        clock_offset_uncertainty_ms=max(measured.uncertainties, default=None))

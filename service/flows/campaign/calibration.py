@@ -26,7 +26,15 @@ from ...algorithm.objective import objective_of
 from ...settings import Settings
 from ...store import campaigns as campaign_store
 from . import budget
-from .phases import adaptive_sweep, ccs, grid_sweep, impact, selection, warm_check
+from .phases import (
+    adaptive_sweep,
+    ccs,
+    grid_sweep,
+    impact,
+    selection,
+    stream_sweep,
+    warm_check,
+)
 from .phases.base import Context, Phase
 from .plan import ProbeStep
 from .probing import Prober
@@ -47,7 +55,8 @@ def phases_for(campaign: Campaign) -> Sequence[Phase]:
     """The campaign's phases, in the order they run: the paper's procedure (grid: SP* from Ω,
     every buffer), or the adaptive one (SP* by measured selection, buffers chosen as measured)."""
     if campaign.mode == "adaptive":
-        return (ccs, warm_check, impact, selection, adaptive_sweep)
+        sweep = stream_sweep if objective_of(campaign.objective).is_stream else adaptive_sweep
+        return (ccs, warm_check, impact, selection, sweep)
     if objective_of(campaign.objective).is_stream:  # PCDC's subflows chosen by frame delay
         return (ccs, warm_check, impact, selection, grid_sweep)
     return (ccs, warm_check, impact, grid_sweep)

@@ -66,7 +66,7 @@ class CampaignParameters(BaseModel):
     objective: Objective | None = Field(
         default=None,
         description="what to optimise: bulk goodput (default) or a stream's p99 frame delay "
-        "(paced probes; grid mode)",
+        "(paced probes, in either mode)",
     )
     probe_tool: ProbeTool | None = Field(
         default=None,
@@ -119,12 +119,6 @@ def resolve(
         budget = settings.campaign_probe_seconds_budget
     objective = params.objective or Objective()
     mode = params.mode or settings.campaign_mode
-    if objective.is_stream:
-        # the stream decision measures every grid point (algorithm/stream_choice.py); the
-        # adaptive sweep's bisection is goodput's
-        if params.mode == "adaptive":
-            raise Invalid("a stream objective runs in grid mode", ("body", "mode"))
-        mode = "grid"
     runs = params.runs or settings.campaign_runs
     duration = params.duration_s or settings.campaign_duration_s
     if duration > settings.longest_probe_s:

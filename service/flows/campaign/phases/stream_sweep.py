@@ -1,0 +1,67 @@
+"""The buffer sweep of a stream campaign in adaptive mode: the next paced probe from
+`algorithm.stream_sweep.decide_stream_sweep` over what was measured (every arm at the grid's top,
+the leader's buffers by bisection, repeats only where the decision is open), until the decision
+is settled or the budget (or the grid's probe count) is spent. The decision is stored with the
+campaign and *is* its answer at finish (`flows.answers.decided.decided_stream`).
+
+A point whose paced probe stalled, or that has no ok probe after its tries, does not carry the
+stream: that one probe decides it and it is never asked again."""
+
+from __future__ import annotations
+
+from models import NO_EXCLUSION
+from probes.vocabulary import PCDC
+
+from ....algorithm import adaptive
+from ....algorithm.arm import Arm
+from ....algorithm.objective import objective_of
+from ....algorithm.stream_sweep import decide_stream_sweep
+from ....store import campaigns as campaign_store
+from ...answers.decided import stream_note
+from ...answers.stream_answer import CONFIDENCE, NO_PROBE, measured_runs
+from .. import budget
+from ..plan import ProbeStep
+from ..selected import merged_into_fullmesh, sweep_arms
+from .base import DONE, Context, PhaseVerdict, probe
+from .fitting import buffer_samples, fit
+
+name = "sweep"
+
+
+def advance(ctx: Context) -> PhaseVerdict:
+    campaign = ctx.campaign
+    objective = objective_of(campaign.objective)
+    arms = [Arm(*a) for a in sweep_arms(campaign)]
+    tried = buffer_samples(ctx).tried
+    runs = measured_runs(ctx.session, campaign, campaign.delta).runs
+    for (pm, cc, bs), count in tried.items():  # tried, never ok: it does not carry
+        if count and not runs.get(Arm(pm, cc), {}).get(bs):
+            runs.setdefault(Arm(pm, cc), {})[bs] = [NO_PROBE]
+    decision = decide_stream_sweep(
+        arms, campaign.buffer_grid_mib, runs, rate_mbps=objective.rate_mbps,
+        delta=campaign.delta, max_loss=objective.loss_allowed, confidence=CONFIDENCE,
+        min_runs=max(1, min(campaign.runs, adaptive.MIN_RUNS)))
+    spent = (campaign.run_state.budget.exhausted
+             or sum(tried.values()) >= budget.adaptive_sweep_cap(campaign))
+    if not decision.settled and not spent and decision.probes:
+        budget.ask(campaign, "sweep", len(decision.probes))
+        wanted = decision.probes[0]  # the rule lists the most pressing first
+        run = tried.get((wanted.pm, wanted.cc, wanted.bs_mib), 0) + 1
+        return probe(_step(ctx, wanted, run))
+    stop = "settled" if decision.settled else "budget"
+    campaign_store.update_state(campaign, sweep_decision={
+        **stream_note(decision, stop),
+        "pcdc_as_fullmesh": sorted(merged_into_fullmesh(campaign)),
+    })
+    budget.settle(campaign)
+    fit(ctx, required=False)  # the curves only; the answer is the decision
+    return DONE
+
+
+def _step(ctx: Context, wanted: adaptive.WantedProbe, run: int) -> ProbeStep:
+    """The paced probe of `wanted`: PCDC on the CC's selected subflows."""
+    subsets = ctx.subsets()
+    allowed = None
+    if wanted.pm == PCDC and set(subsets[wanted.cc]) != set(ctx.subflows):
+        allowed = tuple(subsets[wanted.cc])
+    return ProbeStep("buffer", wanted.pm, wanted.cc, wanted.bs_mib, run, NO_EXCLUSION, allowed)
