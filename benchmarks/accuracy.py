@@ -53,7 +53,8 @@ Prints a table and one JSON line per scenario and mode (`scenario`, `mode`, `ora
 `obs_ok` (OBS <= 1.25 x the oracle's smallest buffer within delta, or one grid step above it),
 `stated_interval_mbps`, `fresh_inside_interval` (the fresh mean inside it) and
 `fresh_inside_fraction` (the share of the answer's fresh probes inside it; both null when the
-answer states no interval),
+answer states no interval), `variation` (the answer's `promise.variation`: whether the path
+moved under the campaign's probes and by how much),
 `probe_seconds_oracle`, `probe_seconds_campaign`, `probe_seconds_ratio_vs_oracle`,
 `campaign_wall_s`, `orchestration_overhead` ((campaign wall - probe-seconds) / probe-seconds),
 ...) for other tools. The oracle should be at least 2 runs x 6 s on 6 buffers (`oracle_ok`
@@ -453,6 +454,8 @@ def report(path, oracle, rec, verify, args, wall_s, mode="grid", *, fresh_best=N
         "obs_over_oracle_min_bs": round(rec["obs_mib"] / min_bs, 3) if min_bs > 0 else None,
         "obs_ok": obs_ok(rec["obs_mib"], min_bs, grid or sorted(arm.means)),
         "stated_interval_mbps": interval,
+        # whether the answer says the path moved under its probes, and by how much
+        "variation": ((rec.get("outputs") or {}).get("promise") or {}).get("variation"),
         "fresh_inside_interval": (None if interval is None
                                   else interval[0] <= measured <= interval[1]),
         "fresh_inside_fraction": (None if interval is None else round(

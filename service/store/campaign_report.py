@@ -46,6 +46,9 @@ def flags(campaign: Campaign) -> list[str]:
         # the rate inside a probe at OBS never settled: the promise is wide, and this is why
         if ((decision.get("spread_at_obs") or {}).get("unsteady_runs") or 0) > 0:
             out.append("unsteady_rate_at_obs")
+        # the path moved over time under the probes: the promise covers its range
+        if (decision.get("variation") or {}).get("varies"):
+            out.append("path_varies")
     if state.warm is not None and state.warm.verdict:  # warm_confirmed / warm_drifted
         out.append(state.warm.verdict)
     if state.grid_below_plateau:

@@ -22,7 +22,10 @@ needs T* (the best arm's plateau) and, per competitive arm, the smallest buffer 
 the rule by which the answer's solve reads OBS off the measured means. `BulkDecision` promises:
 OTP with the half-width of its interval (`otp_interval`), `prediction_half_width(k)` where the
 mean of k fresh runs should land, `alternatives` within reach and whether PM and CC are
-settled; the sentence a user reads is `flows.answers.confidence_summary.decision_statement`. Why
+settled; the sentence a user reads is `flows.answers.confidence_summary.decision_statement`.
+On a path that moves over time (`variation`: read off the campaign's repeated probes) the
+promise is widened to where fresh probes land and says so, and the sweep does not call a
+decision settled until its answer's runs are spread in time (`time_spread`). Why
 each step is as it is, measured on the testbed: docs/testbed.md, "The adaptive rule on the testbed".
 """
 

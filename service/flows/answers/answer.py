@@ -3,9 +3,9 @@ returns (its schemas import these instead of re-declaring them)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from probes.vocabulary import PathManager
 
@@ -63,6 +63,11 @@ class Promise(BaseModel):
     high_mbps: float | None = None
     of: str | None = None
     confidence: float | None = None
+    variation: dict[str, Any] | None = Field(
+        default=None, description="whether the path moved over time under the campaign's "
+        "probes (`varies`) and by how much at this configuration: its 1 s goodputs' 10th-90th "
+        "percentile (`p10_mbps`, `p90_mbps`, `spread_mbps`), its runs' range and the time "
+        "they span; where it varies, the interval covers one fresh probe's range")
 
 
 class SubsetChoice(BaseModel):

@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 
 from ...algorithm.adaptive import BulkDecision
+from ...algorithm.adaptive.variation import Variation
 from ...algorithm.alternative import Alternative
 
 MAX_LISTED = 2  # alternatives named in the sentence; the rest are counted
@@ -47,11 +48,13 @@ def confidence_statement(
     subset_settled: bool | None = None,
     alternatives: Sequence[Alternative] = (),
     budget_spent: bool = False,
+    variation: Variation | None = None,
 ) -> str:
     """The lead sentence of an answer. `subset_settled` None: no subflow selection behind the
     answer (FullMesh chosen, or a grid campaign), so the subset is not mentioned.
     `budget_spent`: the campaign stopped on its budget, not because the decision settled, so the
-    sentence says the answer is the best measured so far."""
+    sentence says the answer is the best measured so far. `variation`: the path moves over
+    time (`adaptive.variation`), and the sentence says by how much."""
     if not (math.isfinite(otp_low_mbps) and math.isfinite(otp_high_mbps)):
         raise ValueError("otp interval: must be finite")
     if otp_low_mbps > otp_high_mbps:
@@ -73,6 +76,8 @@ def confidence_statement(
         parts.append(f"{_join(still_open)} open")
     if alternatives:
         parts.append(_reach(alternatives))
+    if variation is not None and variation.varies:
+        parts.append(_varies(variation))
     if budget_spent:
         parts.append("the probe budget ran out first: the best measured so far")
     return "; ".join(parts) + "."
@@ -91,6 +96,19 @@ def decision_statement(
         *interval, decision.confidence, pm_settled=decision.pm_settled,
         cc_settled=decision.cc_settled, subset_settled=subset_settled,
         alternatives=[*decision.alternatives, *subset_alternatives])
+
+
+def _varies(variation: Variation) -> str:
+    """The path moves over time: its 1 s goodputs' 10th-90th percentile at the answer, and the
+    range of its runs' means over the time they span."""
+    out = "the path varies"
+    if variation.p10_mbps is not None and variation.p90_mbps is not None:
+        out += (f": {format_rate(variation.p10_mbps, variation.p90_mbps)} Mbit/s second to "
+                "second (10th-90th percentile)")
+    if variation.run_low_mbps is not None and variation.run_high_mbps is not None:
+        out += (f", runs {format_rate(variation.run_low_mbps, variation.run_high_mbps)} Mbit/s"
+                f" over {variation.span_s:.0f} s")
+    return out
 
 
 def _reach(alternatives: Sequence[Alternative]) -> str:

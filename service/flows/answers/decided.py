@@ -91,7 +91,7 @@ def promise_of(decision: dict) -> Promise | None:
         return None
     return Promise(statement=decision.get("statement"), low_mbps=promise["low_mbps"],
                    high_mbps=promise["high_mbps"], of=promise["of"],
-                   confidence=decision.get("confidence"))
+                   confidence=decision.get("confidence"), variation=decision.get("variation"))
 
 
 def promise_if_same(campaign: Campaign, solution: SolverAnswer) -> Promise | None:

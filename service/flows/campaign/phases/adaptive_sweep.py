@@ -21,6 +21,7 @@ from .. import budget
 from ..plan import ProbeStep
 from ..selected import merged_into_fullmesh, selection_note, sweep_arms
 from ..timing import observed_rtts, step_timing
+from .answer_spread import spread_probe, variation_at, widened
 from .base import DONE, Context, PhaseVerdict, probe
 from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
 
@@ -36,7 +37,7 @@ def advance(ctx: Context) -> PhaseVerdict:
     campaign = ctx.campaign
     arms = sweep_arms(campaign)
     runs = buffer_samples(ctx)
-    samples, tried, series = runs.samples, runs.tried, runs.series
+    samples, tried = runs.samples, runs.tried
     cap = budget.adaptive_sweep_cap(campaign)
     decision = None
     links = _links_ceiling(ctx, FULLMESH, campaign.ccs[0]) if campaign.ccs else None
@@ -57,13 +58,18 @@ def advance(ctx: Context) -> PhaseVerdict:
                 and not _answer_within_links(decision, links, campaign.delta)
                 and _climb(ctx, arms, samples)):
             continue
+        # not settled from one phase of a path that moves: the answer's runs spread in time
+        held = None if spent else spread_probe(runs, decision, campaign.delta)
+        if held is not None:
+            budget.ask(campaign, "sweep", 1)
+            return probe(_step(ctx, held, tried))
         if decision.settled or spent:
             break
         budget.ask(campaign, "sweep", len(decision.probes) + 1)
         return probe(_cheapest(ctx, [_step(ctx, wanted, tried) for wanted in decision.probes]))
     stop = "settled" if decision is not None and decision.settled else "budget"
     campaign_store.update_state(campaign, sweep_decision={
-        "stop": stop, **({} if decision is None else _decision_note(ctx, decision, series)),
+        "stop": stop, **({} if decision is None else _decision_note(ctx, decision, runs)),
         # PCDC on every subflow is FullMesh's probe: measured once, as FullMesh (`sweep_arms`)
         "pcdc_as_fullmesh": sorted(merged_into_fullmesh(campaign)),
         "confidence": adaptive.DEFAULT_CONFIDENCE,
@@ -137,11 +143,14 @@ def _links_ceiling(ctx: Context, pm: PathManager | None, cc: str | None) -> floa
     return rates.max_mbps(subset or rates.ends) * PAYLOAD_SHARE
 
 
-def _decision_note(ctx: Context, decision: adaptive.BulkDecision, series) -> dict:
+def _decision_note(ctx: Context, decision: adaptive.BulkDecision, runs) -> dict:
     """What the settled decision promises, for the answer: OTP with its interval and the
     interval fresh probes should land in, T* and whether it held, what is settled and what is
-    within reach, and the one sentence a user reads first. `series`: the buffer runs' series
-    per (PM, CC, buffer), for the spread inside the probes at OBS."""
+    within reach, and the one sentence a user reads first. `runs`: the buffer runs
+    (`fitting.BufferRuns`), their series for the spread inside the probes at OBS; where the
+    campaign's runs show the path moving over time (`variation`), the interval covers one
+    fresh probe's range and the statement says by how much the path moves."""
+    series = runs.series
     fields = {k: getattr(decision, k) for k in (
         "opm", "occ", "obs_mib", "otp_mbps", "otp_half_width_mbps", "t_star_mbps",
         "target_mbps", "survivors", "eliminated", "otp_runs", "t_star_half_width_mbps",
@@ -162,6 +171,10 @@ def _decision_note(ctx: Context, decision: adaptive.BulkDecision, series) -> dic
     if predicted is not None and math.isfinite(predicted) and decision.otp_mbps is not None:
         predicted = max(predicted, PROMISE_FLOOR * decision.otp_mbps)
         interval = (decision.otp_mbps - predicted, decision.otp_mbps + predicted)
+    variation = variation_at(runs, decision.opm, decision.occ, decision.obs_mib,
+                             ctx.campaign.delta)
+    interval = widened(interval, variation, decision.otp_mbps, decision.otp_runs,
+                       decision.confidence)
     ceiling = _links_ceiling(ctx, decision.opm, decision.occ)
     if interval is not None and ceiling is not None and decision.otp_mbps <= ceiling * (1 + 1e-9):
         # no probe's mean is stored above what the links carry (`capacity.capped_mean`): on
@@ -173,12 +186,14 @@ def _decision_note(ctx: Context, decision: adaptive.BulkDecision, series) -> dic
         statement = confidence_statement(
             *interval, decision.confidence, pm_settled=decision.pm_settled,
             cc_settled=decision.cc_settled, subset_settled=subset_settled,
-            alternatives=[*decision.alternatives, *reach], budget_spent=not decision.settled)
+            alternatives=[*decision.alternatives, *reach], budget_spent=not decision.settled,
+            variation=variation if variation.varies else None)
     return {
         **fields,
         "promise": None if interval is None else {
             "low_mbps": max(0.0, interval[0]), "high_mbps": interval[1],
-            "of": "one fresh probe" if predicted is not None else "the mean",
+            "of": ("one fresh probe" if predicted is not None or variation.varies
+                   else "the mean"),
         },
         "alternatives": [
             {"label": a.label, "relative": a.relative, "differs_in": list(a.differs_in)}
@@ -186,6 +201,7 @@ def _decision_note(ctx: Context, decision: adaptive.BulkDecision, series) -> dic
         ],
         "subset_settled": subset_settled,
         "statement": statement,
+        "variation": variation.to_dict(),
         "spread_at_obs": None if spread is None else {
             "interval_sd_mbps": spread.sd_mbps, "intervals_per_run": spread.intervals_per_run,
             "runs": spread.runs, "unsteady_runs": spread.unsteady_runs,

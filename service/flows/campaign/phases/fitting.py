@@ -3,7 +3,7 @@ the fit (f5) over the ok buffer runs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from probes.base import intervals_after_warmup
 
@@ -32,11 +32,16 @@ class BufferRuns:
     #: interval is drawn from (on asymmetric.yaml a fresh probe fell 0.3 % under a promise
     #: drawn that way); the run-to-run noise is pooled over these
     spread_samples: measurements.PointGoodputs
+    #: per (PM, CC, buffer) the ok runs as (start, epoch s; stored mean; intervals after the
+    #: warm-up), for whether the path moves over time (`algorithm.adaptive.variation`)
+    timed: dict[tuple[str, str, float], list[tuple[float, float, list[float]]]] = field(
+        default_factory=dict)
 
 
 def buffer_samples(ctx: Context) -> BufferRuns:
     tried: dict[tuple[str, str, float], int] = {}
     series: dict[tuple[str, str, float], list[tuple[list, list[float]]]] = {}
+    when: dict[tuple[str, str, float], list[tuple[float, float, list[float]]]] = {}
     rows = measurements.list_buffer_runs(ctx.session, campaign_id=ctx.campaign.id)
     for m in rows:
         bs = float(m.bs_mib)
@@ -45,8 +50,11 @@ def buffer_samples(ctx: Context) -> BufferRuns:
             timed = timed_series(m.goodput_mbps or [], m.interval_s or 1.0)
             measured = [v for _, v in intervals_after_warmup(timed, m.warmup_s or 0.0)]
             series.setdefault((m.pm, m.cc, bs), []).append((timed, measured))
+            started = m.started_at.timestamp() if m.started_at is not None else 0.0
+            when.setdefault((m.pm, m.cc, bs), []).append(
+                (started, float(m.mean_goodput_mbps), measured))
     samples, spread = measurements.point_goodputs(rows)
-    return BufferRuns(samples, tried, series, spread)
+    return BufferRuns(samples, tried, series, spread, when)
 
 
 def timed_series(values: list[float], interval_s: float) -> list[tuple[float, float]]:
