@@ -4,6 +4,14 @@ from .applied import APPLY_STATES, AppliedAnswer
 from .base import Base, JSONType, UTCDateTime, utcnow
 from .campaign_state import STATE_VERSION, CampaignState, Warm
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
+from .selection_state import (
+    OmegaView,
+    SelectedCC,
+    Selection,
+    SelectionEstimate,
+    SelectionGain,
+    SelectionStep,
+)
 from .sites import (
     SESSION_STATES,
     MeasurementArtifact,
@@ -65,11 +73,17 @@ __all__ = [
     "JSONType",
     "Measurement",
     "MeasurementArtifact",
+    "OmegaView",
     "ProbeSession",
     "RecalibrationEvent",
     "RecalibrationSchedule",
     "Recommendation",
     "SchedulerLease",
+    "SelectedCC",
+    "Selection",
+    "SelectionEstimate",
+    "SelectionGain",
+    "SelectionStep",
     "Site",
     "SiteCapabilities",
     "SiteLock",

@@ -7,8 +7,9 @@ writes it as this type; nothing reads the stored JSON by key but `from_dict`.
 
 Frozen: a phase that decides something makes a new state (`dataclasses.replace`) and assigns it,
 so SQLAlchemy sees the change and nothing shares a half-updated state. The nested values a phase
-keeps as JSON (the selection per CC, the sweep's decision, a warm check's report) are the JSON
-forms their own types write; the state names them, it does not re-type them.
+keeps as JSON (the sweep's decision, a warm check's report) are the JSON forms their own types
+write; the state names them, it does not re-type them. The measured selection is typed
+(`models.selection_state.Selection`); a stored or hand-written dict of it is read as one.
 
 `legacy_notes` and `from_legacy` convert to and from the layout before the state existed (the
 `notes` column and the budget columns): bundle format version 1 carries it, and the campaign
@@ -20,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from .selection_state import Selection
 
 STATE_VERSION = 1
 
@@ -130,7 +133,7 @@ class CampaignState:
     - `warm`: the warm check, None when the campaign is not warm;
     - `omega_ccs`: adaptive mode, the CCs Ω was measured under and why ({"ccs", "why"});
     - `unsettled_omegas`: per CC the subflows whose Ω sign stayed unsettled;
-    - `selection`: the measured selection once done ({"done", "ccs": {cc: entry}});
+    - `selection`: the measured selection once done (`Selection`: per CC a `SelectedCC`);
     - `sweep_decision`: the adaptive sweep's decision ({"stop", "opm", "occ", "promise", ...});
     - `grid_extended`, `grid_below_plateau`: how the grid sweep met the plateau;
     - `failed_probes`, `unfitted_arms`: what the answer must say is missing;
@@ -143,7 +146,7 @@ class CampaignState:
     warm: Warm | None = None
     omega_ccs: Mapping[str, Any] | None = None
     unsettled_omegas: Mapping[str, list[str]] | None = None
-    selection: Mapping[str, Any] | None = None
+    selection: Selection | None = None
     sweep_decision: Mapping[str, Any] | None = None
     grid_extended: tuple[float, ...] | None = None
     grid_below_plateau: float | None = None
@@ -151,6 +154,11 @@ class CampaignState:
     unfitted_arms: tuple[str, ...] | None = None
     imported: Mapping[str, Any] | None = None
     other: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.selection is not None and not isinstance(self.selection, Selection):
+            # its stored form (a bundle, a test's seed): frozen, so set once here
+            object.__setattr__(self, "selection", Selection.from_dict(self.selection))
 
     def with_budget(self, **changes: Any) -> CampaignState:
         return replace(self, budget=replace(self.budget, **changes))
@@ -162,7 +170,7 @@ class CampaignState:
             "warm": None if self.warm is None else self.warm.to_dict(),
             "omega_ccs": _plain(self.omega_ccs),
             "unsettled_omegas": _plain(self.unsettled_omegas),
-            "selection": _plain(self.selection),
+            "selection": None if self.selection is None else self.selection.to_dict(),
             "sweep_decision": _plain(self.sweep_decision),
             "grid_extended": _plain(self.grid_extended),
             "grid_below_plateau": self.grid_below_plateau,
@@ -187,7 +195,7 @@ class CampaignState:
             warm=None if warm is None else Warm.from_dict(warm),
             omega_ccs=data.get("omega_ccs"),
             unsettled_omegas=data.get("unsettled_omegas"),
-            selection=data.get("selection"),
+            selection=Selection.from_dict(data.get("selection")),
             sweep_decision=data.get("sweep_decision"),
             grid_extended=_tuple(data.get("grid_extended")),
             grid_below_plateau=data.get("grid_below_plateau"),
@@ -205,7 +213,8 @@ class CampaignState:
         for key, name in _NOTE_FIELDS.items():
             value = getattr(self, name)
             if value is not None:  # None: never written
-                out[key] = value.to_dict() if isinstance(value, Warm) else _plain(value)
+                out[key] = (value.to_dict() if isinstance(value, (Warm, Selection))
+                            else _plain(value))
         b = self.budget
         if b.phase_plan or b.spent or b.asked or b.settled or b.planned:
             note: dict[str, Any] = {"spent": _plain(b.spent)}
