@@ -2,7 +2,7 @@
 
 from .applied import APPLY_STATES, AppliedAnswer
 from .base import Base, JSONType, UTCDateTime, utcnow
-from .campaign_state import STATE_VERSION, CampaignState, Warm
+from .campaign_state import STATE_VERSION, CampaignState, ImportOrigin, OmegaCCs, Warm
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
 from .selection_state import (
     OmegaView,
@@ -70,9 +70,11 @@ __all__ = [
     "CampaignState",
     "FitRecord",
     "ImpactFactor",
+    "ImportOrigin",
     "JSONType",
     "Measurement",
     "MeasurementArtifact",
+    "OmegaCCs",
     "OmegaView",
     "ProbeSession",
     "RecalibrationEvent",

@@ -63,11 +63,11 @@ def test_shared_harm_selects_a_fast_subflow_alone(db_session):
     # under the 17 Mbit/s a fast one measured): never probed alone, and the reference's note
     # says so (the other CC checked the reference's decisions and shares its SP*)
     assert not any(len(p) == 1 and p[0].startswith(THIN) for p in probed)
-    ref_note = c.run_state.selection.ccs[c.run_state.omega_ccs["ccs"][0]]
+    ref_note = c.run_state.selection.ccs[c.run_state.omega_ccs.ccs[0]]
     assert {n for n in names if n.startswith(THIN)} <= set(ref_note.not_alone)
     # Ω is measured under the reference CC (the best TP_0; a tie goes to the first CC named):
     # there it kept every subflow, and the answer says where the two disagree
-    (reference,) = c.run_state.omega_ccs["ccs"]
+    (reference,) = c.run_state.omega_ccs.ccs
     assert reference == "reno"
     impact = [s for s in steps if s.phase == "impact"]
     assert {s.cc for s in impact if s.excluded_subflow != NO_EXCLUSION} == {reference}

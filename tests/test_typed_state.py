@@ -1,6 +1,7 @@
-"""The measured selection as the campaign's state keeps it (models/selection_state.py): typed
-attributes, and every stored form (old ones with fewer keys, a stream's with the delay view, keys
-a later version adds) written back exactly as it was read."""
+"""The typed parts of a campaign's state: the measured selection (models/selection_state.py), Ω's
+CCs and an import's origin (models/campaign_state.py): typed attributes, and every stored form
+(old ones with fewer keys, a stream's with the delay view, keys a later version adds) written
+back exactly as it was read."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import pytest
 
 from models import (
     CampaignState,
+    ImportOrigin,
+    OmegaCCs,
     SelectedCC,
     Selection,
     SelectionEstimate,
@@ -82,3 +85,22 @@ def test_the_selection_is_frozen():
     selection = Selection.from_dict({"done": True, "ccs": {"cubic": ENTRY}})
     with pytest.raises(dataclasses.FrozenInstanceError):
         selection.ccs["cubic"].subset = ("B-Y",)  # type: ignore[misc]
+
+
+def test_omega_ccs_and_an_import_origin_read_as_attributes_and_write_back_unchanged():
+    stored = {"omega_ccs": {"ccs": ["reno"], "why": "adaptive"},
+              "imported": {"from": {"campaign_id": 3, "bundle_version": 1},
+                           "capabilities": {"SRL": {"report": {}}}, "software": {"v": "1"}}}
+    state = CampaignState.from_dict(_stored(stored))
+    assert state.omega_ccs == OmegaCCs(ccs=("reno",), why="adaptive")
+    assert state.imported.source["campaign_id"] == 3 and not state.imported.answered
+    written = state.to_dict()
+    assert {k: written[k] for k in stored} == stored
+    answered = dataclasses.replace(state.imported, answered=True, answer={"opm": "PCDC"},
+                                   answer_differs=[], no_answer=None)
+    again = ImportOrigin.from_dict(_stored(answered.to_dict()))
+    assert again == answered and again.to_dict()["no_answer"] is None
+    # a seed's dicts are read as the types; the notes of old show them as they were
+    seeded = CampaignState(omega_ccs={"ccs": ["reno"], "why": "w"}, imported={"from": {}})
+    assert seeded.omega_ccs.ccs == ("reno",) and isinstance(seeded.imported, ImportOrigin)
+    assert seeded.legacy_notes()["omega_ccs"] == {"ccs": ["reno"], "why": "w"}
