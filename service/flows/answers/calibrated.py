@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from models import Campaign, SelectedCC
-from probes.vocabulary import FULLMESH
+from probes.vocabulary import FULLMESH, PathManager
 
 from ...algorithm.solver import SolverAnswer
 from ...store import campaigns as campaign_store
@@ -110,7 +110,7 @@ def calibrated_answer(
     )
 
 
-def answer_subflows(session: Session, snap: TopologySnapshot, campaign: Campaign, opm: str,
+def answer_subflows(session: Session, snap: TopologySnapshot, campaign: Campaign, opm: PathManager,
                     occ: str, flags: list[str]) -> tuple[list[str], list[str]]:
     """The subflows an answer of `campaign` for (OPM, OCC) states -- the ones carrying data and,
     for PCDC, the standbys -- which is what `mpcoa apply` installs. Every answer of a campaign
@@ -158,7 +158,7 @@ def _subset_choice(solution: SolverAnswer, selection: SelectedCC | None,
     )
 
 
-def stream_subset_choice(campaign: Campaign, opm: str, occ: str) -> SubsetChoice | None:
+def stream_subset_choice(campaign: Campaign, opm: PathManager, occ: str) -> SubsetChoice | None:
     """How a stream answer's PCDC subflows were chosen: the selection by p99 frame delay
     (`phases.selection_stream`), its path with each step's p99; None for FullMesh or without
     a selection (then Ω's SP*, which `answer_subflows` states)."""
