@@ -140,7 +140,8 @@ class OmegaCCs:
     def from_dict(cls, data: Mapping[str, Any] | OmegaCCs | None) -> OmegaCCs | None:
         if data is None or isinstance(data, OmegaCCs):
             return data
-        return cls(ccs=tuple(data.get("ccs") or ()), why=data.get("why"))
+        ccs = data.get("ccs")  # an imported bundle's may be anything
+        return cls(ccs=tuple(ccs) if isinstance(ccs, (list, tuple)) else (), why=data.get("why"))
 
 
 @dataclass(frozen=True)

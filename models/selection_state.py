@@ -48,7 +48,13 @@ _PRESENT = field(default=None, compare=False, repr=False)
 
 
 def _names(value: Iterable[str] | None) -> tuple[str, ...]:
-    return tuple(value or ())
+    return tuple(value) if isinstance(value, (list, tuple)) else ()
+
+
+def _objects(value: Any) -> list[Mapping[str, Any]]:
+    """The JSON objects of a list (an imported bundle's may hold anything: not an object, left
+    out, rather than failing every read of the campaign)."""
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, (list, tuple)) else []
 
 
 @dataclass(frozen=True)
@@ -78,9 +84,9 @@ class SelectionEstimate:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> SelectionEstimate | None:
-        if data is None:
+        if not isinstance(data, Mapping):
             return None
-        return cls(subset=_names(data.get("subset")), runs=int(data.get("runs") or 0),
+        return cls(subset=_names(data.get("subset")), runs=data.get("runs") or 0,
                    mean_mbps=data.get("mean_mbps"), low_mbps=data.get("low_mbps"),
                    high_mbps=data.get("high_mbps"), carries=data.get("carries"),
                    p99_ms=data.get("p99_ms"), p99_low_ms=data.get("p99_low_ms"),
@@ -110,7 +116,7 @@ class SelectionGain:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> SelectionGain | None:
-        if data is None:
+        if not isinstance(data, Mapping):
             return None
         return cls(fraction=data.get("fraction"), low=data.get("low"), high=data.get("high"),
                    settled=data.get("settled"), p99_change=data.get("p99_change"),
@@ -147,7 +153,7 @@ class SelectionStep:
         rival = data.get("rival")
         return cls(decision=data.get("decision") or "", subset=_names(data.get("subset")),
                    label=data.get("label"), subflow=data.get("subflow"),
-                   rival=None if rival is None else tuple(rival),
+                   rival=None if rival is None else _names(rival),
                    estimate=SelectionEstimate.from_dict(data.get("estimate")),
                    gain=SelectionGain.from_dict(data.get("gain")), settled=data.get("settled"),
                    other=_other(data, _STEP), present=frozenset(data))
@@ -168,7 +174,7 @@ class OmegaView:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> OmegaView | None:
-        if data is None:
+        if not isinstance(data, Mapping):
             return None
         return cls(subset=_names(data.get("subset")), agree=data.get("agree"),
                    statement=data.get("statement"), present=frozenset(data))
@@ -234,12 +240,14 @@ class SelectedCC:
             complete=data.get("complete"), settled=data.get("settled"),
             reason=data.get("reason"), shared_from=data.get("shared_from"),
             estimate=SelectionEstimate.from_dict(data.get("estimate")),
-            path=tuple(SelectionStep.from_dict(s) for s in data.get("path") or ()),
+            path=tuple(SelectionStep.from_dict(s) for s in _objects(data.get("path"))),
             standby_subflows=_names(data.get("standby_subflows")),
-            within_reach=tuple(dict(a) for a in data.get("within_reach") or ()),
-            contradicted=tuple(SelectionStep.from_dict(s) for s in data.get("contradicted") or ()),
+            within_reach=tuple(dict(a) for a in _objects(data.get("within_reach"))),
+            contradicted=tuple(SelectionStep.from_dict(s)
+                               for s in _objects(data.get("contradicted"))),
             bounded=_names(data.get("bounded")), not_alone=_names(data.get("not_alone")),
-            buffer_check=data.get("buffer_check"),
+            buffer_check=(data.get("buffer_check")
+                          if isinstance(data.get("buffer_check"), Mapping) else None),
             omega=OmegaView.from_dict(data.get("omega")), metric=data.get("metric"),
             why=data.get("why"), other=_other(data, _ENTRY), present=frozenset(data),
         )
@@ -272,5 +280,6 @@ class Selection:
         if data is None or isinstance(data, Selection):
             return data
         return cls(done=bool(data.get("done", False)),
-                   ccs={cc: SelectedCC.from_dict(e) for cc, e in (data.get("ccs") or {}).items()},
+                   ccs={cc: SelectedCC.from_dict(e) for cc, e in (data.get("ccs") or {}).items()
+                        if isinstance(e, Mapping)},
                    other=_other(data, ("done", "ccs")))

@@ -104,3 +104,18 @@ def test_omega_ccs_and_an_import_origin_read_as_attributes_and_write_back_unchan
     seeded = CampaignState(omega_ccs={"ccs": ["reno"], "why": "w"}, imported={"from": {}})
     assert seeded.omega_ccs.ccs == ("reno",) and isinstance(seeded.imported, ImportOrigin)
     assert seeded.legacy_notes()["omega_ccs"] == {"ccs": ["reno"], "why": "w"}
+
+
+def test_an_imported_bundles_odd_values_never_fail_a_read():
+    odd = {"done": True, "ccs": {"cubic": {
+        "subset": ["A-X"], "usable": True, "estimate": 5, "path": [3, {"rival": 7, "estimate": []}],
+        "within_reach": "x", "contradicted": {}, "buffer_check": [1], "omega": "no",
+        "standby_subflows": 9}, "reno": "nothing"}}
+    selection = Selection.from_dict(odd)
+    entry = selection.ccs["cubic"]
+    assert entry.subset == ("A-X",) and entry.usable and entry.estimate is None
+    assert len(entry.path) == 1 and entry.path[0].rival == () and entry.path[0].estimate is None
+    assert entry.omega is None and entry.buffer_check is None and entry.standby_subflows == ()
+    assert "reno" not in selection.ccs
+    assert Selection.from_dict(selection.to_dict()) == selection  # and it writes back readable
+    assert CampaignState.from_dict({"omega_ccs": {"ccs": 4}}).omega_ccs.ccs == ()
