@@ -2,8 +2,16 @@
 
 from .applied import APPLY_STATES, AppliedAnswer
 from .base import Base, JSONType, UTCDateTime, utcnow
-from .campaign_state import STATE_VERSION, CampaignState, Warm
+from .campaign_state import STATE_VERSION, CampaignState, ImportOrigin, OmegaCCs, Warm
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
+from .selection_state import (
+    OmegaView,
+    SelectedCC,
+    Selection,
+    SelectionEstimate,
+    SelectionGain,
+    SelectionStep,
+)
 from .sites import (
     SESSION_STATES,
     MeasurementArtifact,
@@ -62,14 +70,22 @@ __all__ = [
     "CampaignState",
     "FitRecord",
     "ImpactFactor",
+    "ImportOrigin",
     "JSONType",
     "Measurement",
     "MeasurementArtifact",
+    "OmegaCCs",
+    "OmegaView",
     "ProbeSession",
     "RecalibrationEvent",
     "RecalibrationSchedule",
     "Recommendation",
     "SchedulerLease",
+    "SelectedCC",
+    "Selection",
+    "SelectionEstimate",
+    "SelectionGain",
+    "SelectionStep",
     "Site",
     "SiteCapabilities",
     "SiteLock",

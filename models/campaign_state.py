@@ -7,8 +7,10 @@ writes it as this type; nothing reads the stored JSON by key but `from_dict`.
 
 Frozen: a phase that decides something makes a new state (`dataclasses.replace`) and assigns it,
 so SQLAlchemy sees the change and nothing shares a half-updated state. The nested values a phase
-keeps as JSON (the selection per CC, the sweep's decision, a warm check's report) are the JSON
-forms their own types write; the state names them, it does not re-type them.
+keeps as JSON (the sweep's decision, a warm check's report) are the JSON forms their own types
+write; the state names them, it does not re-type them. The measured selection
+(`models.selection_state.Selection`), Ω's CCs (`OmegaCCs`) and an import's origin
+(`ImportOrigin`) are typed; a stored or hand-written dict of one is read as it.
 
 `legacy_notes` and `from_legacy` convert to and from the layout before the state existed (the
 `notes` column and the budget columns): bundle format version 1 carries it, and the campaign
@@ -20,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from .selection_state import Selection
 
 STATE_VERSION = 1
 
@@ -123,34 +127,99 @@ class Warm:
 
 
 @dataclass(frozen=True)
+class OmegaCCs:
+    """Adaptive mode: the CCs Ω was measured under (the reference CC) and why."""
+
+    ccs: tuple[str, ...] = ()
+    why: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ccs": list(self.ccs), "why": self.why}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | OmegaCCs | None) -> OmegaCCs | None:
+        if data is None or isinstance(data, OmegaCCs):
+            return data
+        ccs = data.get("ccs")  # an imported bundle's may be anything
+        return cls(ccs=tuple(ccs) if isinstance(ccs, (list, tuple)) else (), why=data.get("why"))
+
+
+@dataclass(frozen=True)
+class ImportOrigin:
+    """Where an imported campaign came from (`flows.takeaways.bundle_import`): the bundle's
+    source (stored as "from": the exporting campaign, when and by whom, the bundle's version and
+    SHA-256), the sites' capability reports and the software it carried; once the import solved
+    it again (`answered`), the bundle's answer, how the answer here differs and why there is
+    none."""
+
+    source: Mapping[str, Any] = field(default_factory=dict)
+    capabilities: Mapping[str, Any] | None = None
+    software: Mapping[str, Any] | None = None
+    answered: bool = False
+    answer: Mapping[str, Any] | None = None
+    answer_differs: Any = None
+    no_answer: Any = None
+    other: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"from": _plain(self.source),
+                               "capabilities": _plain(self.capabilities),
+                               "software": _plain(self.software)}
+        if self.answered:
+            out.update(answer=_plain(self.answer), answer_differs=_plain(self.answer_differs),
+                       no_answer=_plain(self.no_answer))
+        return {**out, **_plain(self.other)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | ImportOrigin | None) -> ImportOrigin | None:
+        if data is None or isinstance(data, ImportOrigin):
+            return data
+        named = ("from", "capabilities", "software", "answer", "answer_differs", "no_answer")
+        return cls(source=data.get("from") or {}, capabilities=data.get("capabilities"),
+                   software=data.get("software"), answered="answer" in data,
+                   answer=data.get("answer"), answer_differs=data.get("answer_differs"),
+                   no_answer=data.get("no_answer"),
+                   other={k: v for k, v in data.items() if k not in named})
+
+
+@dataclass(frozen=True)
 class CampaignState:
     """Everything a campaign's phases decided (see the module's docstring).
 
     - `budget`: the probe budget (`Budget`);
     - `warm`: the warm check, None when the campaign is not warm;
-    - `omega_ccs`: adaptive mode, the CCs Ω was measured under and why ({"ccs", "why"});
+    - `omega_ccs`: adaptive mode, the CCs Ω was measured under and why (`OmegaCCs`);
     - `unsettled_omegas`: per CC the subflows whose Ω sign stayed unsettled;
-    - `selection`: the measured selection once done ({"done", "ccs": {cc: entry}});
+    - `selection`: the measured selection once done (`Selection`: per CC a `SelectedCC`);
     - `sweep_decision`: the adaptive sweep's decision ({"stop", "opm", "occ", "promise", ...});
     - `grid_extended`, `grid_below_plateau`: how the grid sweep met the plateau;
     - `failed_probes`, `unfitted_arms`: what the answer must say is missing;
-    - `imported`: where an imported campaign came from (`flows.takeaways.bundle_import`);
+    - `imported`: where an imported campaign came from (`ImportOrigin`);
     - `other`: keys an imported bundle carried that this version does not name (kept as they are).
     """
 
     version: int = STATE_VERSION
     budget: Budget = field(default_factory=Budget)
     warm: Warm | None = None
-    omega_ccs: Mapping[str, Any] | None = None
+    omega_ccs: OmegaCCs | None = None
     unsettled_omegas: Mapping[str, list[str]] | None = None
-    selection: Mapping[str, Any] | None = None
+    selection: Selection | None = None
     sweep_decision: Mapping[str, Any] | None = None
     grid_extended: tuple[float, ...] | None = None
     grid_below_plateau: float | None = None
     failed_probes: tuple[Mapping[str, Any], ...] | None = None
     unfitted_arms: tuple[str, ...] | None = None
-    imported: Mapping[str, Any] | None = None
+    imported: ImportOrigin | None = None
     other: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # a typed part given in its stored form (a bundle, a test's seed) is read as its type;
+        # frozen, so set once here
+        for name, kind in (("selection", Selection), ("omega_ccs", OmegaCCs),
+                           ("imported", ImportOrigin)):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, kind):
+                object.__setattr__(self, name, kind.from_dict(value))
 
     def with_budget(self, **changes: Any) -> CampaignState:
         return replace(self, budget=replace(self.budget, **changes))
@@ -160,15 +229,15 @@ class CampaignState:
             "version": self.version,
             "budget": self.budget.to_dict(),
             "warm": None if self.warm is None else self.warm.to_dict(),
-            "omega_ccs": _plain(self.omega_ccs),
+            "omega_ccs": None if self.omega_ccs is None else self.omega_ccs.to_dict(),
             "unsettled_omegas": _plain(self.unsettled_omegas),
-            "selection": _plain(self.selection),
+            "selection": None if self.selection is None else self.selection.to_dict(),
             "sweep_decision": _plain(self.sweep_decision),
             "grid_extended": _plain(self.grid_extended),
             "grid_below_plateau": self.grid_below_plateau,
             "failed_probes": _plain(self.failed_probes),
             "unfitted_arms": _plain(self.unfitted_arms),
-            "imported": _plain(self.imported),
+            "imported": None if self.imported is None else self.imported.to_dict(),
             "other": _plain(self.other),
         }
 
@@ -185,15 +254,15 @@ class CampaignState:
             version=STATE_VERSION,
             budget=Budget.from_dict(data.get("budget") or {}),
             warm=None if warm is None else Warm.from_dict(warm),
-            omega_ccs=data.get("omega_ccs"),
+            omega_ccs=OmegaCCs.from_dict(data.get("omega_ccs")),
             unsettled_omegas=data.get("unsettled_omegas"),
-            selection=data.get("selection"),
+            selection=Selection.from_dict(data.get("selection")),
             sweep_decision=data.get("sweep_decision"),
             grid_extended=_tuple(data.get("grid_extended")),
             grid_below_plateau=data.get("grid_below_plateau"),
             failed_probes=_tuple(data.get("failed_probes")),
             unfitted_arms=_tuple(data.get("unfitted_arms")),
-            imported=data.get("imported"),
+            imported=ImportOrigin.from_dict(data.get("imported")),
             other=dict(data.get("other") or {}),
         )
 
@@ -205,7 +274,7 @@ class CampaignState:
         for key, name in _NOTE_FIELDS.items():
             value = getattr(self, name)
             if value is not None:  # None: never written
-                out[key] = value.to_dict() if isinstance(value, Warm) else _plain(value)
+                out[key] = (value.to_dict() if hasattr(value, "to_dict") else _plain(value))
         b = self.budget
         if b.phase_plan or b.spent or b.asked or b.settled or b.planned:
             note: dict[str, Any] = {"spent": _plain(b.spent)}

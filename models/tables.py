@@ -213,8 +213,16 @@ class Campaign(Base):
 
     @property
     def run_state(self) -> CampaignState:
-        """What the campaign decided on its way (models/campaign_state.py)."""
-        return CampaignState.from_dict(self.run_state_json)
+        """What the campaign decided on its way (models/campaign_state.py). Read once per stored
+        value: a page reads it many times, and the measured selection is no small value. The
+        JSON is never changed in place (the setter assigns a new dict; a refresh loads a new
+        one), so the value read stands while it is the same object."""
+        stored = self.run_state_json
+        read = self.__dict__.get("_run_state_read")
+        if read is None or read[0] is not stored:
+            read = (stored, CampaignState.from_dict(stored))
+            self.__dict__["_run_state_read"] = read
+        return read[1]
 
     @run_state.setter
     def run_state(self, state: CampaignState) -> None:

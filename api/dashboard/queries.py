@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from models import Campaign, FitRecord, ImpactFactor, Recommendation, Topology
+from models import Campaign, FitRecord, ImpactFactor, Recommendation, Selection, Topology
 from probes.frames import FrameRecord, after_warmup, delay_cdf, hol_timeline, read_frames_csv
 from service.algorithm.impact import sign_changes
 from service.algorithm.objective import objective_of
@@ -27,6 +27,7 @@ from service.flows.answers.campaign_answer import SolvedCampaign, solve_campaign
 from service.flows.answers.decided import decided_question, decided_solution
 from service.flows.answers.stream_answer import SEED_FIGURES, stream_answer
 from service.flows.campaign import budget
+from service.flows.campaign.selected import measured_selection
 from service.store import applied, inventory, recommendations, results
 from service.store import artifacts as artifact_store
 from service.store import campaigns as campaign_store
@@ -126,6 +127,7 @@ class ImpactView:
     omega: dict[tuple[str, str], float]  # (subflow, cc) -> Omega
     in_subset: dict[tuple[str, str], bool]
     subsets: list[dict]  # Table 3 rows
+    selection: Selection | None = None  # the campaign's measured selection, once done
     history: list[HistoryRow] = field(default_factory=list)
     sign_change_count: int = 0
 
@@ -139,6 +141,7 @@ def impact_page(session: Session, topology_id: int, campaign_id: int | None) -> 
         topology=topology,
         campaign=campaign,
         campaigns=with_impact,
+        selection=None if campaign is None else measured_selection(campaign),
         subflows=list(names),
         ccs=[],
         omega={},

@@ -81,9 +81,9 @@ def test_a_bundle_round_trips_into_another_database(db_session, other_db):
     with session_scope(other_db) as s:
         imported = campaigns.get_campaign(s, campaign_id=done.campaign_id)
         assert done.topology_id != campaign.topology_id or done.campaign_id != campaign.id
-        source = imported.run_state.imported["from"]
+        source = imported.run_state.imported.source
         assert source["campaign_id"] == campaign.id and source["database"] == "postgresql"
-        assert imported.run_state.imported["capabilities"]["SRL"]["report"] == {
+        assert imported.run_state.imported.capabilities["SRL"]["report"] == {
             "kernel": "6.1.0-test"}
         again = rederive(s, campaign_id=done.campaign_id)
         new_answer = recommendations.get_recommendation(
@@ -234,6 +234,6 @@ def test_a_version_1_bundle_still_imports(db_session, other_db):
         done = import_bundle(s, data)
     with session_scope(other_db) as s:
         imported = campaigns.get_campaign(s, campaign_id=done.campaign_id)
-        assert imported.run_state.imported["from"]["bundle_version"] == 1
+        assert imported.run_state.imported.source["bundle_version"] == 1
         assert replace(imported.run_state, imported=None) == state
         assert same_answer(rederive(s, campaign_id=done.campaign_id), answer)

@@ -63,19 +63,19 @@ def test_shared_harm_selects_a_fast_subflow_alone(db_session):
     # under the 17 Mbit/s a fast one measured): never probed alone, and the reference's note
     # says so (the other CC checked the reference's decisions and shares its SP*)
     assert not any(len(p) == 1 and p[0].startswith(THIN) for p in probed)
-    ref_note = c.run_state.selection["ccs"][c.run_state.omega_ccs["ccs"][0]]
-    assert {n for n in names if n.startswith(THIN)} <= set(ref_note["not_alone"])
+    ref_note = c.run_state.selection.ccs[c.run_state.omega_ccs.ccs[0]]
+    assert {n for n in names if n.startswith(THIN)} <= set(ref_note.not_alone)
     # Ω is measured under the reference CC (the best TP_0; a tie goes to the first CC named):
     # there it kept every subflow, and the answer says where the two disagree
-    (reference,) = c.run_state.omega_ccs["ccs"]
+    (reference,) = c.run_state.omega_ccs.ccs
     assert reference == "reno"
     impact = [s for s in steps if s.phase == "impact"]
     assert {s.cc for s in impact if s.excluded_subflow != NO_EXCLUSION} == {reference}
     assert {s.cc for s in impact if s.excluded_subflow == NO_EXCLUSION} == {"reno", "cubic"}
-    note = c.run_state.selection["ccs"][reference]
-    assert note["omega"]["agree"] is False
-    assert note["path"][0]["decision"] == "start"
-    assert "omega" not in c.run_state.selection["ccs"]["cubic"]
+    note = c.run_state.selection.ccs[reference]
+    assert note.omega.agree is False
+    assert note.path[0].decision == "start"
+    assert c.run_state.selection.ccs["cubic"].omega is None
     # the answer runs the selected subflows and says how they were chosen
     rec = recommendations.get_recommendation(
         db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
@@ -111,11 +111,11 @@ def test_every_path_useful_selects_them_all(db_session, client):
 
     steps = drive(db_session, c, goodput, settings)
     assert sorted(selected_subsets(c)["cubic"]) == ["P-D", "T-D"]
-    assert c.run_state.selection["ccs"]["cubic"]["omega"]["agree"] is True
+    assert c.run_state.selection.ccs["cubic"].omega.agree is True
     # both together measured 0.88 Mbit/s, more than either uplink's rate (0.512, 0.384): the
     # rates decide it and no subset is probed
     assert not [s for s in steps if s.phase == "selection"]
-    assert [p["decision"] for p in c.run_state.selection["ccs"]["cubic"]["path"]] == ["all"]
+    assert [p.decision for p in c.run_state.selection.ccs["cubic"].path] == ["all"]
     finish_campaign(db_session, campaign_id=c.id)
     db_session.commit()
     page = client.get(f"/dashboard/topologies/{topology.id}/impact")
@@ -146,12 +146,12 @@ def test_an_addition_that_pays_only_with_autotuned_buffers_falls_back(db_session
 
     steps = drive(db_session, c, goodput, settings)
     for cc in ("reno", "cubic"):
-        entry = c.run_state.selection["ccs"][cc]
-        assert entry["subset"] == ["K-C"]
-        check = entry["buffer_check"]
+        entry = c.run_state.selection.ccs[cc]
+        assert entry.subset == ("K-C",)
+        check = entry.buffer_check
         assert check["kept"] == "start" and check["bs_mib"] == 0.8
         assert check["subset_mbps"] < check["start_mbps"]
-        assert "K-CU" in entry["standby_subflows"] and not entry["settled"]
+        assert "K-CU" in entry.standby_subflows and not entry.settled
     checks = [s for s in steps if s.phase == "selection" and s.bs_mib == 0.8]
     assert len(checks) == 2  # SP* and its start, once each, under the reference only
     assert len(check["subset_runs"]) == len(check["start_runs"]) == 1

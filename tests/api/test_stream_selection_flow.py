@@ -84,15 +84,15 @@ def test_a_stream_drops_a_jittery_subflow_that_adds_goodput(db_session, client, 
     assert {("P-D",), ("T-D",), ("P-D", "T-D")} <= probed
     # bulk, both subflows together measured 0.75 against 0.45: a goodput selection keeps both
     assert selected_subsets(c) == {"cubic": ["P-D"]}
-    note = c.run_state.selection["ccs"]["cubic"]
-    assert note["metric"] == "p99_frame_delay" and "p99 frame delay" in note["why"]
-    assert "buffer_check" not in note  # a goodput check: not made for a stream
-    start, stop = note["path"]
-    assert start["decision"] == "start"
-    assert start["estimate"]["p99_ms"] == pytest.approx(60.0, rel=0.02)
-    assert stop["decision"] == "stop" and stop["subflow"] == "T-D"
-    assert stop["gain"]["p99_change"] > 2  # both subflows: p99 more than 3 x higher
-    assert stop["estimate"]["carries"] and stop["settled"]
+    note = c.run_state.selection.ccs["cubic"]
+    assert note.metric == "p99_frame_delay" and "p99 frame delay" in note.why
+    assert note.buffer_check is None  # a goodput check: not made for a stream
+    start, stop = note.path
+    assert start.decision == "start"
+    assert start.estimate.p99_ms == pytest.approx(60.0, rel=0.02)
+    assert stop.decision == "stop" and stop.subflow == "T-D"
+    assert stop.gain.p99_change > 2  # both subflows: p99 more than 3 x higher
+    assert stop.estimate.carries and stop.settled
     # the stream's PCDC arm ran what the selection kept; FullMesh every subflow
     for s in steps:
         if s.phase == "buffer" and s.pm == "PCDC":

@@ -10,13 +10,13 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from models import Campaign
-from probes.vocabulary import FULLMESH
+from models import Campaign, SelectedCC
+from probes.vocabulary import FULLMESH, PathManager
 
 from ...algorithm.solver import SolverAnswer
 from ...store import campaigns as campaign_store
 from ...store import measurements, results
-from ..campaign.selected import selection_note
+from ..campaign.selected import measured_selection
 from .answer import ArmLine, Eq1, Outputs, SubsetChoice, TStar
 from .campaign_answer import solve_campaign
 from .decided import (
@@ -75,13 +75,13 @@ def calibrated_answer(
             origin["solve_reads"] = otherwise
         solution = decided_solution(solution, decision)
     impacts = {r.cc: r for r in results.impact_results(session, campaign_id=campaign.id)}
-    selection = (selection_note(campaign) or {}).get("ccs", {}).get(solution.occ)
+    selection = _selection_of(campaign, solution.occ)
     used, standby = answer_subflows(session, snap, campaign, solution.opm, solution.occ, flags)
     unsettled = (campaign.run_state.unsettled_omegas or {}).get(solution.occ, [])
     # Omega decides SP* only in the paper's procedure: there its doubts are the answer's.
     if unsettled and campaign.mode != "adaptive":
         flags.append("omega_unsettled:" + ",".join(unsettled))
-    if selection is not None and solution.opm != FULLMESH and not selection.get("settled"):
+    if selection is not None and solution.opm != FULLMESH and not selection.settled:
         flags.append(f"selection_unsettled:{solution.occ}")
     summary = measurements.summarize(session, campaign_id=campaign.id)
     eq1 = traditional_eq1(snap, used, summary, solution.obs_mib)
@@ -110,7 +110,7 @@ def calibrated_answer(
     )
 
 
-def answer_subflows(session: Session, snap: TopologySnapshot, campaign: Campaign, opm: str,
+def answer_subflows(session: Session, snap: TopologySnapshot, campaign: Campaign, opm: PathManager,
                     occ: str, flags: list[str]) -> tuple[list[str], list[str]]:
     """The subflows an answer of `campaign` for (OPM, OCC) states -- the ones carrying data and,
     for PCDC, the standbys -- which is what `mpcoa apply` installs. Every answer of a campaign
@@ -120,11 +120,11 @@ def answer_subflows(session: Session, snap: TopologySnapshot, campaign: Campaign
     names = snap.spec.subflow_names()
     if opm == FULLMESH:
         return names, []
-    selection = (selection_note(campaign) or {}).get("ccs", {}).get(occ)
-    if selection is not None and selection.get("usable"):
+    selection = _selection_of(campaign, occ)
+    if selection is not None and selection.usable:
         # standbys best alone first, as the selection ordered them
-        return ([n for n in selection["subset"] if n in names],
-                [n for n in selection.get("standby_subflows", []) if n in names])
+        return ([n for n in selection.subset if n in names],
+                [n for n in selection.standby_subflows if n in names])
     impact = next((r for r in results.impact_results(session, campaign_id=campaign.id)
                    if r.cc == occ), None)
     if impact is None:
@@ -134,7 +134,13 @@ def answer_subflows(session: Session, snap: TopologySnapshot, campaign: Campaign
     return [n for n in impact.subset if n in names], list(impact.standby)
 
 
-def _subset_choice(solution: SolverAnswer, selection: dict | None, impacts) -> SubsetChoice | None:
+def _selection_of(campaign: Campaign, occ: str | None) -> SelectedCC | None:
+    selection = measured_selection(campaign)
+    return None if selection is None else selection.of(occ)
+
+
+def _subset_choice(solution: SolverAnswer, selection: SelectedCC | None,
+                   impacts) -> SubsetChoice | None:
     if solution.opm == FULLMESH or solution.occ is None:
         return None
     impact = impacts.get(solution.occ)
@@ -142,29 +148,30 @@ def _subset_choice(solution: SolverAnswer, selection: dict | None, impacts) -> S
     if selection is None:
         return None if omega is None else SubsetChoice(method="omega", subset=omega,
                                                          omega_subset=omega, omega_agrees=True)
-    view = selection.get("omega") or {}
+    view = selection.omega
     return SubsetChoice(
-        method="measured selection", subset=list(selection["subset"]),
-        settled=selection.get("settled"), shared_from=selection.get("shared_from"),
-        path=list(selection.get("path", [])), omega_subset=view.get("subset", omega),
-        omega_agrees=view.get("agree"), omega_statement=view.get("statement"),
+        method="measured selection", subset=list(selection.subset),
+        settled=selection.settled, shared_from=selection.shared_from,
+        path=selection.path_dicts(), omega_subset=omega if view is None else list(view.subset),
+        omega_agrees=None if view is None else view.agree,
+        omega_statement=None if view is None else view.statement,
     )
 
 
-def stream_subset_choice(campaign: Campaign, opm: str, occ: str) -> SubsetChoice | None:
+def stream_subset_choice(campaign: Campaign, opm: PathManager, occ: str) -> SubsetChoice | None:
     """How a stream answer's PCDC subflows were chosen: the selection by p99 frame delay
     (`phases.selection_stream`), its path with each step's p99; None for FullMesh or without
     a selection (then Ω's SP*, which `answer_subflows` states)."""
-    selection = (selection_note(campaign) or {}).get("ccs", {}).get(occ)
-    if opm == FULLMESH or selection is None or not selection.get("usable"):
+    selection = _selection_of(campaign, occ)
+    if opm == FULLMESH or selection is None or not selection.usable:
         return None
-    view = selection.get("omega") or {}
+    view = selection.omega
     return SubsetChoice(
-        method="measured selection by p99 frame delay", subset=list(selection["subset"]),
-        settled=selection.get("settled"), shared_from=selection.get("shared_from"),
-        path=list(selection.get("path", [])), omega_subset=view.get("subset"),
-        omega_agrees=view.get("agree"), omega_statement=view.get("statement"),
-        why=selection.get("why"),
+        method="measured selection by p99 frame delay", subset=list(selection.subset),
+        settled=selection.settled, shared_from=selection.shared_from,
+        path=selection.path_dicts(), omega_subset=None if view is None else list(view.subset),
+        omega_agrees=None if view is None else view.agree,
+        omega_statement=None if view is None else view.statement, why=selection.why,
     )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from sqlalchemy.orm import Session
 
 from models import Campaign, Recommendation, utcnow
-from probes.vocabulary import FULLMESH, PCDC
+from probes.vocabulary import FULLMESH, PCDC, PathManager
 
 from ...algorithm.objective import Objective
 from ...store import recommendations
@@ -98,7 +98,7 @@ def provisional_answer(
     return rec, campaign, created
 
 
-def _notes(opm: str, homogeneous: bool) -> list[str]:
+def _notes(opm: PathManager, homogeneous: bool) -> list[str]:
     notes = [
         f"provisional: no calibrated data yet; {opm} because the topology is "
         f"{'homogeneous' if homogeneous else 'heterogeneous'} (paper, Section 5.3)",

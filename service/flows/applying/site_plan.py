@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from probes.vocabulary import PathManager
+
 from ...algorithm.topology import TopologySpec
 
 MIB = 2**20
@@ -71,7 +73,7 @@ class SitePlan:
 
 @dataclass
 class ApplyPlan:
-    opm: str
+    opm: PathManager
     occ: str | None
     obs_mib: float | None
     used: list[str]  # the subflows planned to carry data
@@ -141,7 +143,7 @@ def _popcount(masks: np.ndarray, width: int) -> np.ndarray:
 def plan_sites(
     spec: TopologySpec,
     *,
-    opm: str,
+    opm: PathManager,
     occ: str | None,
     obs_mib: float | None,
     subflows_used: list[str],

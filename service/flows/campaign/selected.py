@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from models import Campaign
+from models import Campaign, Selection
 from probes.vocabulary import FULLMESH, PCDC
 
 PREFIX = "only:"  # a selection run's key: the probed subset, in the topology's order
@@ -21,16 +21,24 @@ def subset_of_key(key: str) -> tuple[str, ...]:
     return tuple(key[len(PREFIX):].split("+")) if key.startswith(PREFIX) else ()
 
 
-def selection_note(campaign: Campaign) -> dict[str, Any] | None:
+def measured_selection(campaign: Campaign) -> Selection | None:
     """The finished selection (per CC: SP*, its path, standbys, Ω's view); None without one."""
-    note = campaign.run_state.selection or {}
-    return dict(note) if note.get("done") else None
+    selection = campaign.run_state.selection
+    return selection if selection is not None and selection.done else None
+
+
+def selection_note(campaign: Campaign) -> dict[str, Any] | None:
+    """The finished selection's JSON form (the bundle's `selection`); None without one."""
+    selection = measured_selection(campaign)
+    return None if selection is None else selection.to_dict()
 
 
 def selected_subsets(campaign: Campaign) -> dict[str, list[str]]:
     """SP* per CC from a finished selection (empty when the campaign has none)."""
-    note = selection_note(campaign) or {}
-    return {cc: list(e["subset"]) for cc, e in note.get("ccs", {}).items() if e.get("usable")}
+    selection = measured_selection(campaign)
+    if selection is None:
+        return {}
+    return {cc: list(e.subset) for cc, e in selection.ccs.items() if e.usable}
 
 
 def sweep_arms(campaign: Campaign, ccs: Sequence[str] | None = None) -> list[tuple[str, str]]:

@@ -133,9 +133,9 @@ def topology_document(topology: Topology) -> dict[str, Any]:
 def _capabilities(session: Session, campaign: Campaign, topology: Topology) -> dict[str, Any]:
     """Each site's capability report: the one an import brought along (kept in the campaign's
     state), else the site's latest."""
-    imported = (campaign.run_state.imported or {}).get("capabilities")
-    if imported is not None:
-        return imported
+    origin = campaign.run_state.imported
+    if origin is not None and origin.capabilities is not None:
+        return dict(origin.capabilities)
     out = {}
     for site in (topology.local_site, topology.remote_site):
         row = artifact_store.capabilities_or_none(session, site_id=site.id)
@@ -169,8 +169,8 @@ def _kernel(raw_output: str) -> dict[str, Any] | None:
 
 def _earlier_provenance(campaign: Campaign) -> dict[str, Any]:
     """A campaign that was itself imported says where it came from first."""
-    imported = campaign.run_state.imported
-    return {"imported_from": imported.get("from")} if imported else {}
+    origin = campaign.run_state.imported
+    return {} if origin is None else {"imported_from": dict(origin.source)}
 
 
 def _version() -> str:

@@ -32,6 +32,7 @@ from models import (
     CampaignState,
     FitRecord,
     ImpactFactor,
+    ImportOrigin,
     Measurement,
     RecalibrationEvent,
     Recommendation,
@@ -94,9 +95,9 @@ def import_bundle(session: Session, data: bytes) -> Imported:
                              "bundle_answer": said, "bundle_answer_differs": differs}
         if differs:
             answer.quality_flags = [*answer.quality_flags, DIFFERS]
-    campaign_store.update_state(campaign, imported={
-        **campaign.run_state.imported, "answer": said, "answer_differs": differs,
-        "no_answer": why})
+    campaign_store.update_state(campaign, imported=replace(
+        campaign.run_state.imported, answered=True, answer=said, answer_differs=differs,
+        no_answer=why))
     session.flush()
     return Imported(campaign.id, topology.id, answer.id if answer else None, count,
                     stored_artifacts, said, differs, why)
@@ -203,13 +204,13 @@ def _campaign(session: Session, doc, topology_id: int, sha256: str) -> Campaign:
         else CampaignState.from_legacy(
             {k: values.pop(k) for k in _V1_BUDGET if k in values}, values.pop("notes", None))
     )
-    values["run_state"] = replace(state, imported={
-        "from": {**doc.source.model_dump(exclude_none=True), "exported_at": doc.exported_at,
-                 "exported_by": doc.exported_by, "bundle_version": doc.version,
-                 "bundle_sha256": sha256},
-        "capabilities": doc.capabilities,
-        "software": doc.software,
-    })
+    values["run_state"] = replace(state, imported=ImportOrigin(
+        source={**doc.source.model_dump(exclude_none=True), "exported_at": doc.exported_at,
+                "exported_by": doc.exported_by, "bundle_version": doc.version,
+                "bundle_sha256": sha256},
+        capabilities=doc.capabilities,
+        software=doc.software,
+    ))
     (campaign,) = rows.add_rows(session, Campaign, [values], topology_id=topology_id,
                                 recommendation_id=None)
     return campaign
@@ -287,4 +288,4 @@ def _said_of_row(answer: Recommendation | None) -> dict[str, Any]:
 
 
 def _from(campaign: Campaign) -> dict[str, Any]:
-    return campaign.run_state.imported["from"]
+    return dict(campaign.run_state.imported.source)

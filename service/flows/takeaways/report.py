@@ -22,6 +22,8 @@ from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from models import SelectionEstimate
+
 from .report_data import ReportData
 
 PAGE = (11.69, 8.27)  # A4 landscape, inches
@@ -214,7 +216,7 @@ def _omega_page(data: ReportData) -> Figure:
 def _selection_page(data: ReportData) -> Figure:
     fig = _page(data, "The measured subflow selection: each step's subset, its goodput (a "
                 "stream's: p99 frame delay) and interval; the chosen SP* per CC")
-    ccs = ((data.selection or {}).get("ccs") or {})
+    ccs = {} if data.selection is None else data.selection.ccs
     if not ccs:
         ax = fig.add_axes((0.05, 0.1, 0.9, 0.75))
         ax.axis("off")
@@ -224,34 +226,39 @@ def _selection_page(data: ReportData) -> Figure:
     n = len(ccs)
     for k, (cc, entry) in enumerate(ccs.items()):
         ax = fig.add_axes((0.07, 0.1 + (n - 1 - k) * 0.78 / n, 0.9, 0.78 / n - 0.07))
-        path = entry.get("path") or []
+        path = entry.path
         # a stream's selection weighed p99 frame delay (phases.selection_stream): plot that
-        by_delay = entry.get("metric") == "p99_frame_delay"
-        mean, low, high = (("p99_ms", "p99_low_ms", "p99_high_ms") if by_delay
-                           else ("mean_mbps", "low_mbps", "high_mbps"))
+        by_delay = entry.metric == "p99_frame_delay"
         xs, labels = range(len(path)), []
         for j, step in enumerate(path):
-            e = step.get("estimate") or {}
-            subset = step.get("label") or "+".join(step.get("subset") or [])
-            carried = "" if not by_delay or e.get("carries") else "\n(not carried)"
-            labels.append(f"{step.get('decision', '')}\n{subset}{carried}")
-            if e.get(mean) is None:
+            e = step.estimate
+            subset = step.label or "+".join(step.subset)
+            carried = "" if not by_delay or (e is not None and e.carries) else "\n(not carried)"
+            labels.append(f"{step.decision}\n{subset}{carried}")
+            mean, lo, hi = _plotted(e, by_delay)
+            if mean is None:
                 continue
-            lo, hi = e.get(low), e.get(high)
-            yerr = [[e[mean] - lo], [hi - e[mean]]] if lo is not None and \
-                hi is not None else None
-            ax.errorbar(j, e[mean], yerr=yerr, fmt="o" if step.get("settled") else "s",
-                        color=COLORS[k % 10], capsize=4, mfc="white" if not step.get("settled")
+            yerr = [[mean - lo], [hi - mean]] if lo is not None and hi is not None else None
+            ax.errorbar(j, mean, yerr=yerr, fmt="o" if step.settled else "s",
+                        color=COLORS[k % 10], capsize=4, mfc="white" if not step.settled
                         else COLORS[k % 10])
         ax.set_xticks(list(xs), labels, fontsize=7.5)
         ax.set_xlim(-0.5, max(len(path), 5) - 0.5)  # a short path stays readable, not spread
         ax.set_ylabel(f"{cc}\n" + ("p99 frame delay (ms)" if by_delay else "goodput (Mbit/s)"))
         ax.grid(alpha=0.3)
-        chosen = entry.get("label") or "+".join(entry.get("subset") or [])
-        ax.set_title(f"{cc}: SP* = {chosen}; {'settled' if entry.get('settled') else 'not settled'}"
-                     f"{'; ' + entry['reason'] if entry.get('reason') else ''}", loc="left",
+        chosen = entry.label or "+".join(entry.subset)
+        ax.set_title(f"{cc}: SP* = {chosen}; {'settled' if entry.settled else 'not settled'}"
+                     f"{'; ' + entry.reason if entry.reason else ''}", loc="left",
                      fontsize=9)
     return fig
+
+
+def _plotted(e: SelectionEstimate | None, by_delay: bool):
+    """A step's plotted value and interval: p99 frame delay (ms) or goodput (Mbit/s)."""
+    if e is None:
+        return None, None, None
+    return ((e.p99_ms, e.p99_low_ms, e.p99_high_ms) if by_delay
+            else (e.mean_mbps, e.low_mbps, e.high_mbps))
 
 
 # --- page 4: the fits ----------------------------------------------------------------------------

@@ -13,13 +13,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from models import Campaign, Recommendation
+from models import Campaign, Recommendation, Selection
 
 from ...store import campaigns as campaign_store
 from ...store import inventory, measurements, results
 from ...store import recommendations as recommendation_store
 from ..answers.campaign_answer import SolvedCampaign
-from ..campaign.selected import selection_note
+from ..campaign.selected import measured_selection
 from .bundle_export import software
 from .bundle_import import rederive
 
@@ -33,7 +33,7 @@ class ReportData:
     answer: Recommendation | None
     # cc -> subflow -> (omega, low, high, in SP*)
     omegas: dict[str, dict[str, tuple[float, float | None, float | None, bool]]]
-    selection: dict[str, Any] | None
+    selection: Selection | None
     fitted: list  # every fitted curve of the campaign's model kind (any PM, CC)
     # (pm, cc) -> [(buffer MiB, goodput Mbit/s)] of the ok buffer-phase probes
     points: dict[tuple[str, str], list[tuple[float, float]]]
@@ -75,7 +75,7 @@ def report_data(session: Session, *, campaign_id: int) -> ReportData:
         solved=solved,
         answer=answer,
         omegas=omegas,
-        selection=selection_note(campaign),
+        selection=measured_selection(campaign),
         fitted=fitted,
         points=points,
         fresh=_fresh(runs, solved),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from statistics import fmean
 
-from models import NO_EXCLUSION
+from models import NO_EXCLUSION, OmegaCCs
 
 from ....algorithm.impact_confidence import ConfidentImpact, subflows_needing_runs
 from ....store import campaigns as campaign_store
@@ -66,11 +66,11 @@ def _advance_adaptive(ctx: Context) -> PhaseVerdict:
         ctx.session, campaign_id=campaign.id, subflows=ctx.subflows,
         confidence=ctx.settings.impact_confidence,
     )
-    campaign_store.update_state(campaign, omega_ccs={  # the CCs Ω was measured under, and why
-        "ccs": [r.cc for r in derived],
-        "why": "adaptive mode: Ω under the reference CC (the best TP_0) only; the measured "
-               "selection decides SP*",
-    })
+    campaign_store.update_state(campaign, omega_ccs=OmegaCCs(  # the CCs Ω was measured under
+        ccs=tuple(r.cc for r in derived),
+        why="adaptive mode: Ω under the reference CC (the best TP_0) only; the measured "
+            "selection decides SP*",
+    ))
     return _store(ctx, derived, usable=set(tp0))
 
 

@@ -7,7 +7,8 @@ buffers, like the impact phase) and feeds back every measured subset: the select
 the impact phase's TP_0 (all subflows) and TP_i (all but one). The CC with the best TP_0 is the
 reference; every other CC checks the reference's decisions on its own runs and shares its SP*
 where they hold. The result (SP*, the path, standbys, Ω's disagreement) is kept in the
-campaign's notes (`selection`), and `Context.subsets` gives SP* to the sweep from then on.
+campaign's state (`CampaignState.selection`, a typed `Selection`), and `Context.subsets` gives
+SP* to the sweep from then on.
 A stream objective's selection runs the same rules on paced probes, weighing p99 frame delay
 (`selection_stream`).
 """
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from statistics import fmean
 from typing import Any
 
-from models import NO_EXCLUSION, Campaign
+from models import NO_EXCLUSION, Campaign, SelectedCC, Selection
 from probes.vocabulary import FULLMESH, PCDC
 
 from ....algorithm.capacity import LinkCapacity
@@ -39,7 +40,7 @@ from ....store import campaigns as campaign_store
 from ....store import measurements, results
 from .. import budget
 from ..plan import IMPACT_BS_MIB, ProbeStep
-from ..selected import selection_note, subset_key, subset_of_key
+from ..selected import measured_selection, subset_key, subset_of_key
 from . import fixed_buffer_check as check
 from . import selection_stream as stream
 from .base import DONE, Context, PhaseVerdict, probe
@@ -49,7 +50,7 @@ name = "selection"
 
 def advance(ctx: Context) -> PhaseVerdict:
     campaign = ctx.campaign
-    if selection_note(campaign) is not None or len(ctx.subflows) < 2:
+    if measured_selection(campaign) is not None or len(ctx.subflows) < 2:
         return DONE  # decided already, or nothing to choose between
     objective = objective_of(campaign.objective)
     bulk_runs = _runs(ctx)
@@ -193,12 +194,13 @@ def _store(ctx: Context, done: dict[str, SelectionResult], states, checks) -> No
                 "subset": list(comparison.omega), "agree": comparison.agree,
                 "statement": comparison.statement(res.subflows),
             }
-        per_cc[cc] = stream.as_delay(entry, objective) if objective.is_stream else entry
-    campaign_store.update_state(ctx.campaign, selection={"done": True, "ccs": per_cc})
+        per_cc[cc] = SelectedCC.from_dict(stream.as_delay(entry, objective)
+                                          if objective.is_stream else entry)
+    campaign_store.update_state(ctx.campaign, selection=Selection(done=True, ccs=per_cc))
     ctx.session.flush()
 
 
-# --- JSON forms (the campaign's notes, the answer) -----------------------------------------------
+# --- JSON forms (read into `SelectedCC`) -----------------------------------------------
 def _num(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else round(float(x), 6)
 
