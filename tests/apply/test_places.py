@@ -77,3 +77,16 @@ def test_sites_no_worker_reported_go_to_the_running_testbed(bed, embedded_defaul
     where = _places(monkeypatch, None)
     # another person's testbed with sites A and B may be the one found: a testbed all the same
     assert all(p.where.startswith("testbed ") and p.namespace for p in where.values())
+
+
+def test_a_campaign_probes_no_testbed_of_the_same_site_names_as_reported_workers(
+        bed, embedded_default, monkeypatch):
+    from probes.base import ProbeError
+    from service.flows.campaign.probing import LazyProber
+
+    _worker_reports({"B": REPORTED["B"]})
+    with pytest.raises(ProbeError) as refused:
+        LazyProber("A", "B").available_ccs()
+    assert "'B'" in str(refused.value) and "MPCOA_TESTBED=" in str(refused.value)
+    # named: that testbed is meant, workers or not
+    assert "cubic" in LazyProber("A", "B", testbed=bed.name).available_ccs()

@@ -14,19 +14,18 @@ import platform
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from models import Recommendation, Site, SiteCapabilities
+from models import Recommendation
 from probes import bpf_cc, siteconfig
 from probes import testbed as tb
 from probes.base import ProbeError
 
 from ...errors import Conflict
 from ...settings import get_settings
-from ...store import applied, inventory, measurements
+from ...store import applied, artifacts, inventory, measurements
 from ..answers.snapshot import TopologySnapshot, snapshot_by_id
-from ..campaign.probing import find_testbed
+from ..campaign.probing import both_claim, find_testbed
 from . import site_plan as algo_plan
 
 
@@ -53,16 +52,11 @@ def places(session: Session, snap: TopologySnapshot) -> dict[str, Place]:
         bed = tb.attach(find_testbed(local, remote, named))
     except ProbeError:
         bed = None
-    reports = {name: _worker_report(session, name) for name in (local, remote)}
+    reports = {name: artifacts.worker_report(session, site_name=name) for name in (local, remote)}
     if bed is not None and named is None:
         claimed = [name for name, report in reports.items() if report is not None]
         if claimed:
-            raise Conflict(
-                f"site(s) {', '.join(map(repr, claimed))}: both a site worker's report (its "
-                f"ISP addresses) and the running testbed {bed.name!r} have them; refusing to "
-                f"guess which to change. Name the testbed (MPCOA_TESTBED={bed.name}) to apply "
-                "to it, or take that testbed down (`mpcoa testbed down`) to apply to the "
-                "site workers")
+            raise Conflict(both_claim(claimed, bed.name))
     out: dict[str, Place] = {}
     for name in (local, remote):
         if bed is not None:
@@ -80,13 +74,6 @@ def places(session: Session, snap: TopologySnapshot) -> dict[str, Place]:
         out[name] = Place(name, "site worker", None, dict(report["endpoints"]),
                           report.get("config"))
     return out
-
-
-def _worker_report(session: Session, name: str) -> dict[str, Any] | None:
-    """The site worker's capability report, when it names the site's addresses."""
-    report = session.scalar(select(SiteCapabilities.report).join(
-        Site, Site.id == SiteCapabilities.site_id).where(Site.name == name))
-    return report if report and report.get("endpoints") else None
 
 
 def _check_registered(session: Session, name: str, endpoints: dict[str, str]) -> None:
