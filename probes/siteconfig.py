@@ -175,6 +175,14 @@ def _same_endpoint(have: dict[str, Any], want: dict[str, Any]) -> bool:
         "dev" not in want or have.get("dev") == want["dev"])
 
 
+def _unmapped(address: str) -> str:
+    """An IPv4 address the way the kernel compares it: a dual-stack socket's subflow leaves an
+    implicit endpoint at the IPv4-mapped form (::ffff:10.0.0.1), the same address as 10.0.0.1."""
+    ip_ = ipaddress.ip_address(address)
+    mapped = getattr(ip_, "ipv4_mapped", None)
+    return str(mapped or ip_)
+
+
 def _device_of(ns: str | None, address: str) -> str | None:
     for dev, addrs in host_addresses(ns).items():
         if address in addrs:
@@ -195,8 +203,8 @@ def set_endpoints(ns: str | None, wanted: list[dict[str, Any]]) -> list[dict[str
     have = read_endpoints(ns)
     missing = [w for w in wanted if not any(_same_endpoint(h, w) for h in have)]
     replaced = [imp for imp in (read_implicit(ns) if missing else [])
-                if any(imp["address"] == w["address"] or imp["id"] == w["id"]
-                       for w in missing)]
+                if any(_unmapped(imp["address"]) == _unmapped(w["address"])
+                       or imp["id"] == w["id"] for w in missing)]
     for imp in replaced:
         ip(ns, "mptcp", "endpoint", "delete", "id", str(imp["id"]))
     for w in missing:
@@ -205,7 +213,11 @@ def set_endpoints(ns: str | None, wanted: list[dict[str, Any]]) -> list[dict[str
         if dev:
             argv += ["dev", dev]
         argv += ["id", str(w["id"]), *[f for f in FLAGS if w.get(f)]]
-        ip(ns, *argv)
+        try:
+            ip(ns, *argv)
+        except ProbeError as exc:  # the table as the kernel has it says why
+            raise SiteConfigError(f"{exc} (endpoints now: {_endpoint_table(ns)}; implicit "
+                                  f"ones removed first: {replaced})") from None
     return replaced
 
 

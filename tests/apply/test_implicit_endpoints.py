@@ -147,7 +147,7 @@ def test_an_apply_configuring_its_address_replaces_it_and_the_rollback_leaves_it
               "limits": {"subflows": 2}}
     journal = siteapply.apply(target, ns=client, root=tmp_path, label="apply 1")
     assert journal["implicit_replaced"] == [
-        {"id": implicit["id"], "address": "10.9.2.1", "implicit": True}]
+        {"id": implicit["id"], "address": implicit["address"], "implicit": True}]
     now = {e["address"]: e for e in endpoints(client)}
     configured = now["10.9.2.1"]
     assert configured["id"] == implicit["id"] and configured.get("subflow") is True
