@@ -60,8 +60,8 @@ class Hosts:
         self.root.chmod(0o755)  # PostgreSQL's user reads its files under the control's folder
         self.ns = {"control": f"m3{self.tag}k"}
         # Site names of this run: another test's (or person's) emulated testbed with sites named
-        # SRL and HU may be up on this machine, and an apply plan takes a running testbed's
-        # sites first (docs/deploy.md says so)
+        # SRL and HU may be up on this machine, and an apply is refused when both a testbed
+        # and the site workers have a site (docs/deploy.md says so)
         self.names = {site: f"{site}{self.tag}" for site in SITES}
         self.net: th.Network | None = None
 
