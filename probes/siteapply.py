@@ -19,6 +19,11 @@ whole (``previous``) and, for every value any of them changed, the value from be
 * a rollback names the apply it belongs to (``label``, ``"apply N"``): the journal of another
   apply is never undone by it.
 
+The kernel's implicit endpoints (made for an address a subflow used that no endpoint names) are
+not configuration: an apply leaves them alone unless it configures the same address or id (the
+configured endpoint takes its place, ``implicit_replaced``), and a rollback never creates one:
+such an address is left unconfigured, as it was.
+
 A BPF congestion control's registration is host-wide: the journal records the intent before
 ``bpf_cc.load`` runs, so an undo after a crash between the two still unregisters it.
 
@@ -198,7 +203,11 @@ def _do(ns: str | None, kind: str, key: str, value: Any, directory: Path,
     elif kind == "limits":
         sc.set_limits(ns, value)
     elif kind == "endpoints":
-        sc.set_endpoints(ns, [sc.check_endpoint(e) for e in value])
+        replaced = sc.set_endpoints(ns, [sc.check_endpoint(e) for e in value])
+        # kept in the journal: a rollback leaves these addresses unconfigured, as they were
+        # (an implicit endpoint is the kernel's, never configuration to restore)
+        known = journal.setdefault("implicit_replaced", [])
+        known += [e for e in replaced if e not in known]
     elif kind == "bpf_cc":
         if value is None:
             _unregister_cc(key, journal)
@@ -301,6 +310,11 @@ def apply(target: dict[str, Any], *, ns: str | None, root: Path | None = None,
                    "target": target, "steps": steps, "skipped": skipped,
                    "originals": _originals(in_force, steps),
                    "bpf": dict((in_force or {}).get("bpf", {})),
+                   # the kernel's implicit endpoints before the first apply of the chain
+                   "implicit_endpoints": (in_force["implicit_endpoints"] if in_force and
+                                          "implicit_endpoints" in in_force
+                                          else sc.read_implicit(ns)),
+                   "implicit_replaced": list((in_force or {}).get("implicit_replaced", [])),
                    "previous": None if in_force is None else
                    {k: v for k, v in in_force.items() if k not in ("previous", "failed")},
                    "started_at": time.time(), "recovered": recovered}

@@ -47,18 +47,46 @@ def _base(ns: str | None) -> list[str]:
     return ["ip"] if ns is None else ["ip", "-n", ns]
 
 
-def read_endpoints(ns: str | None) -> list[dict[str, Any]]:
+# The kernel's flag of an endpoint it made itself for an address a subflow used that no endpoint
+# names (MPTCP_PM_ADDR_FLAG_IMPLICIT): iproute2 6.1 does not know its name and shows it as
+# `rawflags 10` (JSON "rawflags": "10", hex); newer ones as `implicit`.
+IMPLICIT_FLAG = 0x10
+
+
+def _is_implicit(e: dict[str, Any]) -> bool:
+    if e.get("implicit"):
+        return True
+    try:
+        return bool(int(str(e.get("rawflags", "0")), 16) & IMPLICIT_FLAG)
+    except ValueError:
+        return False
+
+
+def _endpoint_table(ns: str | None) -> list[dict[str, Any]]:
     cp = run_ns(None, [*_base(ns), "-j", "mptcp", "endpoint", "show"], check=False)
     if cp.returncode != 0:
         raise SiteConfigError(f"ip mptcp endpoint show: {cp.stderr.strip() or 'failed'}")
+    return json.loads(cp.stdout or "[]")
+
+
+def read_endpoints(ns: str | None) -> list[dict[str, Any]]:
+    """The configured endpoints: what an apply sets and a rollback restores. The kernel's
+    implicit ones (`read_implicit`) are not configuration: no one can create one."""
     out = []
-    for e in json.loads(cp.stdout or "[]"):
-        if e.get("implicit"):  # made by the kernel for a peer's address, not configured
+    for e in _endpoint_table(ns):
+        if _is_implicit(e):
             continue
         out.append({"id": int(e["id"]), "address": e["address"],
                     **({"dev": e["dev"]} if e.get("dev") else {}),
                     **{f: True for f in FLAGS if e.get(f)}})
     return sorted(out, key=lambda e: e["id"])
+
+
+def read_implicit(ns: str | None) -> list[dict[str, Any]]:
+    """The endpoints the kernel made implicitly (for a peer's or a probe's subflow), as
+    {"id", "address", "implicit": True}."""
+    return sorted(({"id": int(e["id"]), "address": e["address"], "implicit": True}
+                   for e in _endpoint_table(ns) if _is_implicit(e)), key=lambda e: e["id"])
 
 
 def read_limits(ns: str | None) -> dict[str, int]:
@@ -147,6 +175,14 @@ def _same_endpoint(have: dict[str, Any], want: dict[str, Any]) -> bool:
         "dev" not in want or have.get("dev") == want["dev"])
 
 
+def _unmapped(address: str) -> str:
+    """An IPv4 address the way the kernel compares it: a dual-stack socket's subflow leaves an
+    implicit endpoint at the IPv4-mapped form (::ffff:10.0.0.1), the same address as 10.0.0.1."""
+    ip_ = ipaddress.ip_address(address)
+    mapped = getattr(ip_, "ipv4_mapped", None)
+    return str(mapped or ip_)
+
+
 def _device_of(ns: str | None, address: str) -> str | None:
     for dev, addrs in host_addresses(ns).items():
         if address in addrs:
@@ -154,22 +190,35 @@ def _device_of(ns: str | None, address: str) -> str | None:
     return None
 
 
-def set_endpoints(ns: str | None, wanted: list[dict[str, Any]]) -> None:
-    """Converge the endpoint table to exactly `wanted` (idempotent: run twice, same table)."""
+def set_endpoints(ns: str | None, wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Converge the configured endpoints to exactly `wanted` (idempotent: run twice, same
+    table). The kernel's implicit endpoints are left alone, but for one holding the address or
+    the id of an endpoint to add: the kernel refuses an endpoint with an id beside it (EINVAL,
+    EBUSY), so it is removed first and the configured one takes its place. Returns the
+    implicit endpoints so replaced; none is ever created (the kernel makes them)."""
     current = read_endpoints(ns)
     for ep in current:
         if not any(_same_endpoint(ep, w) for w in wanted):
             ip(ns, "mptcp", "endpoint", "delete", "id", str(ep["id"]))
     have = read_endpoints(ns)
-    for w in wanted:
-        if any(_same_endpoint(h, w) for h in have):
-            continue
+    missing = [w for w in wanted if not any(_same_endpoint(h, w) for h in have)]
+    replaced = [imp for imp in (read_implicit(ns) if missing else [])
+                if any(_unmapped(imp["address"]) == _unmapped(w["address"])
+                       or imp["id"] == w["id"] for w in missing)]
+    for imp in replaced:
+        ip(ns, "mptcp", "endpoint", "delete", "id", str(imp["id"]))
+    for w in missing:
         argv = ["mptcp", "endpoint", "add", w["address"]]
         dev = w.get("dev") or (_device_of(ns, w["address"]) if w.get("subflow") else None)
         if dev:
             argv += ["dev", dev]
         argv += ["id", str(w["id"]), *[f for f in FLAGS if w.get(f)]]
-        ip(ns, *argv)
+        try:
+            ip(ns, *argv)
+        except ProbeError as exc:  # the table as the kernel has it says why
+            raise SiteConfigError(f"{exc} (endpoints now: {_endpoint_table(ns)}; implicit "
+                                  f"ones removed first: {replaced})") from None
+    return replaced
 
 
 def readd_endpoint(ns: str | None, endpoint: dict[str, Any], backup: bool) -> None:

@@ -134,3 +134,11 @@ def reported_ccs(session: Session, *, site_ids: list[int]) -> dict[str, list[str
     )
     return {name: [str(c) for c in (report or {}).get("congestion_controls") or []]
             for name, report in rows}
+
+
+def worker_report(session: Session, *, site_name: str) -> dict[str, Any] | None:
+    """The site worker's latest capability report when it names the site's ISP addresses
+    (`endpoints`): the mark of a real site's worker, as opposed to the emulated testbed's."""
+    report = session.scalar(select(SiteCapabilities.report).join(
+        Site, Site.id == SiteCapabilities.site_id).where(Site.name == site_name))
+    return report if report and report.get("endpoints") else None

@@ -16,7 +16,7 @@ from .conftest import HU, SRL
 pytestmark = pytest.mark.postgres
 
 
-# names of their own: a running testbed with the paper's site names would be found instead
+# names of their own: with a running testbed of the paper's site names, an apply is refused
 LOCAL, REMOTE = f"SRL{secrets.token_hex(3)}", f"HU{secrets.token_hex(3)}"
 
 

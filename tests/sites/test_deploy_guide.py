@@ -12,6 +12,8 @@ value."""
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
 import shlex
 import shutil
@@ -20,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,8 +60,8 @@ class Hosts:
         self.root.chmod(0o755)  # PostgreSQL's user reads its files under the control's folder
         self.ns = {"control": f"m3{self.tag}k"}
         # Site names of this run: another test's (or person's) emulated testbed with sites named
-        # SRL and HU may be up on this machine, and an apply plan takes a running testbed's
-        # sites first (docs/deploy.md says so)
+        # SRL and HU may be up on this machine, and an apply is refused when both a testbed
+        # and the site workers have a site (docs/deploy.md says so)
         self.names = {site: f"{site}{self.tag}" for site in SITES}
         self.net: th.Network | None = None
 
@@ -201,17 +204,38 @@ class Guide:
                          for p in sorted(self.hosts.root.glob("*.log")))
 
 
-def site_state(ns: str) -> dict[str, str]:
+def _implicit(endpoint: dict) -> bool:
+    return bool(endpoint.get("implicit")) or bool(int(endpoint.get("rawflags", "0"), 16) & 0x10)
+
+
+def _unmapped(address: str) -> str:
+    ip = ipaddress.ip_address(address)
+    return str(getattr(ip, "ipv4_mapped", None) or ip)
+
+
+def assert_endpoints_restored(before: list, applied: list, after: list) -> None:
+    """The configured endpoints exactly as before; no endpoint that was not there before (never
+    a configured one for an implicit one); an implicit one gone only where the apply configured
+    its address or its id (the kernel refuses an endpoint with an id beside it, and no one can
+    re-create an implicit one: that address is left unconfigured, as it was)."""
+    assert [e for e in after if not _implicit(e)] == [e for e in before if not _implicit(e)], (
+        before, after)
+    assert all(e in before for e in after), (before, after)
+    taken = [e for e in applied if not _implicit(e)]
+    for gone in (e for e in before if e not in after):
+        assert _implicit(gone) and any(
+            _unmapped(t["address"]) == _unmapped(gone["address"]) or t["id"] == gone["id"]
+            for t in taken), (gone, applied)
+
+
+def site_state(ns: str) -> dict[str, Any]:
     """The values an apply may change on a site, read in its namespace."""
     state = {key: th.sh("ip", "netns", "exec", ns, "sysctl", "-n", key, check=False).stdout.strip()
              for key in SYSCTLS}
-    # The kernel adds an *implicit* endpoint (flag 0x10) for an address a subflow used that no
-    # endpoint names (the probes leave them on the receiver); no one can create one, so a
-    # rollback restores it as a plain endpoint with no flags: the same address and id, used by
-    # the in-kernel path manager for nothing either way. Compared without that flag.
-    endpoints = th.sh("ip", "-n", ns, "mptcp", "endpoint", "show").stdout
-    state["endpoints"] = "\n".join(
-        line.replace(" rawflags 10", "").strip() for line in endpoints.splitlines())
+    # Implicit endpoints included (flag 0x10, made by the kernel for an address a subflow used
+    # that no endpoint names: the probes leave them on the sites; `assert_endpoints_restored`)
+    state["endpoints"] = json.loads(
+        th.sh("ip", "-n", ns, "-j", "mptcp", "endpoint", "show").stdout or "[]")
     state["limits"] = th.sh("ip", "-n", ns, "mptcp", "limits", "show").stdout.strip()
     return state
 
@@ -253,7 +277,7 @@ def test_the_deployment_guide_runs_from_certificates_to_a_rollback(hosts):
         == NOT_HERE.keys()
     assert {b.host for b in blocks} == {"control", *SITES, "not-here"}
     guide = Guide(hosts)
-    before: dict[str, dict[str, str]] = {}
+    before: dict[str, dict[str, Any]] = {}
     applied: dict[str, dict[str, str]] = {}
     ran: list[str] = []
     took: dict[str, float] = {}
@@ -312,5 +336,8 @@ def test_the_deployment_guide_runs_from_certificates_to_a_rollback(hosts):
         assert applied[site]["net.ipv4.tcp_rmem"] != before[site]["net.ipv4.tcp_rmem"], applied
         assert applied[site]["endpoints"] != before[site]["endpoints"], applied
     # and the rollback put every value back
+    for site in SITES:
+        assert_endpoints_restored(before[site].pop("endpoints"), applied[site]["endpoints"],
+                                  after[site].pop("endpoints"))
     assert after == before, {s: {k: (v, after[s].get(k)) for k, v in before[s].items()
                                  if after[s].get(k) != v} for s in SITES}

@@ -2,9 +2,10 @@
 per site every change with the value it replaces (`GET /topologies/{id}/apply-plan`,
 `mpcoa apply TOPOLOGY_ID --dry-run`).
 
-Where a site is: a running emulated testbed with both sites (its namespaces, read directly), or
-a real site's worker, known by its capability report (its ISP addresses and, since it reports
-them, its current settings).
+Where a site is: a real site's worker, known by its capability report (its ISP addresses and,
+since it reports them, its current settings), or else a running emulated testbed with both sites
+(its namespaces, read directly). MPCOA_TESTBED names the testbed when both could be meant; with
+neither naming it, a site both claim is refused rather than guessed (`places`).
 """
 
 from __future__ import annotations
@@ -13,19 +14,18 @@ import platform
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from models import Recommendation, Site, SiteCapabilities
+from models import Recommendation
 from probes import bpf_cc, siteconfig
 from probes import testbed as tb
 from probes.base import ProbeError
 
 from ...errors import Conflict
 from ...settings import get_settings
-from ...store import applied, inventory, measurements
+from ...store import applied, artifacts, inventory, measurements
 from ..answers.snapshot import TopologySnapshot, snapshot_by_id
-from ..campaign.probing import find_testbed
+from ..campaign.probing import both_claim, find_testbed
 from . import site_plan as algo_plan
 
 
@@ -41,12 +41,22 @@ class Place:
 
 
 def places(session: Session, snap: TopologySnapshot) -> dict[str, Place]:
+    """Where each site lives, decided without guessing: a site whose worker reported its
+    addresses is that worker's, a site no worker reported is a running testbed's; a testbed
+    named by MPCOA_TESTBED wins over the reports. A site both a worker's report and an unnamed
+    running testbed claim is refused (409), naming both: applying to the wrong one would
+    change another person's host or testbed."""
     local, remote = snap.spec.local.name, snap.spec.remote.name
+    named = get_settings().testbed
     try:
-        # MPCOA_TESTBED: the testbed campaigns probe is the one an apply changes
-        bed = tb.attach(find_testbed(local, remote, get_settings().testbed))
+        bed = tb.attach(find_testbed(local, remote, named))
     except ProbeError:
         bed = None
+    reports = {name: artifacts.worker_report(session, site_name=name) for name in (local, remote)}
+    if bed is not None and named is None:
+        claimed = [name for name, report in reports.items() if report is not None]
+        if claimed:
+            raise Conflict(both_claim(claimed, bed.name))
     out: dict[str, Place] = {}
     for name in (local, remote):
         if bed is not None:
@@ -55,9 +65,8 @@ def places(session: Session, snap: TopologySnapshot) -> dict[str, Place]:
                               {lk.label: lk.address for lk in bed.site_links(name)},
                               siteconfig.read_state(ns))
             continue
-        report = session.scalar(select(SiteCapabilities.report).join(
-            Site, Site.id == SiteCapabilities.site_id).where(Site.name == name))
-        if not report or not report.get("endpoints"):
+        report = reports[name]
+        if report is None:
             raise Conflict(f"site {name!r}: no running testbed has it and its worker has not "
                            "reported its addresses (start `mpcoa worker --site "
                            f"{name} --isp LABEL=ADDRESS ...`)")

@@ -1,7 +1,9 @@
 """Where a campaign's probes run: the bridge from a campaign step to a `probes` measurement.
 
 The emulated testbed is found by the topology's site names: a running testbed whose two sites are
-the topology's local and remote site. Real sites (NorNet-style) would plug in another `Prober`.
+the topology's local and remote site; unless MPCOA_TESTBED names it, not for sites a real site's
+worker reported (`both_claim`: refused rather than guessed). A real site's worker runs its own
+end of each probe (`twosided.SiteProber`).
 """
 
 from __future__ import annotations
@@ -10,12 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from sqlalchemy import Engine
+
 from probes import testbed as tb
 from probes import tools as probe_tools
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError
 from probes.netperfmeter import default_binary as default_netperfmeter
 
+from ...db import session_scope
 from ...settings import Settings
+from ...store import artifacts
 
 MIB = 2**20
 
@@ -83,6 +89,21 @@ def find_testbed(local_site: str, remote_site: str, name: str | None = None) -> 
     )
 
 
+def both_claim(sites: list[str], testbed: str) -> str:
+    """Why a site both a worker's report and an unnamed running testbed claim is refused: the
+    same rule for an apply (`flows.applying.apply_plan.places`) and a campaign's probes."""
+    return (f"site(s) {', '.join(map(repr, sites))}: both a site worker's report (its ISP "
+            f"addresses) and the running testbed {testbed!r} have them; refusing to guess "
+            f"which is meant. Name the testbed (MPCOA_TESTBED={testbed}) to use it, or take it "
+            "down (`mpcoa testbed down`) to use the site workers")
+
+
+def workers_reported(engine: Engine | None, sites: tuple[str, ...]) -> list[str]:
+    """The sites whose worker reported its ISP addresses (a real site's worker)."""
+    with session_scope(engine) as s:
+        return [name for name in sites if artifacts.worker_report(s, site_name=name)]
+
+
 def buffer_bytes(bs_mib: float) -> int | None:
     """0 MiB stands for "no buffer set": the kernel's autotuning (the impact phase, baselines)."""
     return None if bs_mib <= 0 else round(bs_mib * MIB)
@@ -91,9 +112,9 @@ def buffer_bytes(bs_mib: float) -> int | None:
 ProberFactory = Callable[[str, str], Prober]  # (local site, remote site) -> Prober
 
 
-def default_prober_factory(settings: Settings) -> ProberFactory:
+def default_prober_factory(settings: Settings, engine: Engine | None = None) -> ProberFactory:
     def make(local: str, remote: str) -> Prober:
-        return LazyProber(local, remote, settings.iperf3_binary, settings.testbed)
+        return LazyProber(local, remote, settings.iperf3_binary, settings.testbed, engine)
 
     return make
 
@@ -106,14 +127,17 @@ class LazyProber:
     remote: str
     iperf3_binary: str | None = None
     testbed: str | None = None
+    engine: Engine | None = None  # where the sites' worker reports are read
     _prober: TestbedProber | None = None
 
     def _get(self) -> TestbedProber:
         if self._prober is None:
-            self._prober = TestbedProber(
-                find_testbed(self.local, self.remote, self.testbed),
-                iperf3_binary=self.iperf3_binary
-            )
+            name = find_testbed(self.local, self.remote, self.testbed)
+            if self.testbed is None:  # a testbed of the same site names as real sites' workers
+                claimed = workers_reported(self.engine, (self.local, self.remote))
+                if claimed:
+                    raise ProbeError(both_claim(claimed, name))
+            self._prober = TestbedProber(name, iperf3_binary=self.iperf3_binary)
         return self._prober
 
     def available_ccs(self) -> set[str]:

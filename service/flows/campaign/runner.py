@@ -44,7 +44,7 @@ def run_campaign(
     engine = engine or get_engine(settings)
     stop = stop or threading.Event()
     if prober is None:
-        prober = default_prober_factory(settings)(*executor.site_names(engine, campaign_id))
+        prober = default_prober_factory(settings, engine)(*executor.site_names(engine, campaign_id))
     owner = probe_lease.new_owner()  # this run's: its leases are given again to it only
     while not stop.is_set():
         turn = executor.advance_once(
