@@ -410,10 +410,10 @@ def _start_passive_node(local) -> dict | None:
 
 def _current_config() -> dict | None:
     from probes.base import ProbeError
-    from probes.siteconfig import read_state
+    from probes.siteconfig import read_state_for_plan
 
     try:
-        return read_state(None)
+        return read_state_for_plan(None)
     except ProbeError:
         return None
 

@@ -95,6 +95,13 @@ def read_limits(ns: str | None) -> dict[str, int]:
     return {k: int(v) for k, v in found.items()}
 
 
+def read_state_for_plan(ns: str | None) -> dict[str, Any]:
+    """`read_state` and the implicit endpoints, whose ids a plan leaves to them (the plan's
+    input only: a journal's or a check's state stays `read_state`, which the kernel's own
+    endpoints, made and dropped as peers connect, would not keep equal)."""
+    return {**read_state(ns), "implicit_endpoints": read_implicit(ns)}
+
+
 def read_state(ns: str | None) -> dict[str, Any]:
     """Everything an apply may change on this site, as it is now."""
     got = sysctl_get_many(ns, [*READ_SYSCTLS, AVAILABLE_CCS])  # one process, not one a key

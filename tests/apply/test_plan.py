@@ -140,3 +140,25 @@ def test_used_is_a_product_inside_the_answer_and_never_empty(subset):
     for name in spec.subflow_names():
         lo, r = name.split("-")
         assert (name in used) == (lo not in back_l and r not in back_r)
+
+
+def test_an_implicit_endpoints_id_is_left_to_it_unless_it_holds_the_same_address():
+    # As a host that took MPTCP connections shows them (iproute2 6.1 prints the flag raw):
+    # id 1 for the receiver's own D address in IPv4-mapped form, id 2 for an address no ISP has.
+    implicit = [{"id": 1, "address": "::ffff:10.2.1.1", "implicit": True},
+                {"id": 2, "address": "::ffff:10.9.9.9", "implicit": True}]
+    plan = _plan(opm="FullMesh", subflows_used=["U-C"], remote_implicit=implicit,
+                 local_implicit=[{"id": 1, "address": "10.7.7.7", "implicit": True}])
+    sender, receiver = plan.sites
+    assert [(e.label, e.id) for e in sender.endpoints] == [("U", 2), ("K", 3)]
+    # D's own address holds id 1: D takes it (the kernel would refuse it beside any other id);
+    # C, the destination, is never announced
+    assert [(e.label, e.id) for e in receiver.endpoints] == [("D", 1)]
+
+
+def test_without_implicit_endpoints_the_ids_are_one_two_in_order():
+    assert ap.endpoint_ids(["U", "K"], LOCAL, []) == {"U": 1, "K": 2}
+    mapped_same = [{"id": 1, "address": "::ffff:10.1.0.1"}]
+    assert ap.endpoint_ids(["U", "K"], LOCAL, mapped_same) == {"U": 1, "K": 2}
+    held = [{"id": 2, "address": "10.1.1.1"}, {"id": 1, "address": "10.5.5.5"}]
+    assert ap.endpoint_ids(["U", "K"], LOCAL, held) == {"U": 3, "K": 2}

@@ -63,7 +63,7 @@ def places(session: Session, snap: TopologySnapshot) -> dict[str, Place]:
             ns = bed.ns(name)
             out[name] = Place(name, f"testbed {bed.name}", ns,
                               {lk.label: lk.address for lk in bed.site_links(name)},
-                              siteconfig.read_state(ns))
+                              siteconfig.read_state_for_plan(ns))
             continue
         report = reports[name]
         if report is None:
@@ -151,6 +151,8 @@ def build_plan(session: Session, topology_id: int) -> dict[str, Any]:
             local_addrs=local.addresses, remote_addrs=remote.addresses,
             builtin_ccs=_builtin_ccs(local.current), bpf_ccs=set(bpf_cc.SUPPORTED),
             caps_mib=caps,
+            local_implicit=(local.current or {}).get("implicit_endpoints"),
+            remote_implicit=(remote.current or {}).get("implicit_endpoints"),
         )
     except ValueError as exc:
         raise Conflict(str(exc)) from exc

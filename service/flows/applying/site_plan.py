@@ -16,6 +16,7 @@ Every other subflow is still established, as backup: the standbys the failover p
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -140,6 +141,38 @@ def _popcount(masks: np.ndarray, width: int) -> np.ndarray:
     return bits
 
 
+def endpoint_ids(labels: list[str], addrs: dict[str, str],
+                 implicit: list[dict[str, Any]]) -> dict[str, int]:
+    """Each ISP's endpoint id: 1, 2, ... in order, never an id an implicit endpoint of another
+    address holds; an ISP whose address has an implicit endpoint takes that one's id. The
+    kernel refuses an endpoint beside an implicit one with its id or address, so the applier
+    removes that implicit endpoint, and nothing can make it again at a rollback (the kernel
+    makes them, for a peer's subflows): an id of its own keeps every other one as it was."""
+    held = {int(e["id"]): _unmapped(str(e["address"])) for e in implicit}
+    by_address = {address: eid for eid, address in held.items()}
+    out = {lbl: by_address[_unmapped(addrs[lbl])] for lbl in labels
+           if _unmapped(addrs[lbl]) in by_address}
+    next_id = 1
+    for lbl in labels:
+        if lbl in out:
+            continue
+        while next_id in held or next_id in out.values():
+            next_id += 1
+        out[lbl] = next_id
+        next_id += 1
+    return {lbl: out[lbl] for lbl in labels}
+
+
+def _unmapped(address: str) -> str:
+    """An IPv4-mapped IPv6 address as its IPv4 address (as implicit endpoints may show it)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return str(mapped) if mapped is not None else str(ip)
+
+
 def plan_sites(
     spec: TopologySpec,
     *,
@@ -153,10 +186,14 @@ def plan_sites(
     builtin_ccs: set[str] | frozenset[str] = frozenset(),
     bpf_ccs: set[str] | frozenset[str] = frozenset(),
     caps_mib: dict[str, float] | None = None,
+    local_implicit: list[dict[str, Any]] | None = None,
+    remote_implicit: list[dict[str, Any]] | None = None,
 ) -> ApplyPlan:
     """Per site what the answer needs. `*_addrs`: ISP label -> the site's address on it;
     `builtin_ccs`: controls the kernel has of its own; `bpf_ccs`: the ones a BPF port provides;
-    `caps_mib`: bounds on the buffer written, by name (`buffer_bound`)."""
+    `caps_mib`: bounds on the buffer written, by name (`buffer_bound`); `*_implicit`: the
+    site's implicit MPTCP endpoints (`probes.siteconfig.read_implicit`), whose ids the plan
+    leaves to them (`endpoint_ids`)."""
     local = [isp.label for isp in spec.local.isps]
     remote = [isp.label for isp in spec.remote.isps]
     for site, labels, addrs in ((spec.local.name, local, local_addrs),
@@ -205,13 +242,13 @@ def plan_sites(
                 seen.append(ids[lbl])
         return seen
 
-    l_ids = {lbl: i + 1 for i, lbl in enumerate(local)}
+    l_ids = endpoint_ids(local, local_addrs, local_implicit or [])
     sender_eps = [
         Endpoint(l_ids[lbl], lbl, local_addrs[lbl],
                  ("subflow", "fullmesh") + (() if lbl in ls else ("backup",)))
         for lbl in local
     ]
-    r_ids = {lbl: i + 1 for i, lbl in enumerate(remote)}
+    r_ids = endpoint_ids(remote, remote_addrs, remote_implicit or [])
     receiver_eps = [  # the destination is the connection's first address: never announced
         Endpoint(r_ids[lbl], lbl, remote_addrs[lbl],
                  ("signal",) + (() if lbl in rs else ("backup",)))
