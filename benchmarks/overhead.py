@@ -90,7 +90,12 @@ def run_one(spec, tool: str, args) -> dict:
     from service.settings import get_settings
     from service.store import campaigns, inventory
 
+    # this scenario's own testbed: another with the same sites (a benchmark beside this one)
+    # would otherwise take its probes
+    os.environ["MPCOA_TESTBED"] = spec.name
+    get_settings.cache_clear()
     settings = get_settings()
+    assert settings.testbed == spec.name
     sender, receiver = (s.name for s in spec.sites)
     topo, rtts = topology_of(spec, sender, receiver)
     stream = tool == "paced"
@@ -98,7 +103,9 @@ def run_one(spec, tool: str, args) -> dict:
         ccs=args.ccs.split(","), buffer_grid_mib=[float(b) for b in args.grid.split(",")],
         runs=args.runs, duration_s=args.duration, mode="grid",
         objective={"kind": "stream", "bitrate_mbps": args.stream_mbps} if stream else None,
-        probe_tool="auto" if stream else tool)
+        # iperf3 is the bulk tool whose streams run on the paced tool (auto would take
+        # NetPerfMeter 2.x where this host has it)
+        probe_tool="iperf3" if stream else tool)
     dispatch.register_executor("inprocess", lambda *_: None)  # this script runs it
     with session_scope() as s:
         row = inventory.ensure_topology(s, spec=topo, rtts_ms=rtts)
