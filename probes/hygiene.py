@@ -26,9 +26,10 @@ def quiet_timeout_s() -> float:
         raise ProbeError(str(exc)) from None
 
 
-def abort_connections(ns: str | None, ports: Iterable[int]) -> int:
+def abort_connections(ns: str | None, ports: Iterable[int], *, listeners: bool = True) -> int:
     """Destroy every TCP socket (MPTCP subflows included) using one of ``ports``, local or
-    remote, in ``ns``; returns how many ``ss`` reported."""
+    remote, in ``ns``; returns how many ``ss`` reported. ``listeners`` False: the connections
+    only, so a long-lived server's listening sockets stay (destroying one closes it)."""
     ports = sorted({int(p) for p in ports})
     if not ports or not all(0 < p < 65536 for p in ports):
         raise ProbeError(f"abort_connections: bad ports {ports}")
@@ -38,7 +39,8 @@ def abort_connections(ns: str | None, ports: Iterable[int]) -> int:
             expr.append("or")
         expr += ["sport", "=", f":{p}", "or", "dport", "=", f":{p}"]
     expr.append(")")
-    out = run_ns(ns, ["ss", "-K", "-t", "-a", "-n", "-H", *expr], check=False).stdout
+    which = ["-a"] if listeners else ["state", "connected"]
+    out = run_ns(ns, ["ss", "-K", "-t", "-n", "-H", *which, *expr], check=False).stdout
     return sum(1 for ln in out.splitlines() if ln.strip() and not ln[0].isspace())
 
 

@@ -14,6 +14,7 @@ import re
 import shutil
 from typing import Any
 
+from probes import binver
 from probes.base import (
     CapabilityError,
     MeasurementRequest,
@@ -131,6 +132,9 @@ class Iperf3Backend:
 
     # ---- capabilities ------------------------------------------------------------------------
     def version(self) -> str:
+        return binver.cached(self.binary, self._read_version)
+
+    def _read_version(self) -> str:
         if shutil.which(self.binary) is None:
             raise CapabilityError(f"iperf3: binary {self.binary!r} not found")
         cp = run([self.binary, "--version"], check=False)

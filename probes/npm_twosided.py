@@ -136,7 +136,8 @@ def active_measure(request: MeasurementRequest, *, sender_addrs: dict[str, str],
     plan = plan_subflows(pair, request)
     outdir = tempfile.mkdtemp(prefix="mpcoa-npm-")
     _, active = build_commands(request, version=version, address=plan.server_addr, port=port,
-                               outdir=outdir, binary=binary, local=plan.bind_addr)
+                               outdir=outdir, binary=binary, local=plan.bind_addr,
+                               compress=True)
     cmd = ToolRun(tool="netperfmeter", server_argv=[], client_argv=active,
                   data_port=data_port(port, version), listen_port=port + 1,
                   ports=[port - 1, port, port + 1], client_timeout_s=request.duration_s + 60,

@@ -99,9 +99,14 @@ class SsPoller(threading.Thread):
 
 
 def _keep_max_buffers(ms: dict[str, Any], prev: dict[str, Any]) -> None:
-    """Autotuning grows buffers during a run: keep the largest value seen."""
+    """Autotuning grows buffers during a run: keep the largest value seen, and the latest
+    (``last_sndbuf``, ``last_rcvbuf``): a socket's buffer once its tool set it. A passive side
+    that sets the asked size only when the flow identifies itself (NetPerfMeter's accepted
+    socket, one RTT after accept) shows the kernel's defaults before, so the largest seen is not
+    what the run had there."""
     for k in ("sndbuf", "rcvbuf"):
         vals = [v for v in (ms.get(k), prev.get(k)) if v is not None]
+        ms[f"last_{k}"] = ms.get(k) if ms.get(k) is not None else prev.get(f"last_{k}")
         ms[k] = max(vals) if vals else None
 
 
@@ -112,8 +117,14 @@ class Observation:
     token: str | None
     subflows: list[ObservedSubflow] = field(default_factory=list)
     fallback_reason: str | None = None
-    buffers: dict[str, int | None] = field(default_factory=dict)
+    buffers: dict[str, int | None] = field(default_factory=dict)  #: the largest seen
+    buffers_last: dict[str, int | None] = field(default_factory=dict)  #: the latest seen
     raw: dict[str, Any] = field(default_factory=dict)
+
+    def buffers_for(self, asked: int | None) -> dict[str, int | None]:
+        """The buffers to check a request against: a size asked is locked once the tool sets
+        it, so the latest sample is the run's; autotuned buffers grow, so the largest is."""
+        return dict(self.buffers if asked is None else self.buffers_last)
 
     @property
     def subflow_bytes(self) -> dict[str, int]:
@@ -145,10 +156,11 @@ def observe(poller: SsPoller, pair: HostPair) -> Observation:
     elif msk.get("fallback"):
         fallback = "MPTCP connection fell back to TCP"
     peer = poller.receiver_msk.get((msk.get("local"), msk.get("lport")), {})
-    buffers = {"sender_sndbuf": msk.get("sndbuf"), "sender_rcvbuf": msk.get("rcvbuf"),
-               "receiver_sndbuf": peer.get("sndbuf"), "receiver_rcvbuf": peer.get("rcvbuf")}
+    buffers, last = ({f"{end}_{k}": sock.get(f"{prefix}{k}") for end, sock in
+                      (("sender", msk), ("receiver", peer)) for k in ("sndbuf", "rcvbuf")}
+                     for prefix in ("", "last_"))
     raw = {"ss_last": poller.last_raw, "ss_samples": poller.samples,
            "ss_errors": poller.errors, "ss_last_error": poller.last_error,
            "plain_tcp_connections": len(poller.plain_tcp)}
     return Observation(token=token, subflows=sorted(by_name.values(), key=lambda s: s.name),
-                       fallback_reason=fallback, buffers=buffers, raw=raw)
+                       fallback_reason=fallback, buffers=buffers, buffers_last=last, raw=raw)

@@ -160,12 +160,15 @@ class PacedBackend:
 
     def __init__(self, pair: HostPair, python: str = sys.executable,
                  leave_active: tuple[str, ...] = (), *, shared_clock: bool = True,
-                 receiver_wrapper: tuple[str, ...] = ()) -> None:
+                 receiver_wrapper: tuple[str, ...] = (), receiver_port: int | None = None
+                 ) -> None:
         self.pair = pair
         self.python = python
         self.leave_active = tuple(leave_active)
         self.shared_clock = shared_clock
         self.receiver_wrapper = tuple(receiver_wrapper)
+        #: a long-lived receiver's port (`probes.paced_server`): no receiver started per probe
+        self.receiver_port = receiver_port
 
     def capabilities(self) -> dict[str, Any]:
         s, r = check_host(self.pair.sender_ns), check_host(self.pair.receiver_ns)
@@ -181,12 +184,16 @@ class PacedBackend:
                     f"{side}: congestion control {request.cc!r} not available "
                     f"(have: {', '.join(caps[side]['congestion_controls'])})")
         plan = plan_subflows(self.pair, request, self.leave_active)
-        port = choose_port_triple([self.pair.sender_ns, self.pair.receiver_ns])
+        port = self.receiver_port or choose_port_triple([self.pair.sender_ns,
+                                                         self.pair.receiver_ns])
         server_argv, client_argv = build_commands(
             request, port=port, server_addr=plan.server_addr, bind_addr=plan.bind_addr,
             python=self.python, sync=1 if self.shared_clock else DEFAULT_SYNC)
+        if self.receiver_port is not None:
+            server_argv = []  # the resident receiver takes the probe's buffer from its hello
         out = run_probe(self.pair, plan, ToolRun(
-            tool="mpcoa-paced", server_argv=[*self.receiver_wrapper, *server_argv],
+            tool="mpcoa-paced",
+            server_argv=[*self.receiver_wrapper, *server_argv] if server_argv else [],
             client_argv=client_argv, data_port=port, listen_port=port,
             ports=[port - 1, port, port + 1],
             client_timeout_s=request.duration_s + 30, server_wait_s=DRAIN_S + 5))

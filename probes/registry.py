@@ -46,7 +46,13 @@ class _Bound:
 
                 request = MeasurementRequest(sender=s.name, receiver=r.name)
             pair = self.testbed.context(request)
-        return self.cls(pair, **self.kw)
+        kw = dict(self.kw)
+        if kw.pop("resident", False) and self.name == "paced":
+            # the receiver's namespace keeps one paced receiver between probes
+            from probes import paced_server
+
+            kw["receiver_port"] = paced_server.ensure(pair.receiver_ns)[0].port
+        return self.cls(pair, **kw)
 
     def measure(self, request: Any):
         return self._backend(request).measure(request)

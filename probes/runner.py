@@ -158,22 +158,27 @@ def drive(pair: HostPair, plan: SubflowPlan, cmd: ToolRun, out: RunOutput,
 
 def run_probe(pair: HostPair, plan: SubflowPlan, cmd: ToolRun) -> RunOutput:
     """Run one probe on one machine (serve + drive composed); the probe's connections are
-    aborted on both ends whatever happens."""
+    aborted on both ends whatever happens. No `cmd.server_argv`: the receiver's server is a
+    long-lived one already listening, left running (its listening sockets too)."""
     out = RunOutput(quiet=check_quiet(pair))
     out.settings = {"sender": mptcp_settings(pair.sender_ns),
                     "receiver": mptcp_settings(pair.receiver_ns)}
     out.started = utcnow()
     server: Server | None = None
     try:
-        server = serve(pair.receiver_ns, cmd, pair.receiver(cmd.server_argv))
+        if cmd.server_argv:
+            server = serve(pair.receiver_ns, cmd, pair.receiver(cmd.server_argv))
         drive(pair, plan, cmd, out)
-        out.server_stdout, out.server_stderr = server.finish(cmd.server_wait_s)
+        if server is not None:
+            out.server_stdout, out.server_stderr = server.finish(cmd.server_wait_s)
     finally:
         if server is not None:
             server.kill()
         out.ended = utcnow()
-        for ns in {pair.sender_ns, pair.receiver_ns}:
-            out.aborted_sockets += abort_connections(ns, cmd.ports)
+        out.aborted_sockets += abort_connections(pair.sender_ns, cmd.ports)
+        if pair.receiver_ns != pair.sender_ns:
+            out.aborted_sockets += abort_connections(pair.receiver_ns, cmd.ports,
+                                                     listeners=bool(cmd.server_argv))
     return out
 
 
@@ -206,7 +211,8 @@ def assemble(request: MeasurementRequest, pair: HostPair, plan: SubflowPlan, out
            # read by the service today; observed_subflows has the same and more
            "subflow_rtt_ms": {o.name: o.rtt_ms for o in obs.subflows if o.rtt_ms is not None},
            "backup_flag_seen": obs.backup_seen,
-           "aborted_sockets": out.aborted_sockets, "plan": {
+           "aborted_sockets": out.aborted_sockets, "buffers_largest_seen": obs.buffers,
+           "plan": {
                "allowed": plan.allowed, "excluded": plan.excluded, "bind": plan.bind_addr,
                "server": plan.server_addr, "leave_active": plan.leave_active}}
     result = MeasurementResult(
@@ -216,7 +222,8 @@ def assemble(request: MeasurementRequest, pair: HostPair, plan: SubflowPlan, out
         subflow_bytes=obs.subflow_bytes,
         backup_subflows=sorted(set(plan.excluded) | set(obs.backup_seen)),
         expected_subflows=plan.all, observed_subflows=obs.subflows,
-        effective_buffers=obs.buffers, buffers_set=dict(buffers_set or {}),
+        effective_buffers=obs.buffers_for(request.buffer_bytes),
+        buffers_set=dict(buffers_set or {}),
         quiet_check=out.quiet,
         kernel={**kernel_info(pair.sender_ns), **kernel_extra}, mptcp_settings=out.settings,
         started_at=out.started, ended_at=out.ended, mptcp_ok=obs.fallback_reason is None,

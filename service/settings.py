@@ -304,8 +304,8 @@ def get_settings() -> Settings:
 
 
 class ProbeSettings(BaseSettings):
-    """The probes' own settings (probes/environment.py asks for them): read afresh at each use,
-    as the probes read them at the moment they need them."""
+    """The probes' own settings (probes/environment.py asks for them): as the environment
+    and .env are at each use, as the probes read them at the moment they need them."""
 
     model_config = SettingsConfigDict(env_prefix="MPCOA_", env_file=".env", extra="ignore")
 
@@ -331,12 +331,35 @@ class ProbeSettings(BaseSettings):
         "unset: 4096")
 
 
+_probe_settings: tuple[tuple, ProbeSettings] | None = None
+
+
+def _probe_settings_now() -> ProbeSettings:
+    """ProbeSettings as the environment and the .env file are now: built again only when one
+    of them changed (a probe asks about ten times, and building them cost 10 ms each)."""
+    global _probe_settings
+    env = tuple(sorted((k.upper(), v) for k, v in os.environ.items()
+                       if k.upper().startswith("MPCOA_")))
+    try:
+        st = os.stat(".env")
+        dotenv: tuple | None = (os.path.abspath(".env"), st.st_mtime_ns, st.st_size)
+    except OSError:
+        dotenv = None
+    key = (env, dotenv)
+    cached = _probe_settings
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    built = ProbeSettings()  # a bad value raises here, and nothing is kept
+    _probe_settings = (key, built)
+    return built
+
+
 def probe_setting(name: str):
     """One of ProbeSettings' values; a bad value is a ValueError that names its variable."""
     from pydantic import ValidationError
 
     try:
-        return getattr(ProbeSettings(), name)
+        return getattr(_probe_settings_now(), name)
     except ValidationError as exc:
         bad = "; ".join(f"MPCOA_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']} "
                         f"(got {e.get('input')!r})" for e in exc.errors(include_url=False))

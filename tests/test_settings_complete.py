@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from service.settings import ProbeSettings, Settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,3 +46,29 @@ def test_only_service_settings_reads_mpcoa_variables():
     assert DIRECT_READ.search('raw = os.environ.get("MPCOA_X", "1")')
     assert DIRECT_READ.search('os.environ["MPCOA_X"]')
     assert not DIRECT_READ.search('os.environ["MPCOA_X"] = "1"')
+
+
+def test_the_probes_settings_follow_the_environment_and_are_built_once_while_it_stays(
+        monkeypatch, tmp_path):
+    """A probe asks for its settings about ten times: they are built again only when an
+    MPCOA_ variable or the .env file changed, and a change is seen at the next ask."""
+    from service import settings as settings_module
+    from service.settings import probe_setting
+
+    monkeypatch.chdir(tmp_path)  # an .env of this test's own
+    monkeypatch.setenv("MPCOA_QUIET_TIMEOUT_S", "7")
+    assert probe_setting("quiet_timeout_s") == 7.0
+    built = settings_module._probe_settings
+    assert probe_setting("quiet_timeout_s") == 7.0 and settings_module._probe_settings is built
+    monkeypatch.setenv("MPCOA_QUIET_TIMEOUT_S", "8")
+    assert probe_setting("quiet_timeout_s") == 8.0
+    monkeypatch.delenv("MPCOA_QUIET_TIMEOUT_S")
+    (tmp_path / ".env").write_text("MPCOA_EXCLUDED_MAX_BYTES=9000\n")
+    assert probe_setting("excluded_max_bytes") == 9000
+    (tmp_path / ".env").write_text("MPCOA_EXCLUDED_MAX_BYTES=12345\n")
+    assert probe_setting("excluded_max_bytes") == 12345
+    monkeypatch.setenv("MPCOA_QUIET_TIMEOUT_S", "-1")  # refused, and nothing kept
+    with pytest.raises(ValueError, match="MPCOA_QUIET_TIMEOUT_S"):
+        probe_setting("quiet_timeout_s")
+    monkeypatch.setenv("MPCOA_QUIET_TIMEOUT_S", "3")
+    assert probe_setting("quiet_timeout_s") == 3.0

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from probes.context import HostPair
-from probes.observer import SsPoller, observe
+from probes.observer import SsPoller, _keep_max_buffers, observe
 from probes.sstats import parse_skmem, parse_ss_msk, parse_ss_subflows
 
 DATA = Path(__file__).parent / "data"
@@ -55,6 +55,32 @@ def test_observe_builds_named_subflows_and_both_ends_buffers():
     mib2 = 2 * 1024 * 1024
     assert obs.buffers == {"sender_sndbuf": mib2, "sender_rcvbuf": mib2,
                            "receiver_sndbuf": mib2, "receiver_rcvbuf": mib2}
+
+
+def test_a_buffer_asked_is_read_as_the_run_had_it_and_autotuned_ones_at_their_largest():
+    """NetPerfMeter's passive side sets the asked buffer on its accepted socket only when the
+    flow identifies itself: a receiver sample before that reads the kernel's defaults (seen on
+    SRL-HU: rb 131072 with 16 KiB asked). A size asked is locked once set, so the check reads
+    the latest sample; an autotuned buffer grows, so the largest."""
+    p = SsPoller(None, PORT, watch_receiver=True)
+    for sf in parse_ss_subflows((DATA / "ss_tinm_sender.txt").read_text()):
+        if sf["rport"] == PORT and sf["token"]:
+            p.subflows[(sf["token"], sf["local"], sf["lport"], sf["remote"], sf["rport"])] = sf
+    for ms in parse_ss_msk((DATA / "ss_minm_sender.txt").read_text()):
+        if ms["rport"] == PORT and ms["token"]:
+            _keep_max_buffers(ms, {})
+            p.msk[ms["token"]] = ms
+    for ms in parse_ss_msk((DATA / "ss_minm_receiver.txt").read_text()):
+        accepted = {**ms, "rcvbuf": 131072 * 32, "sndbuf": 87040 * 32}  # before it was set
+        _keep_max_buffers(accepted, {})
+        _keep_max_buffers(ms, accepted)
+        p.receiver_msk[(ms["remote"], ms["rport"])] = ms
+    obs = observe(p, PAIR)
+    mib2 = 2 * 1024 * 1024
+    assert obs.buffers["receiver_rcvbuf"] == 131072 * 32  # the largest seen
+    assert obs.buffers_for(1 << 20) == {"sender_sndbuf": mib2, "sender_rcvbuf": mib2,
+                                        "receiver_sndbuf": mib2, "receiver_rcvbuf": mib2}
+    assert obs.buffers_for(None) == obs.buffers
 
 
 def test_no_subflow_seen_is_plain_tcp():

@@ -167,3 +167,33 @@ def test_a_receiver_clock_offset_by_a_known_amount_is_estimated_and_taken_out(de
     receiver = json.loads(r.artifacts["paced-receiver.json"])
     raw_min = min(rx - tx for _, tx, rx, _ in receiver["frames"]) / 1000
     assert raw_min > shift_s * 1000 - 1, raw_min  # the stamps themselves are SHIFT_S apart
+
+
+def test_a_receiver_kept_between_probes_serves_them_with_their_own_buffers(delay_bed):
+    """The campaign's way (`resident`): the receiver's namespace keeps one paced receiver; two
+    probes with different buffers run on it, each read back as asked, its listening sockets
+    left open between them (the probe's connections alone are aborted)."""
+    from probes import paced_server
+    from probes.netns import run_ns
+
+    def probe(buffer):
+        return delay_bed.measure(MeasurementRequest(
+            sender="A", receiver="B", cc="cubic", duration_s=3, warmup_s=1, buffer_bytes=buffer,
+            allowed_subflows=["U-D"], path_manager="PCDC",
+            profile=TrafficProfile.paced(50, 1200)), backend="paced", resident=True)
+
+    try:
+        first = probe(1 << 20)
+        ns = delay_bed.ns("B")
+        receiver, started = paced_server.ensure(ns)
+        assert not started, "the first probe started the receiver, the campaign keeps it"
+        listening = run_ns(ns, ["ss", "-ltnH", "sport", "=", f":{receiver.port}"]).stdout
+        assert listening.strip(), "the receiver's listening socket was aborted with the probe"
+        second = probe(256 * 1024)
+        assert paced_server.ensure(ns) == (receiver, False)
+        for r, asked in ((first, 1 << 20), (second, 256 * 1024)):
+            assert r.failure_reason() is None, r.failure_reason()
+            assert set(r.effective_buffers.values()) == {2 * asked}, r.effective_buffers
+            assert r.frames is not None and r.frames.frames_received == r.frames.frames_sent > 50
+    finally:
+        paced_server.stop_all()

@@ -85,9 +85,7 @@ def test_an_adaptive_campaign_settles_on_the_real_testbed(sites, testbed, tmp_pa
 @pytest.mark.netperfmeter
 def test_a_stream_campaign_on_netperfmeter(sites, testbed, tmp_path):
     """`--probe-tool netperfmeter`: every phase's probes, bulk and the stream's paced ones, run
-    on NetPerfMeter 2.x; the paced ones carry its frames. Needs MPCOA_NETPERFMETER (2.x).
-    5 s probes: its vectors have one row a second, and a 3 s probe's last row is sometimes
-    not written, which leaves no interval after a 1.5 s warm-up."""
+    on NetPerfMeter 2.x; the paced ones carry its frames. Needs MPCOA_NETPERFMETER (2.x)."""
     import os
 
     topology_id, env = embedded_database(sites, tmp_path)

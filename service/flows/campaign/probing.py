@@ -72,6 +72,8 @@ class TestbedProber:
             kwargs["binary"] = self.iperf3_binary
         if backend == "netperfmeter" and self.netperfmeter_binary:
             kwargs["binary"] = self.netperfmeter_binary
+        if backend == "paced":
+            kwargs["resident"] = True  # a receiver kept between probes saves a start each
         return self._attach().measure(request, backend=backend, **kwargs)
 
 
