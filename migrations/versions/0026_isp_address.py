@@ -23,5 +23,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("isps") as batch:
-        batch.drop_column("address")
+    if op.get_bind().dialect.name == "sqlite":
+        # SQLite drops a column in place since 3.35; a batch would recreate the table, and
+        # dropping the old one fails while other tables' foreign keys point at it
+        op.execute("ALTER TABLE isps DROP COLUMN address")
+    else:
+        op.drop_column("isps", "address")

@@ -77,7 +77,9 @@ def test_every_page_and_link_answers_200_after_a_real_campaign(sites, testbed, t
 
 def test_a_real_stream_campaigns_pages_answer_200_and_draw_its_frame_charts(
         sites, testbed, tmp_path):
-    with calibrated(sites, tmp_path, "--stream-mbps", "1", "--cc", "reno", "--duration", "3") as (
+    # grid mode: every arm measured at every buffer, so each draws a CDF per buffer
+    with calibrated(sites, tmp_path, "--stream-mbps", "1", "--cc", "reno", "--duration", "3",
+                    "--mode", "grid") as (
             client, _topology_id, campaign, rec, seen):
         assert campaign["objective"]["kind"] == "stream" and rec["stream"] is not None
         # beside p99, the seeds' figures of the answer's point, from its probes' frames
