@@ -119,3 +119,32 @@ def test_a_stream_drops_a_jittery_subflow_that_adds_goodput(db_session, client, 
     page = report._selection_page(data)
     assert page.axes[0].get_ylabel() == "cubic\np99 frame delay (ms)"
     assert report.render_pdf(data).startswith(b"%PDF")
+
+
+def test_a_streams_selection_runs_on_the_reference_cc_and_the_others_share_it(db_session):
+    """A stream below capacity fills no window: which subflows hold frames back is the paths'
+    doing, so the selection's paced probes run on one CC and every other CC shares its SP*."""
+    settings = Settings(run_campaigns=False, _env_file=None)
+    topology = inventory.ensure_topology(
+        db_session, spec=TopologySpec.model_validate({"local": UIT, "remote": HAW}))
+    names = [sf.name for sf in topology.subflows]
+    c = new_campaign(db_session, topology.id, ccs=["cubic", "reno"], runs=2, duration_s=2,
+                     mode="adaptive", buffer_grid_mib=[0.05, 0.1, 0.2],
+                     objective=Objective.model_validate(STREAM))
+    prober = KernelOffers({"cubic", "reno"})
+    steps = []
+    while (advance := next_step(db_session, campaign_id=c.id, prober=prober,
+                                settings=settings)).step is not None:
+        steps.append(advance.step)
+        _record(db_session, c.id, advance.step, names)
+    assert advance.finish, c.error
+    selection = [s for s in steps if s.phase == "selection"]
+    assert selection and len({s.cc for s in selection}) == 1
+    reference = selection[0].cc
+    assert selected_subsets(c) == {"cubic": ["P-D"], "reno": ["P-D"]}
+    other = next(cc for cc in ("cubic", "reno") if cc != reference)
+    assert c.run_state.selection.ccs[other].shared_from == reference
+    assert c.run_state.selection.ccs[reference].shared_from is None
+    for s in steps:  # both CCs' PCDC arms run the shared SP*
+        if s.phase == "buffer" and s.pm == "PCDC":
+            assert list(s.allowed_subflows) == ["P-D"]

@@ -86,3 +86,40 @@ def test_a_stream_campaign_sweeps_adaptively_and_answers_with_its_decision(db_se
     rec = db_session.get(Recommendation, finish_campaign(db_session, campaign_id=c.id))
     assert (rec.opm, rec.occ, rec.obs_mib) == ("FullMesh", "reno", 0.06)
     assert rec.outputs["stream"]["p99_ms"] == pytest.approx(30.6)
+
+
+def test_a_failed_probe_at_the_best_arms_reference_point_is_asked_again(db_session):
+    """A rejected probe (a backup subflow took reinjected bytes) says nothing about the stream:
+    reno, the best arm, keeps its place when its first probe at the grid's middle failed."""
+    settings = Settings(run_campaigns=False, impact_max_runs=1, _env_file=None)
+    objective = Objective.model_validate({"kind": "stream", "bitrate_mbps": 2})
+    spec = TopologySpec.model_validate({"local": {**SRL, "isps": SRL["isps"][:1]},
+                                        "remote": {**HU, "isps": HU["isps"][:1]}})
+    c = new_campaign(db_session, inventory.ensure_topology(db_session, spec=spec).id,
+                     ccs=["reno", "cubic"], runs=2, duration_s=2, buffer_grid_mib=GRID,
+                     mode="adaptive", objective=objective)
+    db_session.flush()
+    buffer_steps, failed = [], []
+    prober = KernelOffers({"reno", "cubic"})
+    while (advance := next_step(db_session, campaign_id=c.id, prober=prober,
+                                settings=settings)).step is not None:
+        step = advance.step
+        tp, raw, status, error = 2.0, None, "ok", None
+        if step.phase == "buffer":
+            buffer_steps.append((step.pm, step.cc, step.bs_mib))
+            tp, stats = frames(step.bs_mib, step.cc)
+            raw = json.dumps({"frames": stats.model_dump(mode="json")})
+            if step.cc == "reno" and not failed:
+                failed.append(step.bs_mib)
+                status, error = "failed", "subflow U-C: excluded but carried 4625 bytes"
+        recording.record(db_session, MeasurementRecord(
+            campaign_id=c.id, phase=step.phase, pm=step.pm, cc=step.cc, bs_mib=step.bs_mib,
+            run=step.run, excluded_subflow=step.excluded_subflow, subflows=["U-C"],
+            duration_s=2, goodput_mbps=[tp, tp] if status == "ok" else [],
+            tool="mpcoa-paced", raw_output=raw if status == "ok" else None, status=status,
+            error=error, started_at=T0, finished_at=T0 + timedelta(seconds=2)))
+    assert advance.finish, c.error
+    assert failed and buffer_steps.count(("FullMesh", "reno", failed[0])) >= 2  # asked again
+    d = stream_answer(db_session, c, objective, c.delta).decision
+    assert (d.opm, d.occ) == ("FullMesh", "reno")
+    assert "FullMesh/reno" in d.carrying

@@ -53,8 +53,10 @@ def advance(ctx: Context) -> PhaseVerdict:
     if measured_selection(campaign) is not None or len(ctx.subflows) < 2:
         return DONE  # decided already, or nothing to choose between
     objective = objective_of(campaign.objective)
-    bulk_runs = _runs(ctx)
-    # the reference is the CC whose bulk TP_0 gave most, for a stream too (its impact probes)
+    # the reference is the CC whose bulk TP_0 gave most, for a stream too: from its impact
+    # probes only, since a paced all-subflows selection probe's goodput is the stream's rate (it
+    # took the reference away from the CC being measured, and every CC ran its selection twice)
+    bulk_runs = _runs(ctx, ("impact",) if objective.is_stream else ("impact", "selection"))
     order = _reference_first(campaign.active_ccs, bulk_runs, len(ctx.subflows))
     runs = stream.stream_runs(ctx) if objective.is_stream else bulk_runs
     done: dict[str, SelectionResult] = {}
@@ -67,6 +69,9 @@ def advance(ctx: Context) -> PhaseVerdict:
     rates = LinkCapacity.of(ctx.spec)
     rtts = {sf.name: sf.rtt_ms for sf in campaign.topology.subflows if sf.rtt_ms is not None}
     for cc in order:
+        if objective.is_stream and reference is not None:
+            done[cc] = stream.shared(reference, cc)  # no probes of its own (see `shared`)
+            continue
         samples, failures = runs.get(cc, ({}, {}))
         settings = dict(cc=cc, reference=reference, budget=_budget(campaign),
                         negligible=campaign.delta / 2, min_gain=campaign.delta / 2, rtts_ms=rtts)
@@ -130,13 +135,13 @@ def _reference_first(ccs: Sequence[str], runs, n_subflows: int) -> list[str]:
     return sorted(ccs, key=lambda cc: (-tp0(cc), list(ccs).index(cc)))
 
 
-def _runs(ctx: Context) -> dict[str, tuple[dict[Subset, list[float]], dict[Subset, int]]]:
-    """Per CC the measured goodput per subset (selection runs, TP_0, TP_i) and the failed
-    selection probes per subset."""
+def _runs(ctx: Context, phases: tuple[str, ...] = ("impact", "selection")
+          ) -> dict[str, tuple[dict[Subset, list[float]], dict[Subset, int]]]:
+    """Per CC the measured goodput per subset (selection runs, TP_0, TP_i, of `phases`) and the
+    failed selection probes per subset."""
     names = ctx.subflows
     out: dict[str, tuple[dict[Subset, list[float]], dict[Subset, int]]] = {}
-    rows = measurements.list_runs(ctx.session, campaign_id=ctx.campaign.id,
-                                  phases=("impact", "selection"))
+    rows = measurements.list_runs(ctx.session, campaign_id=ctx.campaign.id, phases=phases)
     for m in rows:
         if m.bs_mib != IMPACT_BS_MIB:
             continue  # the fixed-buffer check's probes (`fixed_buffer_check`): not autotuned
@@ -189,7 +194,7 @@ def _store(ctx: Context, done: dict[str, SelectionResult], states, checks) -> No
         if cc in impacts and res.estimate is not None:
             # a stream's runs are delay scores: Ω's subset against them is not a goodput gain
             comparison = compare_with_omega(res, impacts[cc],
-                                            None if objective.is_stream else states[cc])
+                                            None if objective.is_stream else states.get(cc))
             entry["omega"] = {
                 "subset": list(comparison.omega), "agree": comparison.agree,
                 "statement": comparison.statement(res.subflows),

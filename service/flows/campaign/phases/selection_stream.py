@@ -6,16 +6,23 @@ The impact phase's probes stay bulk (TP_0, TP_i: Ω and the reference CC's order
 selection's own probes, paced at the stream's frame rate and size (`executor.profile_of`), say
 what a subset does to frame delay, so only they are runs here. The fixed-buffer check is a
 goodput check and is not made: a stream below its paths' capacity does not fill the buffer.
+
+The selection runs on the reference CC only, and every other CC shares its SP* (`shared`): a
+stream below its paths' capacity never fills a congestion window, so which subflows hold frames
+back is the paths' doing (their jitter, loss and delay), not the CC's. Checked per CC as the
+bulk selection does, it cost 18-19 paced probes on shared.yaml and stream-radio.yaml, more than
+the sweep, and the campaign over half the stream oracle's probe-seconds.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from ....algorithm.objective import Objective
 from ....algorithm.selection_stream import p99_change, p99_view, stream_state
-from ....algorithm.selection_types import SelectionState
+from ....algorithm.selection_types import SelectionResult, SelectionState
 from ....algorithm.stream_choice import StreamRun
 from ....algorithm.subset_stats import Subset
 from ....store import measurements
@@ -49,6 +56,11 @@ def stream_runs(ctx: Context) -> dict[str, tuple[dict[Subset, list[StreamRun]], 
         else:
             failures[subset] = failures.get(subset, 0) + 1
     return out
+
+
+def shared(reference: SelectionResult, cc: str) -> SelectionResult:
+    """The reference CC's selection as `cc`'s: its SP*, path and figures, `shared_from` it."""
+    return dataclasses.replace(reference, cc=cc, shared_from=reference.cc, contradicted=())
 
 
 def state(subflows: Sequence[str], runs, failures, objective: Objective,

@@ -4,8 +4,11 @@ the leader's buffers by bisection, repeats only where the decision is open), unt
 is settled or the budget (or the grid's probe count) is spent. The decision is stored with the
 campaign and *is* its answer at finish (`flows.answers.decided.decided_stream`).
 
-A point whose paced probe stalled, or that has no ok probe after its tries, does not carry the
-stream: that one probe decides it and it is never asked again."""
+A point whose paced probe stalled does not carry the stream: that one probe decides it and it is
+never asked again. A probe that *failed* (the tool, or the check of its subflow set: a backup
+subflow that took a few KiB of reinjected data) says nothing about the stream; the point is asked
+again, and only after `MAX_FAILED_TRIES` failures and no ok probe does it count as not carrying
+(one rejected probe at PCDC's reference point took the best arm out of the sweep)."""
 
 from __future__ import annotations
 
@@ -17,8 +20,9 @@ from ....algorithm.arm import Arm
 from ....algorithm.objective import objective_of
 from ....algorithm.stream_sweep import decide_stream_sweep
 from ....store import campaigns as campaign_store
+from ....store import measurements
 from ...answers.decided import stream_note
-from ...answers.stream_answer import CONFIDENCE, NO_PROBE, measured_runs
+from ...answers.stream_answer import CONFIDENCE, NO_PROBE, measured_runs, stalled
 from .. import budget
 from ..plan import ProbeStep
 from ..selected import merged_into_fullmesh, sweep_arms
@@ -26,6 +30,9 @@ from .base import DONE, Context, PhaseVerdict, probe
 from .fitting import buffer_samples, fit
 
 name = "sweep"
+#: failed probes of one point, none ok, after which it counts as not carrying (the selection's
+#: `MAX_FAILURES`): a fault that repeats there is the point's, not chance
+MAX_FAILED_TRIES = 3
 
 
 def advance(ctx: Context) -> PhaseVerdict:
@@ -34,8 +41,8 @@ def advance(ctx: Context) -> PhaseVerdict:
     arms = [Arm(*a) for a in sweep_arms(campaign)]
     tried = buffer_samples(ctx).tried
     runs = measured_runs(ctx.session, campaign, campaign.delta).runs
-    for (pm, cc, bs), count in tried.items():  # tried, never ok: it does not carry
-        if count and not runs.get(Arm(pm, cc), {}).get(bs):
+    for (pm, cc, bs), count in failed_probes(ctx).items():  # failed each try: not carrying
+        if count >= MAX_FAILED_TRIES and not runs.get(Arm(pm, cc), {}).get(bs):
             runs.setdefault(Arm(pm, cc), {})[bs] = [NO_PROBE]
     decision = decide_stream_sweep(
         arms, campaign.buffer_grid_mib, runs, rate_mbps=objective.rate_mbps,
@@ -56,6 +63,17 @@ def advance(ctx: Context) -> PhaseVerdict:
     budget.settle(campaign)
     fit(ctx, required=False)  # the curves only; the answer is the decision
     return DONE
+
+
+def failed_probes(ctx: Context) -> dict[tuple[str, str, float], int]:
+    """(PM, CC, buffer) -> how many of its paced probes failed (no figures recorded); a
+    stalled one counts as every try (it is never retried into the same stall)."""
+    out: dict[tuple[str, str, float], int] = {}
+    for m in measurements.list_buffer_runs(ctx.session, campaign_id=ctx.campaign.id):
+        if m.status != "ok" or stalled(m):
+            key = (m.pm, m.cc, float(m.bs_mib))
+            out[key] = out.get(key, 0) + (MAX_FAILED_TRIES if stalled(m) else 1)
+    return out
 
 
 def _step(ctx: Context, wanted: adaptive.WantedProbe, run: int) -> ProbeStep:
