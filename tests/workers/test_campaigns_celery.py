@@ -226,6 +226,7 @@ def test_failing_probe_is_retried_then_recorded_and_the_campaign_goes_on(
     later = broker_api.post("/recommendations", json={"topology_id": done["topology_id"]}).json()
     for rec in (own, later):
         assert rec["occ"] == "cubic" and rec["campaign_id"] == cid
-        assert "missing_measurements:3" in rec["quality_flags"]
+        # every failed probe counts: the 3 of reno, and any other this busy host failed
+        assert f"missing_measurements:{len(notes['failed_probes'])}" in rec["quality_flags"]
         assert any(f.startswith("dropped_ccs:") and "reno" in f for f in rec["quality_flags"])
 
