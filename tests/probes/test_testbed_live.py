@@ -29,7 +29,10 @@ CAPACITY_MBPS = 18.0  # min-cut of small_spec: uplinks 12 + 6, downlinks 12 + 6
 def check_result(r: MeasurementResult, capacity: float) -> None:
     assert r.mptcp_ok, r.fallback_reason
     assert r.tool == "iperf3" and re.fullmatch(r"\d+\.\d+(\.\d+)?", r.tool_version)
-    assert 0.70 * capacity <= r.goodput_mbps <= 1.05 * capacity, (r.goodput_mbps, capacity)
+    # Above the min-cut only by what a 2 s window after warm-up can gain on a busy host (the
+    # shapers' buckets, the intervals' timing: 19.1 of 18 seen once); a shaper that let more
+    # through would show far above it.
+    assert 0.70 * capacity <= r.goodput_mbps <= 1.12 * capacity, (r.goodput_mbps, capacity)
     assert len(r.goodput_series) >= 3
     assert r.started_at < r.ended_at
     assert r.mptcp_settings["sender"]["endpoints"]
