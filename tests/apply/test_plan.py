@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from service.algorithm.topology import TopologySpec
 from service.flows.applying import site_plan as ap
+from service.flows.applying.endpoint_ids import endpoint_ids
 
 
 def _spec(local=("U", "K"), remote=("C", "D")) -> TopologySpec:
@@ -157,8 +158,8 @@ def test_an_implicit_endpoints_id_is_left_to_it_unless_it_holds_the_same_address
 
 
 def test_without_implicit_endpoints_the_ids_are_one_two_in_order():
-    assert ap.endpoint_ids(["U", "K"], LOCAL, []) == {"U": 1, "K": 2}
+    assert endpoint_ids(["U", "K"], LOCAL, []) == {"U": 1, "K": 2}
     mapped_same = [{"id": 1, "address": "::ffff:10.1.0.1"}]
-    assert ap.endpoint_ids(["U", "K"], LOCAL, mapped_same) == {"U": 1, "K": 2}
+    assert endpoint_ids(["U", "K"], LOCAL, mapped_same) == {"U": 1, "K": 2}
     held = [{"id": 2, "address": "10.1.1.1"}, {"id": 1, "address": "10.5.5.5"}]
-    assert ap.endpoint_ids(["U", "K"], LOCAL, held) == {"U": 3, "K": 2}
+    assert endpoint_ids(["U", "K"], LOCAL, held) == {"U": 3, "K": 2}
