@@ -2,7 +2,7 @@
 
 from .applied import APPLY_STATES, AppliedAnswer
 from .base import Base, JSONType, UTCDateTime, utcnow
-from .campaign_state import STATE_VERSION, CampaignState, ImportOrigin, OmegaCCs, Warm
+from .campaign_state import STATE_VERSION, CampaignState, ImportOrigin, OmegaCCs, Tally, Warm
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
 from .selection_state import (
     OmegaView,
@@ -19,6 +19,16 @@ from .sites import (
     SchedulerLease,
     SiteCapabilities,
     SiteLock,
+)
+from .sweep_decision import (
+    BulkSweepDecision,
+    DecidedPromise,
+    PathVariation,
+    SpreadAtObs,
+    StoredAlternative,
+    StreamSweepDecision,
+    SweepDecision,
+    read_sweep_decision,
 )
 from .tables import (
     ACTIVE_CAMPAIGN_STATES,
@@ -66,8 +76,10 @@ __all__ = [
     "AppliedAnswer",
     "Base",
     "BrowserSession",
+    "BulkSweepDecision",
     "Campaign",
     "CampaignState",
+    "DecidedPromise",
     "FitRecord",
     "ImpactFactor",
     "ImportOrigin",
@@ -76,6 +88,7 @@ __all__ = [
     "MeasurementArtifact",
     "OmegaCCs",
     "OmegaView",
+    "PathVariation",
     "ProbeSession",
     "RecalibrationEvent",
     "RecalibrationSchedule",
@@ -89,9 +102,15 @@ __all__ = [
     "Site",
     "SiteCapabilities",
     "SiteLock",
+    "SpreadAtObs",
+    "StoredAlternative",
+    "StreamSweepDecision",
     "Subflow",
+    "SweepDecision",
+    "Tally",
     "Topology",
     "UTCDateTime",
     "Warm",
+    "read_sweep_decision",
     "utcnow",
 ]

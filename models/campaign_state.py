@@ -7,10 +7,11 @@ writes it as this type; nothing reads the stored JSON by key but `from_dict`.
 
 Frozen: a phase that decides something makes a new state (`dataclasses.replace`) and assigns it,
 so SQLAlchemy sees the change and nothing shares a half-updated state. The nested values a phase
-keeps as JSON (the sweep's decision, a warm check's report) are the JSON forms their own types
-write; the state names them, it does not re-type them. The measured selection
-(`models.selection_state.Selection`), Ω's CCs (`OmegaCCs`) and an import's origin
-(`ImportOrigin`) are typed; a stored or hand-written dict of one is read as it.
+keeps as JSON (a warm check's report, a failed probe) are the JSON forms their own types write;
+the state names them, it does not re-type them. The measured selection
+(`models.selection_state.Selection`), the sweep's decision (`models.sweep_decision`), Ω's CCs
+(`OmegaCCs`) and an import's origin (`ImportOrigin`) are typed; a stored or hand-written dict of
+one is read as it.
 
 `legacy_notes` and `from_legacy` convert to and from the layout before the state existed (the
 `notes` column and the budget columns): bundle format version 1 carries it, and the campaign
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .selection_state import Selection
+from .sweep_decision import SweepDecision, read_sweep_decision
 
 STATE_VERSION = 1
 
@@ -43,6 +45,32 @@ _NOTE_FIELDS = {
 
 
 @dataclass(frozen=True)
+class Tally:
+    """One budget phase's probes and probe-seconds (planned, or spent)."""
+
+    probes: int = 0
+    probe_seconds: float = 0.0
+
+    def plus(self, probe_seconds: float) -> Tally:
+        """This tally with one more probe of `probe_seconds`."""
+        return Tally(self.probes + 1, self.probe_seconds + float(probe_seconds))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"probes": self.probes, "probe_seconds": self.probe_seconds}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | Tally) -> Tally:
+        if isinstance(data, Tally):
+            return data
+        return cls(probes=int(data.get("probes", 0)),
+                   probe_seconds=float(data.get("probe_seconds", 0.0)))
+
+
+def _tallies(data: Mapping[str, Any]) -> dict[str, Tally]:
+    return {phase: Tally.from_dict(t) for phase, t in data.items()}
+
+
+@dataclass(frozen=True)
 class Budget:
     """The probe budget: the cap and the counts every phase books to, in one place.
 
@@ -57,13 +85,18 @@ class Budget:
     planned: int = 0
     done: int = 0
     used_s: float = 0.0
-    phase_plan: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    spent: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    phase_plan: Mapping[str, Tally] = field(default_factory=dict)
+    spent: Mapping[str, Tally] = field(default_factory=dict)
     asked: Mapping[str, int] = field(default_factory=dict)
     settled: bool = False
     exhausted: bool = False
     extra_impact_runs: Mapping[str, int] = field(default_factory=dict)
     extra_rounds: int = 0
+
+    def __post_init__(self) -> None:
+        # a tally given in its stored form (a seed, `from_dict`) is read as a `Tally`
+        object.__setattr__(self, "phase_plan", _tallies(self.phase_plan))
+        object.__setattr__(self, "spent", _tallies(self.spent))
 
     def left_s(self) -> float | None:
         """Probe-seconds left of the cap; None: no cap."""
@@ -74,7 +107,13 @@ class Budget:
         return 0.0 if not self.planned else min(1.0, self.done / self.planned)
 
     def spent_probes(self, phase: str) -> int:
-        return int((self.spent.get(phase) or {}).get("probes", 0))
+        return self.spent.get(phase, Tally()).probes
+
+    def charged(self, phase: str, probe_seconds: float) -> Budget:
+        """The budget with one more probe of `probe_seconds` done, booked to `phase`."""
+        return replace(self, done=self.done + 1, used_s=self.used_s + float(probe_seconds),
+                       spent={**self.spent,
+                              phase: self.spent.get(phase, Tally()).plus(probe_seconds)})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,8 +129,8 @@ class Budget:
         return cls(
             cap_s=data.get("cap_s"), planned=int(data.get("planned", 0)),
             done=int(data.get("done", 0)), used_s=float(data.get("used_s", 0.0)),
-            phase_plan=_plain(data.get("phase_plan") or {}),
-            spent=_plain(data.get("spent") or {}), asked=dict(data.get("asked") or {}),
+            phase_plan=_tallies(data.get("phase_plan") or {}),
+            spent=_tallies(data.get("spent") or {}), asked=dict(data.get("asked") or {}),
             settled=bool(data.get("settled", False)), exhausted=bool(data.get("exhausted", False)),
             extra_impact_runs=dict(data.get("extra_impact_runs") or {}),
             extra_rounds=int(data.get("extra_rounds", 0)),
@@ -191,7 +230,8 @@ class CampaignState:
     - `omega_ccs`: adaptive mode, the CCs Ω was measured under and why (`OmegaCCs`);
     - `unsettled_omegas`: per CC the subflows whose Ω sign stayed unsettled;
     - `selection`: the measured selection once done (`Selection`: per CC a `SelectedCC`);
-    - `sweep_decision`: the adaptive sweep's decision ({"stop", "opm", "occ", "promise", ...});
+    - `sweep_decision`: the adaptive sweep's decision (`BulkSweepDecision` or
+      `StreamSweepDecision`);
     - `grid_extended`, `grid_below_plateau`: how the grid sweep met the plateau;
     - `failed_probes`, `unfitted_arms`: what the answer must say is missing;
     - `imported`: where an imported campaign came from (`ImportOrigin`);
@@ -204,7 +244,7 @@ class CampaignState:
     omega_ccs: OmegaCCs | None = None
     unsettled_omegas: Mapping[str, list[str]] | None = None
     selection: Selection | None = None
-    sweep_decision: Mapping[str, Any] | None = None
+    sweep_decision: SweepDecision | None = None
     grid_extended: tuple[float, ...] | None = None
     grid_below_plateau: float | None = None
     failed_probes: tuple[Mapping[str, Any], ...] | None = None
@@ -215,11 +255,12 @@ class CampaignState:
     def __post_init__(self) -> None:
         # a typed part given in its stored form (a bundle, a test's seed) is read as its type;
         # frozen, so set once here
-        for name, kind in (("selection", Selection), ("omega_ccs", OmegaCCs),
-                           ("imported", ImportOrigin)):
+        for name, read in (("selection", Selection.from_dict), ("omega_ccs", OmegaCCs.from_dict),
+                           ("imported", ImportOrigin.from_dict),
+                           ("sweep_decision", read_sweep_decision)):
             value = getattr(self, name)
-            if value is not None and not isinstance(value, kind):
-                object.__setattr__(self, name, kind.from_dict(value))
+            if value is not None:
+                object.__setattr__(self, name, read(value))
 
     def with_budget(self, **changes: Any) -> CampaignState:
         return replace(self, budget=replace(self.budget, **changes))
@@ -232,7 +273,8 @@ class CampaignState:
             "omega_ccs": None if self.omega_ccs is None else self.omega_ccs.to_dict(),
             "unsettled_omegas": _plain(self.unsettled_omegas),
             "selection": None if self.selection is None else self.selection.to_dict(),
-            "sweep_decision": _plain(self.sweep_decision),
+            "sweep_decision": (None if self.sweep_decision is None
+                               else self.sweep_decision.to_dict()),
             "grid_extended": _plain(self.grid_extended),
             "grid_below_plateau": self.grid_below_plateau,
             "failed_probes": _plain(self.failed_probes),
@@ -257,7 +299,7 @@ class CampaignState:
             omega_ccs=OmegaCCs.from_dict(data.get("omega_ccs")),
             unsettled_omegas=data.get("unsettled_omegas"),
             selection=Selection.from_dict(data.get("selection")),
-            sweep_decision=data.get("sweep_decision"),
+            sweep_decision=read_sweep_decision(data.get("sweep_decision")),
             grid_extended=_tuple(data.get("grid_extended")),
             grid_below_plateau=data.get("grid_below_plateau"),
             failed_probes=_tuple(data.get("failed_probes")),
@@ -301,7 +343,7 @@ class CampaignState:
             planned=int(columns.get("probes_total") or 0),
             done=int(columns.get("probes_done") or 0),
             used_s=float(columns.get("probe_seconds_used") or 0.0),
-            phase_plan=_plain(pb.get("planned") or {}), spent=_plain(pb.get("spent") or {}),
+            phase_plan=_tallies(pb.get("planned") or {}), spent=_tallies(pb.get("spent") or {}),
             asked=dict(pb.get("asked") or {}), settled=bool(pb.get("settled", False)),
             exhausted=bool(columns.get("budget_exhausted") or False),
             extra_impact_runs=dict(columns.get("extra_impact_runs") or {}),
@@ -327,7 +369,10 @@ def _tuple(value: Any) -> tuple | None:
 
 
 def _plain(value: Any) -> Any:
-    """A JSON value with every mapping a plain dict and every tuple a list (a fresh copy)."""
+    """A JSON value with every mapping a plain dict, every tuple a list and every typed value its
+    stored form (a fresh copy)."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
     if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

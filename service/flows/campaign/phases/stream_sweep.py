@@ -13,6 +13,7 @@ again, and only after `MAX_FAILED_TRIES` failures and no ok probe does it count 
 from __future__ import annotations
 
 from models import NO_EXCLUSION
+from models.sweep_decision import STOP_BUDGET, STOP_SETTLED
 from probes.vocabulary import PCDC
 
 from ....algorithm import adaptive
@@ -55,11 +56,9 @@ def advance(ctx: Context) -> PhaseVerdict:
         wanted = decision.probes[0]  # the rule lists the most pressing first
         run = tried.get((wanted.pm, wanted.cc, wanted.bs_mib), 0) + 1
         return probe(_step(ctx, wanted, run))
-    stop = "settled" if decision.settled else "budget"
-    campaign_store.update_state(campaign, sweep_decision={
-        **stream_note(decision, stop),
-        "pcdc_as_fullmesh": sorted(merged_into_fullmesh(campaign)),
-    })
+    stop = STOP_SETTLED if decision.settled else STOP_BUDGET
+    campaign_store.update_state(campaign, sweep_decision=stream_note(
+        decision, stop, pcdc_as_fullmesh=tuple(sorted(merged_into_fullmesh(campaign)))))
     budget.settle(campaign)
     fit(ctx, required=False)  # the curves only; the answer is the decision
     return DONE
