@@ -18,16 +18,18 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from models import Campaign, Tally
+from models import MEASUREMENT_PHASES, Campaign, MeasurementPhase, Tally
 
 from ...algorithm import adaptive
 from ...store import campaigns as campaign_store
 from .plan import selection_probes
 from .selected import sweep_arms
 
-PHASES = ("warm", "impact", "selection", "sweep")
-# A measurement row's phase -> the budget phase it is charged to.
-_CHARGED_TO = {"warm": "warm", "impact": "impact", "selection": "selection", "buffer": "sweep"}
+# The budget phases, by `MeasurementPhase.budget_phase`: the sweep's probes are stored with
+# phase "buffer" and charged to "sweep".
+PHASES = tuple(p.budget_phase for p in (MeasurementPhase.WARM, MeasurementPhase.IMPACT,
+                                         MeasurementPhase.SELECTION, MeasurementPhase.SWEEP))
+SWEEP = MeasurementPhase.SWEEP.budget_phase
 
 
 def impact_runs(campaign: Campaign) -> dict[str, int]:
@@ -79,7 +81,7 @@ def planned(campaign: Campaign, n_subflows: int) -> dict[str, int]:
             sum(runs.values()) + max(runs.values(), default=0) * n_subflows
             if campaign.mode == "adaptive" else sum(runs.values()) * (1 + n_subflows)
         )
-        plan["sweep"] = (
+        plan[SWEEP] = (
             adaptive_sweep_estimate(campaign) if campaign.mode == "adaptive"
             else grid_sweep_probes(campaign)
         )
@@ -121,7 +123,8 @@ def settle(campaign: Campaign) -> None:
 
 def charge(campaign: Campaign, measurement_phase: str, probe_seconds: float) -> None:
     """A stored probe: one more probe done, its seconds used, booked to its phase."""
-    phase = _CHARGED_TO.get(measurement_phase, measurement_phase)
+    phase = (MeasurementPhase(measurement_phase).budget_phase
+             if measurement_phase in MEASUREMENT_PHASES else measurement_phase)
     campaign.run_state = replace(campaign.run_state,
                                  budget=campaign.run_state.budget.charged(phase, probe_seconds))
     replan(campaign)

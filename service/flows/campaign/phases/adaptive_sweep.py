@@ -11,6 +11,7 @@ from models import (
     NO_EXCLUSION,
     BulkSweepDecision,
     DecidedPromise,
+    MeasurementPhase,
     PathVariation,
     SpreadAtObs,
     StoredAlternative,
@@ -33,7 +34,7 @@ from .answer_spread import spread_probe, variation_at, widened
 from .base import DONE, Context, PhaseVerdict, probe
 from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
 
-name = "sweep"
+name = budget.SWEEP  # the phase is the budget's "sweep"; its probes MeasurementPhase.SWEEP
 # The promise is never narrower than this share of OTP either way. Runs at a link's rate agree
 # to 0.01 Mbit/s (harmful.yaml: PCDC on F-U read 18.80-18.83), and a promise drawn from them
 # alone was +-0.01 wide, while fresh probes of the same configuration right after the campaign,
@@ -69,11 +70,11 @@ def advance(ctx: Context) -> PhaseVerdict:
         # not settled from one phase of a path that moves: the answer's runs spread in time
         held = None if spent else spread_probe(runs, decision, campaign.delta)
         if held is not None:
-            budget.ask(campaign, "sweep", 1)
+            budget.ask(campaign, budget.SWEEP, 1)
             return probe(_step(ctx, held, tried))
         if decision.settled or spent:
             break
-        budget.ask(campaign, "sweep", len(decision.probes) + 1)
+        budget.ask(campaign, budget.SWEEP, len(decision.probes) + 1)
         return probe(_cheapest(ctx, [_step(ctx, wanted, tried) for wanted in decision.probes]))
     stop = STOP_SETTLED if decision is not None and decision.settled else STOP_BUDGET
     campaign_store.update_state(campaign, sweep_decision=BulkSweepDecision(
@@ -96,7 +97,8 @@ def _step(ctx: Context, wanted: adaptive.WantedProbe, tried) -> ProbeStep:
     if wanted.pm == PCDC and set(subsets[wanted.cc]) != set(ctx.subflows):
         allowed = tuple(subsets[wanted.cc])
     run = tried.get((wanted.pm, wanted.cc, wanted.bs_mib), 0) + 1
-    return ProbeStep("buffer", wanted.pm, wanted.cc, wanted.bs_mib, run, NO_EXCLUSION, allowed)
+    return ProbeStep(MeasurementPhase.SWEEP, wanted.pm, wanted.cc, wanted.bs_mib, run,
+                     NO_EXCLUSION, allowed)
 
 
 def _cheapest(ctx: Context, steps: list[ProbeStep]) -> ProbeStep:

@@ -1,5 +1,5 @@
 """What a phase is: asked with the campaign's context, it answers a probe to run, done (the next
-phase's turn), failed (it failed the campaign), or finish (the campaign needs nothing more).
+phase's turn), failed (it failed the campaign), or enough (the campaign needs nothing more).
 
 A phase does every piece of its work that needs no probe before it answers, re-reads what it
 needs from the database and is idempotent: a step is done when a measurement with its key exists.
@@ -26,17 +26,19 @@ from ..selected import selected_subsets
 
 @dataclass(frozen=True)
 class PhaseVerdict:
-    """A probe to run (`step`); or `failed` (the phase failed the campaign); or `finish` (nothing
-    more to measure: the campaign finishes now, later phases skipped); or none: done."""
+    """A probe to run (`step`); or `failed` (the phase failed the campaign); or `enough` (nothing
+    more to measure: later phases are skipped and the campaign finishes, `calibration.FINISH`);
+    or none: done."""
 
     step: ProbeStep | None = None
     failed: bool = False
-    finish: bool = False
+    enough: bool = False
 
 
 DONE = PhaseVerdict()
 FAILED = PhaseVerdict(failed=True)
-FINISH = PhaseVerdict(finish=True)
+# not `FINISH`: that is what `calibration.next_step` then answers the executor (a `NextStep`)
+ENOUGH = PhaseVerdict(enough=True)
 
 
 def probe(step: ProbeStep) -> PhaseVerdict:

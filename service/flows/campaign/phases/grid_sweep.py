@@ -24,7 +24,7 @@ from ..plan import buffer_steps
 from .base import DONE, FAILED, Context, PhaseVerdict, probe
 from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
 
-name = "sweep"
+name = budget.SWEEP  # the phase is the budget's "sweep"; its probes MeasurementPhase.SWEEP
 MAX_EXTRA_ROUNDS_WITHOUT_BUDGET = 2
 
 

@@ -12,7 +12,7 @@ again, and only after `MAX_FAILED_TRIES` failures and no ok probe does it count 
 
 from __future__ import annotations
 
-from models import NO_EXCLUSION
+from models import NO_EXCLUSION, MeasurementPhase
 from models.sweep_decision import STOP_BUDGET, STOP_SETTLED
 from probes.vocabulary import PCDC
 
@@ -30,7 +30,7 @@ from ..selected import merged_into_fullmesh, sweep_arms
 from .base import DONE, Context, PhaseVerdict, probe
 from .fitting import buffer_samples, fit
 
-name = "sweep"
+name = budget.SWEEP  # the phase is the budget's "sweep"; its probes MeasurementPhase.SWEEP
 #: failed probes of one point, none ok, after which it counts as not carrying (the selection's
 #: `MAX_FAILURES`): a fault that repeats there is the point's, not chance
 MAX_FAILED_TRIES = 3
@@ -52,7 +52,7 @@ def advance(ctx: Context) -> PhaseVerdict:
     spent = (campaign.run_state.budget.exhausted
              or sum(tried.values()) >= budget.adaptive_sweep_cap(campaign))
     if not decision.settled and not spent and decision.probes:
-        budget.ask(campaign, "sweep", len(decision.probes))
+        budget.ask(campaign, budget.SWEEP, len(decision.probes))
         wanted = decision.probes[0]  # the rule lists the most pressing first
         run = tried.get((wanted.pm, wanted.cc, wanted.bs_mib), 0) + 1
         return probe(_step(ctx, wanted, run))
@@ -81,4 +81,5 @@ def _step(ctx: Context, wanted: adaptive.WantedProbe, run: int) -> ProbeStep:
     allowed = None
     if wanted.pm == PCDC and set(subsets[wanted.cc]) != set(ctx.subflows):
         allowed = tuple(subsets[wanted.cc])
-    return ProbeStep("buffer", wanted.pm, wanted.cc, wanted.bs_mib, run, NO_EXCLUSION, allowed)
+    return ProbeStep(MeasurementPhase.SWEEP, wanted.pm, wanted.cc, wanted.bs_mib, run,
+                     NO_EXCLUSION, allowed)
