@@ -221,6 +221,13 @@ def list_runs(
     ))
 
 
+def all_runs(session: Session, *, campaign_id: int) -> list[Measurement]:
+    """Every stored run (ok or failed) of the campaign, oldest first."""
+    return list(session.scalars(
+        select(Measurement).where(Measurement.campaign_id == campaign_id).order_by(Measurement.id)
+    ))
+
+
 def list_buffer_runs(session: Session, *, campaign_id: int) -> list[Measurement]:
     """Every stored buffer-phase run of a campaign (ok or failed), oldest first."""
     return list_runs(session, campaign_id=campaign_id, phases=(MeasurementPhase.SWEEP,))

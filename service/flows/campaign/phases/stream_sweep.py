@@ -21,7 +21,6 @@ from ....algorithm.arm import Arm
 from ....algorithm.objective import objective_of
 from ....algorithm.stream_sweep import decide_stream_sweep
 from ....store import campaigns as campaign_store
-from ....store import measurements
 from ...answers.decided import stream_note
 from ...answers.stream_answer import CONFIDENCE, NO_PROBE, measured_runs, stalled
 from .. import budget
@@ -68,7 +67,7 @@ def failed_probes(ctx: Context) -> dict[tuple[str, str, float], int]:
     """(PM, CC, buffer) -> how many of its paced probes failed (no figures recorded); a
     stalled one counts as every try (it is never retried into the same stall)."""
     out: dict[tuple[str, str, float], int] = {}
-    for m in measurements.list_buffer_runs(ctx.session, campaign_id=ctx.campaign.id):
+    for m in ctx.runs(MeasurementPhase.SWEEP):
         if m.status != "ok" or stalled(m):
             key = (m.pm, m.cc, float(m.bs_mib))
             out[key] = out.get(key, 0) + (MAX_FAILED_TRIES if stalled(m) else 1)
