@@ -2,7 +2,15 @@
 
 from .applied import APPLY_STATES, AppliedAnswer
 from .base import Base, JSONType, UTCDateTime, utcnow
-from .campaign_state import STATE_VERSION, CampaignState, ImportOrigin, OmegaCCs, Tally, Warm
+from .campaign_state import (
+    STATE_VERSION,
+    CampaignState,
+    ImportOrigin,
+    OmegaCCs,
+    Tally,
+    Warm,
+    WarmCheck,
+)
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
 from .selection_state import (
     OmegaView,
@@ -113,6 +121,7 @@ __all__ = [
     "Topology",
     "UTCDateTime",
     "Warm",
+    "WarmCheck",
     "read_sweep_decision",
     "utcnow",
 ]

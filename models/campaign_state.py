@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from .selection_state import Selection
+from .stored_form import PRESENT, StoredForm, flag, number, text
 from .sweep_decision import SweepDecision, read_sweep_decision
 
 STATE_VERSION = 1
@@ -138,6 +139,28 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class WarmCheck(StoredForm):
+    """One warm check's report (`flows.scheduling.warm.judge`): which promise (`check`: "obs" or
+    "t_star") of which arm at which buffer, the goodput promised and measured (None: every
+    probe failed, and then no runs, tolerance or verdict), the runs, the tolerance and whether it
+    drifted."""
+
+    check: str | None = None
+    arm: str | None = None
+    bs_mib: float | None = None
+    promised_mbps: float | None = None
+    measured_mbps: float | None = None
+    runs: int | None = None
+    tolerance_mbps: float | None = None
+    drifted: bool | None = None
+    other: Mapping[str, Any] = field(default_factory=dict)
+    present: frozenset[str] | None = PRESENT
+    READERS: ClassVar = {"check": text, "arm": text, "bs_mib": number,
+                         "promised_mbps": number, "measured_mbps": number, "runs": number,
+                         "tolerance_mbps": number, "drifted": flag}
+
+
+@dataclass(frozen=True)
 class Warm:
     """A warm campaign: the answer it checks, the probes planned for the check, the verdict
     (warm_confirmed / warm_drifted) and the checks' report once judged."""
@@ -146,7 +169,13 @@ class Warm:
     from_recommendation: int | None = None
     probes: int = 0
     verdict: str | None = None
-    checks: tuple[Mapping[str, Any], ...] = ()
+    checks: tuple[WarmCheck, ...] = ()
+
+    def __post_init__(self) -> None:
+        # a check given in its stored form (a seed, `from_dict`) is read as a `WarmCheck`
+        object.__setattr__(self, "checks", tuple(
+            c if isinstance(c, WarmCheck) else WarmCheck.from_dict(c)
+            for c in self.checks if isinstance(c, (WarmCheck, Mapping))))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"from_campaign": self.from_campaign,
@@ -154,7 +183,7 @@ class Warm:
                                "probes": self.probes}
         if self.verdict is not None:
             out["verdict"] = self.verdict
-            out["checks"] = [dict(c) for c in self.checks]
+            out["checks"] = [c.to_dict() for c in self.checks]
         return out
 
     @classmethod
@@ -162,7 +191,7 @@ class Warm:
         return cls(from_campaign=data.get("from_campaign"),
                    from_recommendation=data.get("from_recommendation"),
                    probes=int(data.get("probes", 0)), verdict=data.get("verdict"),
-                   checks=tuple(dict(c) for c in data.get("checks") or ()))
+                   checks=tuple(data.get("checks") or ()))
 
 
 @dataclass(frozen=True)

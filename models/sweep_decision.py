@@ -12,130 +12,35 @@ stored form writes back the keys that form had: an older form lacking a key read
 default and writes it back without it, so the campaign report and an exported bundle show what
 was stored. A key this version does not name, or a named one whose value is not of its type (an
 imported bundle's may be anything), is kept in `other` as it was and written back so; the typed
-field then reads its default.
+field then reads its default (`models.stored_form`).
 
 Nothing outside this module reads the stored decision by key.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
+
+from .stored_form import (
+    PRESENT,
+    StoredForm,
+    count,
+    flag,
+    names,
+    nested,
+    number,
+    text,
+    why,
+)
 
 STOP_SETTLED = "settled"  # the decision settled
 STOP_BUDGET = "budget"  # the budget (or the grid's probe count) stopped the sweep
 STREAM = "stream"  # the stored form's "objective" of a stream sweep's decision
 
-# the keys a value was read with (`to_dict`); not part of its meaning
-_PRESENT = field(default=None, compare=False, repr=False)
-
-
-# --- readers: the stored value as its type, or ValueError (the value is then kept in `other`) --
-def _text(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise ValueError(value)
-
-
-def _number(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(value)
-    return value
-
-
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(value)
-    return value
-
-
-def _flag(value: Any) -> bool | None:
-    if value is None or isinstance(value, bool):
-        return value
-    raise ValueError(value)
-
-
-def _names(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise ValueError(value)
-    return tuple(value)
-
-
-def _why(value: Any) -> Mapping[str, str]:
-    if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
-        raise ValueError(value)
-    return dict(value)
-
-
-def _nested(kind: type) -> Callable[[Any], Any]:
-    def read(value: Any) -> Any:
-        if value is None:
-            return None
-        if not isinstance(value, Mapping):
-            raise ValueError(value)
-        return kind.from_dict(value)
-    return read
-
-
-def _alternatives(value: Any) -> tuple[StoredAlternative, ...]:
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, Mapping) for v in value):
-        raise ValueError(value)
-    return tuple(StoredAlternative.from_dict(v) for v in value)
-
-
-def _json(value: Any) -> Any:
-    """A field as JSON: a nested value its stored form, a tuple a list, a float that is not
-    finite None (JSON has no infinity: PostgreSQL refuses it, SQLite stores text no reader
-    parses)."""
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    if isinstance(value, Mapping):
-        return {k: _json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-class _Stored:
-    """`from_dict`/`to_dict` by the class's `READERS` (stored key = field name)."""
-
-    READERS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
-    # keys every stored form of the class carries, written before the fields
-    CONSTANT: ClassVar[Mapping[str, Any]] = {}
-
-    other: Mapping[str, Any]
-    present: frozenset[str] | None
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]):
-        values: dict[str, Any] = {}
-        other: dict[str, Any] = {}
-        for key, raw in data.items():
-            if key in cls.CONSTANT:
-                continue
-            reader = cls.READERS.get(key)
-            try:
-                if reader is None:
-                    raise ValueError(key)
-                values[key] = reader(raw)
-            except (TypeError, ValueError, KeyError):
-                other[key] = raw  # kept as stored (see the module's docstring)
-        return cls(**values, other=other, present=frozenset(k for k in data if k in cls.READERS))
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {name: _json(getattr(self, name)) for name in self.READERS
-               if self.present is None or name in self.present}
-        return {**self.CONSTANT, **out, **_json(self.other)}
-
-
 @dataclass(frozen=True)
-class DecidedPromise(_Stored):
+class DecidedPromise(StoredForm):
     """Where one fresh probe of the answer should land (`of`: "one fresh probe", or "the mean"
     where no spread is known), in Mbit/s."""
 
@@ -143,12 +48,12 @@ class DecidedPromise(_Stored):
     high_mbps: float | None = None
     of: str | None = None
     other: Mapping[str, Any] = field(default_factory=dict)
-    present: frozenset[str] | None = _PRESENT
-    READERS: ClassVar = {"low_mbps": _number, "high_mbps": _number, "of": _text}
+    present: frozenset[str] | None = PRESENT
+    READERS: ClassVar = {"low_mbps": number, "high_mbps": number, "of": text}
 
 
 @dataclass(frozen=True)
-class StoredAlternative(_Stored):
+class StoredAlternative(StoredForm):
     """A configuration the measurements cannot tell apart from the decided one
     (`algorithm.alternative.Alternative` as stored); a selection's subset within reach of SP*
     (`SelectedCC.within_reach`) is stored with its label and relative mean only."""
@@ -157,12 +62,18 @@ class StoredAlternative(_Stored):
     relative: float | None = None
     differs_in: tuple[str, ...] = ()
     other: Mapping[str, Any] = field(default_factory=dict)
-    present: frozenset[str] | None = _PRESENT
-    READERS: ClassVar = {"label": _text, "relative": _number, "differs_in": _names}
+    present: frozenset[str] | None = PRESENT
+    READERS: ClassVar = {"label": text, "relative": number, "differs_in": names}
+
+
+def _alternatives(value: Any) -> tuple[StoredAlternative, ...]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, Mapping) for v in value):
+        raise ValueError(value)
+    return tuple(StoredAlternative.from_dict(v) for v in value)
 
 
 @dataclass(frozen=True)
-class SpreadAtObs(_Stored):
+class SpreadAtObs(StoredForm):
     """The spread of the rate inside the probes at OBS (`window_spread`): the sd of one
     interval, intervals per run, the runs and how many never settled, the half-width it adds."""
 
@@ -172,13 +83,13 @@ class SpreadAtObs(_Stored):
     unsteady_runs: int | None = None
     half_width_mbps: float | None = None
     other: Mapping[str, Any] = field(default_factory=dict)
-    present: frozenset[str] | None = _PRESENT
-    READERS: ClassVar = {"interval_sd_mbps": _number, "intervals_per_run": _number,
-                         "runs": _number, "unsteady_runs": _number, "half_width_mbps": _number}
+    present: frozenset[str] | None = PRESENT
+    READERS: ClassVar = {"interval_sd_mbps": number, "intervals_per_run": number,
+                         "runs": number, "unsteady_runs": number, "half_width_mbps": number}
 
 
 @dataclass(frozen=True)
-class PathVariation(_Stored):
+class PathVariation(StoredForm):
     """Whether the path moved over time under the campaign's probes (`varies`) and by how much
     at the decided configuration (`algorithm.adaptive.variation.Variation` as stored)."""
 
@@ -194,16 +105,16 @@ class PathVariation(_Stored):
     between_dof: int | None = None
     expected_rel_sd: float | None = None
     other: Mapping[str, Any] = field(default_factory=dict)
-    present: frozenset[str] | None = _PRESENT
-    READERS: ClassVar = {"varies": _flag, "runs": _number, "span_s": _number,
-                         "p10_mbps": _number, "p90_mbps": _number, "spread_mbps": _number,
-                         "run_low_mbps": _number, "run_high_mbps": _number,
-                         "between_rel_sd": _number, "between_dof": _number,
-                         "expected_rel_sd": _number}
+    present: frozenset[str] | None = PRESENT
+    READERS: ClassVar = {"varies": flag, "runs": number, "span_s": number,
+                         "p10_mbps": number, "p90_mbps": number, "spread_mbps": number,
+                         "run_low_mbps": number, "run_high_mbps": number,
+                         "between_rel_sd": number, "between_dof": number,
+                         "expected_rel_sd": number}
 
 
 @dataclass(frozen=True)
-class BulkSweepDecision(_Stored):
+class BulkSweepDecision(StoredForm):
     """A bulk campaign's adaptive sweep decision (`algorithm.adaptive.BulkDecision` as stored,
     with what the answer promises): OPM, OCC, OBS, OTP with its half-width, T* and whether it
     held, the target, the arms that survived or were eliminated, what is settled, the promise
@@ -235,16 +146,16 @@ class BulkSweepDecision(_Stored):
     pcdc_as_fullmesh: tuple[str, ...] = ()
     confidence: float | None = None
     other: Mapping[str, Any] = field(default_factory=dict)
-    present: frozenset[str] | None = _PRESENT
+    present: frozenset[str] | None = PRESENT
     READERS: ClassVar = {
-        "stop": _text, "opm": _text, "occ": _text, "obs_mib": _number, "otp_mbps": _number,
-        "otp_half_width_mbps": _number, "t_star_mbps": _number, "target_mbps": _number,
-        "survivors": _names, "eliminated": _names, "otp_runs": _count,
-        "t_star_half_width_mbps": _number, "t_star_runs": _count, "t_star_held": _flag,
-        "pm_settled": _flag, "cc_settled": _flag, "promise": _nested(DecidedPromise),
-        "alternatives": _alternatives, "subset_settled": _flag, "statement": _text,
-        "variation": _nested(PathVariation), "spread_at_obs": _nested(SpreadAtObs),
-        "pcdc_as_fullmesh": _names, "confidence": _number,
+        "stop": text, "opm": text, "occ": text, "obs_mib": number, "otp_mbps": number,
+        "otp_half_width_mbps": number, "t_star_mbps": number, "target_mbps": number,
+        "survivors": names, "eliminated": names, "otp_runs": count,
+        "t_star_half_width_mbps": number, "t_star_runs": count, "t_star_held": flag,
+        "pm_settled": flag, "cc_settled": flag, "promise": nested(DecidedPromise),
+        "alternatives": _alternatives, "subset_settled": flag, "statement": text,
+        "variation": nested(PathVariation), "spread_at_obs": nested(SpreadAtObs),
+        "pcdc_as_fullmesh": names, "confidence": number,
     }
 
     @property
@@ -267,7 +178,7 @@ class BulkSweepDecision(_Stored):
 
 
 @dataclass(frozen=True)
-class StreamSweepDecision(_Stored):
+class StreamSweepDecision(StoredForm):
     """A stream campaign's adaptive sweep decision (`algorithm.stream_choice.StreamDecision` as
     stored, without the probes it still wanted): the chosen point, its p99 frame delay with the
     half-width, goodput and loss, the arm's best point and the limit (1 + delta) x best, which
@@ -295,15 +206,15 @@ class StreamSweepDecision(_Stored):
     confidence: float | None = None
     pcdc_as_fullmesh: tuple[str, ...] = ()
     other: Mapping[str, Any] = field(default_factory=dict)
-    present: frozenset[str] | None = _PRESENT
+    present: frozenset[str] | None = PRESENT
     CONSTANT: ClassVar = {"objective": STREAM}
     READERS: ClassVar = {
-        "stop": _text, "settled": _flag, "opm": _text, "occ": _text, "obs_mib": _number,
-        "p99_ms": _number, "p99_half_width_ms": _number, "goodput_mbps": _number,
-        "lost_fraction": _number, "best_p99_ms": _number, "best_bs_mib": _number,
-        "limit_p99_ms": _number, "skipped_edge_mib": _number, "carrying": _names,
-        "not_carrying": _why, "alternatives": _alternatives, "pm_settled": _flag,
-        "cc_settled": _flag, "confidence": _number, "pcdc_as_fullmesh": _names,
+        "stop": text, "settled": flag, "opm": text, "occ": text, "obs_mib": number,
+        "p99_ms": number, "p99_half_width_ms": number, "goodput_mbps": number,
+        "lost_fraction": number, "best_p99_ms": number, "best_bs_mib": number,
+        "limit_p99_ms": number, "skipped_edge_mib": number, "carrying": names,
+        "not_carrying": why, "alternatives": _alternatives, "pm_settled": flag,
+        "cc_settled": flag, "confidence": number, "pcdc_as_fullmesh": names,
     }
 
     # a bulk decision's checks (`campaign_report.flags`): a stream decision has neither
