@@ -194,8 +194,8 @@ def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode=
             "wall_s": wall, "interval": stated_interval(rec.outputs or {}),
             "outputs": rec.outputs or {}, "grid": list(c.buffer_grid_mib),
             "runs": c.runs, "extra_rounds": c.run_state.budget.extra_rounds,
-            "spent": dict(c.run_state.budget.spent) or None,
-            "t_star_runs": (c.run_state.sweep_decision or {}).get("t_star_runs"),
+            "spent": c.run_state.budget.to_dict()["spent"] or None,
+            "t_star_runs": getattr(c.run_state.sweep_decision, "t_star_runs", None),
             "mode": c.mode,
         }
 

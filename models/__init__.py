@@ -2,7 +2,15 @@
 
 from .applied import APPLY_STATES, AppliedAnswer
 from .base import Base, JSONType, UTCDateTime, utcnow
-from .campaign_state import STATE_VERSION, CampaignState, ImportOrigin, OmegaCCs, Warm
+from .campaign_state import (
+    STATE_VERSION,
+    CampaignState,
+    ImportOrigin,
+    OmegaCCs,
+    Tally,
+    Warm,
+    WarmCheck,
+)
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
 from .selection_state import (
     OmegaView,
@@ -19,6 +27,16 @@ from .sites import (
     SchedulerLease,
     SiteCapabilities,
     SiteLock,
+)
+from .sweep_decision import (
+    BulkSweepDecision,
+    DecidedPromise,
+    PathVariation,
+    SpreadAtObs,
+    StoredAlternative,
+    StreamSweepDecision,
+    SweepDecision,
+    read_sweep_decision,
 )
 from .tables import (
     ACTIVE_CAMPAIGN_STATES,
@@ -39,6 +57,7 @@ from .tables import (
     FitRecord,
     ImpactFactor,
     Measurement,
+    MeasurementPhase,
     Recommendation,
     Site,
     Subflow,
@@ -66,16 +85,20 @@ __all__ = [
     "AppliedAnswer",
     "Base",
     "BrowserSession",
+    "BulkSweepDecision",
     "Campaign",
     "CampaignState",
+    "DecidedPromise",
     "FitRecord",
     "ImpactFactor",
     "ImportOrigin",
     "JSONType",
     "Measurement",
     "MeasurementArtifact",
+    "MeasurementPhase",
     "OmegaCCs",
     "OmegaView",
+    "PathVariation",
     "ProbeSession",
     "RecalibrationEvent",
     "RecalibrationSchedule",
@@ -89,9 +112,16 @@ __all__ = [
     "Site",
     "SiteCapabilities",
     "SiteLock",
+    "SpreadAtObs",
+    "StoredAlternative",
+    "StreamSweepDecision",
     "Subflow",
+    "SweepDecision",
+    "Tally",
     "Topology",
     "UTCDateTime",
     "Warm",
+    "WarmCheck",
+    "read_sweep_decision",
     "utcnow",
 ]

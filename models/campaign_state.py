@@ -7,10 +7,11 @@ writes it as this type; nothing reads the stored JSON by key but `from_dict`.
 
 Frozen: a phase that decides something makes a new state (`dataclasses.replace`) and assigns it,
 so SQLAlchemy sees the change and nothing shares a half-updated state. The nested values a phase
-keeps as JSON (the sweep's decision, a warm check's report) are the JSON forms their own types
-write; the state names them, it does not re-type them. The measured selection
-(`models.selection_state.Selection`), Ω's CCs (`OmegaCCs`) and an import's origin
-(`ImportOrigin`) are typed; a stored or hand-written dict of one is read as it.
+keeps as JSON (a warm check's report, a failed probe) are the JSON forms their own types write;
+the state names them, it does not re-type them. The measured selection
+(`models.selection_state.Selection`), the sweep's decision (`models.sweep_decision`), Ω's CCs
+(`OmegaCCs`) and an import's origin (`ImportOrigin`) are typed; a stored or hand-written dict of
+one is read as it.
 
 `legacy_notes` and `from_legacy` convert to and from the layout before the state existed (the
 `notes` column and the budget columns): bundle format version 1 carries it, and the campaign
@@ -21,9 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from .selection_state import Selection
+from .stored_form import PRESENT, StoredForm, flag, number, text
+from .sweep_decision import SweepDecision, read_sweep_decision
 
 STATE_VERSION = 1
 
@@ -43,6 +46,32 @@ _NOTE_FIELDS = {
 
 
 @dataclass(frozen=True)
+class Tally:
+    """One budget phase's probes and probe-seconds (planned, or spent)."""
+
+    probes: int = 0
+    probe_seconds: float = 0.0
+
+    def plus(self, probe_seconds: float) -> Tally:
+        """This tally with one more probe of `probe_seconds`."""
+        return Tally(self.probes + 1, self.probe_seconds + float(probe_seconds))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"probes": self.probes, "probe_seconds": self.probe_seconds}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | Tally) -> Tally:
+        if isinstance(data, Tally):
+            return data
+        return cls(probes=int(data.get("probes", 0)),
+                   probe_seconds=float(data.get("probe_seconds", 0.0)))
+
+
+def _tallies(data: Mapping[str, Any]) -> dict[str, Tally]:
+    return {phase: Tally.from_dict(t) for phase, t in data.items()}
+
+
+@dataclass(frozen=True)
 class Budget:
     """The probe budget: the cap and the counts every phase books to, in one place.
 
@@ -57,13 +86,18 @@ class Budget:
     planned: int = 0
     done: int = 0
     used_s: float = 0.0
-    phase_plan: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    spent: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    phase_plan: Mapping[str, Tally] = field(default_factory=dict)
+    spent: Mapping[str, Tally] = field(default_factory=dict)
     asked: Mapping[str, int] = field(default_factory=dict)
     settled: bool = False
     exhausted: bool = False
     extra_impact_runs: Mapping[str, int] = field(default_factory=dict)
     extra_rounds: int = 0
+
+    def __post_init__(self) -> None:
+        # a tally given in its stored form (a seed, `from_dict`) is read as a `Tally`
+        object.__setattr__(self, "phase_plan", _tallies(self.phase_plan))
+        object.__setattr__(self, "spent", _tallies(self.spent))
 
     def left_s(self) -> float | None:
         """Probe-seconds left of the cap; None: no cap."""
@@ -74,7 +108,13 @@ class Budget:
         return 0.0 if not self.planned else min(1.0, self.done / self.planned)
 
     def spent_probes(self, phase: str) -> int:
-        return int((self.spent.get(phase) or {}).get("probes", 0))
+        return self.spent.get(phase, Tally()).probes
+
+    def charged(self, phase: str, probe_seconds: float) -> Budget:
+        """The budget with one more probe of `probe_seconds` done, booked to `phase`."""
+        return replace(self, done=self.done + 1, used_s=self.used_s + float(probe_seconds),
+                       spent={**self.spent,
+                              phase: self.spent.get(phase, Tally()).plus(probe_seconds)})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,12 +130,34 @@ class Budget:
         return cls(
             cap_s=data.get("cap_s"), planned=int(data.get("planned", 0)),
             done=int(data.get("done", 0)), used_s=float(data.get("used_s", 0.0)),
-            phase_plan=_plain(data.get("phase_plan") or {}),
-            spent=_plain(data.get("spent") or {}), asked=dict(data.get("asked") or {}),
+            phase_plan=_tallies(data.get("phase_plan") or {}),
+            spent=_tallies(data.get("spent") or {}), asked=dict(data.get("asked") or {}),
             settled=bool(data.get("settled", False)), exhausted=bool(data.get("exhausted", False)),
             extra_impact_runs=dict(data.get("extra_impact_runs") or {}),
             extra_rounds=int(data.get("extra_rounds", 0)),
         )
+
+
+@dataclass(frozen=True)
+class WarmCheck(StoredForm):
+    """One warm check's report (`flows.scheduling.warm.judge`): which promise (`check`: "obs" or
+    "t_star") of which arm at which buffer, the goodput promised and measured (None: every
+    probe failed, and then no runs, tolerance or verdict), the runs, the tolerance and whether it
+    drifted."""
+
+    check: str | None = None
+    arm: str | None = None
+    bs_mib: float | None = None
+    promised_mbps: float | None = None
+    measured_mbps: float | None = None
+    runs: int | None = None
+    tolerance_mbps: float | None = None
+    drifted: bool | None = None
+    other: Mapping[str, Any] = field(default_factory=dict)
+    present: frozenset[str] | None = PRESENT
+    READERS: ClassVar = {"check": text, "arm": text, "bs_mib": number,
+                         "promised_mbps": number, "measured_mbps": number, "runs": number,
+                         "tolerance_mbps": number, "drifted": flag}
 
 
 @dataclass(frozen=True)
@@ -107,7 +169,13 @@ class Warm:
     from_recommendation: int | None = None
     probes: int = 0
     verdict: str | None = None
-    checks: tuple[Mapping[str, Any], ...] = ()
+    checks: tuple[WarmCheck, ...] = ()
+
+    def __post_init__(self) -> None:
+        # a check given in its stored form (a seed, `from_dict`) is read as a `WarmCheck`
+        object.__setattr__(self, "checks", tuple(
+            c if isinstance(c, WarmCheck) else WarmCheck.from_dict(c)
+            for c in self.checks if isinstance(c, (WarmCheck, Mapping))))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"from_campaign": self.from_campaign,
@@ -115,7 +183,7 @@ class Warm:
                                "probes": self.probes}
         if self.verdict is not None:
             out["verdict"] = self.verdict
-            out["checks"] = [dict(c) for c in self.checks]
+            out["checks"] = [c.to_dict() for c in self.checks]
         return out
 
     @classmethod
@@ -123,7 +191,7 @@ class Warm:
         return cls(from_campaign=data.get("from_campaign"),
                    from_recommendation=data.get("from_recommendation"),
                    probes=int(data.get("probes", 0)), verdict=data.get("verdict"),
-                   checks=tuple(dict(c) for c in data.get("checks") or ()))
+                   checks=tuple(data.get("checks") or ()))
 
 
 @dataclass(frozen=True)
@@ -191,7 +259,8 @@ class CampaignState:
     - `omega_ccs`: adaptive mode, the CCs Ω was measured under and why (`OmegaCCs`);
     - `unsettled_omegas`: per CC the subflows whose Ω sign stayed unsettled;
     - `selection`: the measured selection once done (`Selection`: per CC a `SelectedCC`);
-    - `sweep_decision`: the adaptive sweep's decision ({"stop", "opm", "occ", "promise", ...});
+    - `sweep_decision`: the adaptive sweep's decision (`BulkSweepDecision` or
+      `StreamSweepDecision`);
     - `grid_extended`, `grid_below_plateau`: how the grid sweep met the plateau;
     - `failed_probes`, `unfitted_arms`: what the answer must say is missing;
     - `imported`: where an imported campaign came from (`ImportOrigin`);
@@ -204,7 +273,7 @@ class CampaignState:
     omega_ccs: OmegaCCs | None = None
     unsettled_omegas: Mapping[str, list[str]] | None = None
     selection: Selection | None = None
-    sweep_decision: Mapping[str, Any] | None = None
+    sweep_decision: SweepDecision | None = None
     grid_extended: tuple[float, ...] | None = None
     grid_below_plateau: float | None = None
     failed_probes: tuple[Mapping[str, Any], ...] | None = None
@@ -215,11 +284,12 @@ class CampaignState:
     def __post_init__(self) -> None:
         # a typed part given in its stored form (a bundle, a test's seed) is read as its type;
         # frozen, so set once here
-        for name, kind in (("selection", Selection), ("omega_ccs", OmegaCCs),
-                           ("imported", ImportOrigin)):
+        for name, read in (("selection", Selection.from_dict), ("omega_ccs", OmegaCCs.from_dict),
+                           ("imported", ImportOrigin.from_dict),
+                           ("sweep_decision", read_sweep_decision)):
             value = getattr(self, name)
-            if value is not None and not isinstance(value, kind):
-                object.__setattr__(self, name, kind.from_dict(value))
+            if value is not None:
+                object.__setattr__(self, name, read(value))
 
     def with_budget(self, **changes: Any) -> CampaignState:
         return replace(self, budget=replace(self.budget, **changes))
@@ -232,7 +302,8 @@ class CampaignState:
             "omega_ccs": None if self.omega_ccs is None else self.omega_ccs.to_dict(),
             "unsettled_omegas": _plain(self.unsettled_omegas),
             "selection": None if self.selection is None else self.selection.to_dict(),
-            "sweep_decision": _plain(self.sweep_decision),
+            "sweep_decision": (None if self.sweep_decision is None
+                               else self.sweep_decision.to_dict()),
             "grid_extended": _plain(self.grid_extended),
             "grid_below_plateau": self.grid_below_plateau,
             "failed_probes": _plain(self.failed_probes),
@@ -257,7 +328,7 @@ class CampaignState:
             omega_ccs=OmegaCCs.from_dict(data.get("omega_ccs")),
             unsettled_omegas=data.get("unsettled_omegas"),
             selection=Selection.from_dict(data.get("selection")),
-            sweep_decision=data.get("sweep_decision"),
+            sweep_decision=read_sweep_decision(data.get("sweep_decision")),
             grid_extended=_tuple(data.get("grid_extended")),
             grid_below_plateau=data.get("grid_below_plateau"),
             failed_probes=_tuple(data.get("failed_probes")),
@@ -301,7 +372,7 @@ class CampaignState:
             planned=int(columns.get("probes_total") or 0),
             done=int(columns.get("probes_done") or 0),
             used_s=float(columns.get("probe_seconds_used") or 0.0),
-            phase_plan=_plain(pb.get("planned") or {}), spent=_plain(pb.get("spent") or {}),
+            phase_plan=_tallies(pb.get("planned") or {}), spent=_tallies(pb.get("spent") or {}),
             asked=dict(pb.get("asked") or {}), settled=bool(pb.get("settled", False)),
             exhausted=bool(columns.get("budget_exhausted") or False),
             extra_impact_runs=dict(columns.get("extra_impact_runs") or {}),
@@ -327,7 +398,10 @@ def _tuple(value: Any) -> tuple | None:
 
 
 def _plain(value: Any) -> Any:
-    """A JSON value with every mapping a plain dict and every tuple a list (a fresh copy)."""
+    """A JSON value with every mapping a plain dict, every tuple a list and every typed value its
+    stored form (a fresh copy)."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
     if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

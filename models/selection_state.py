@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .sweep_decision import StoredAlternative
+
 _ESTIMATE = ("subset", "runs", "mean_mbps", "low_mbps", "high_mbps")
 _DELAY = ("carries", "p99_ms", "p99_low_ms", "p99_high_ms")
 _GAIN = ("fraction", "low", "high", "settled", "p99_change")
@@ -198,7 +200,7 @@ class SelectedCC:
     estimate: SelectionEstimate | None = None
     path: tuple[SelectionStep, ...] = ()
     standby_subflows: tuple[str, ...] = ()
-    within_reach: tuple[Mapping[str, Any], ...] = ()  # {"label", "relative"}
+    within_reach: tuple[StoredAlternative, ...] = ()  # label and relative mean
     contradicted: tuple[SelectionStep, ...] = ()
     bounded: tuple[str, ...] = ()
     not_alone: tuple[str, ...] = ()
@@ -222,7 +224,7 @@ class SelectedCC:
             "estimate": None if self.estimate is None else self.estimate.to_dict(delay),
             "path": [s.to_dict(delay) for s in self.path],
             "standby_subflows": list(self.standby_subflows),
-            "within_reach": [dict(a) for a in self.within_reach],
+            "within_reach": [a.to_dict() for a in self.within_reach],
             "contradicted": [s.to_dict(delay) for s in self.contradicted],
             "bounded": list(self.bounded), "not_alone": list(self.not_alone),
             "buffer_check": None if self.buffer_check is None else dict(self.buffer_check),
@@ -242,7 +244,8 @@ class SelectedCC:
             estimate=SelectionEstimate.from_dict(data.get("estimate")),
             path=tuple(SelectionStep.from_dict(s) for s in _objects(data.get("path"))),
             standby_subflows=_names(data.get("standby_subflows")),
-            within_reach=tuple(dict(a) for a in _objects(data.get("within_reach"))),
+            within_reach=tuple(StoredAlternative.from_dict(a)
+                               for a in _objects(data.get("within_reach"))),
             contradicted=tuple(SelectionStep.from_dict(s)
                                for s in _objects(data.get("contradicted"))),
             bounded=_names(data.get("bounded")), not_alone=_names(data.get("not_alone")),

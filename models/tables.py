@@ -7,6 +7,7 @@ unless the column name says otherwise (rtt_ms).
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -32,7 +33,29 @@ CAMPAIGN_MODES = ("grid", "adaptive")
 CAMPAIGN_PROBE_TOOLS = ("auto", "netperfmeter", "iperf3")  # probes.base.PROBE_TOOLS
 ACTIVE_CAMPAIGN_STATES = ("queued", "running")
 FINAL_CAMPAIGN_STATES = ("done", "failed", "cancelled")
-MEASUREMENT_PHASES = ("impact", "buffer", "warm", "selection")  # warm: a recalibration's checks
+
+
+class MeasurementPhase(StrEnum):
+    """The phase a stored measurement (and a `ProbeStep`) belongs to; a plain `str` (it compares,
+    hashes and serialises as its value).
+
+    The buffer sweep's probes are `SWEEP`, stored as "buffer": the value predates the name and
+    stays, since the measurements table (its CHECK and every unique key), bundles of version 1
+    and 2 and the API's measurement lists carry it. In the probe budget the sweep is "sweep"
+    (`budget_phase`), the phase's own name. `WARM`: a recalibration's checks."""
+
+    IMPACT = "impact"
+    SWEEP = "buffer"
+    WARM = "warm"
+    SELECTION = "selection"
+
+    @property
+    def budget_phase(self) -> str:
+        """The probe budget's name of this phase (`CampaignState.budget`'s keys)."""
+        return "sweep" if self is MeasurementPhase.SWEEP else self.value
+
+
+MEASUREMENT_PHASES = tuple(p.value for p in MeasurementPhase)
 MEASUREMENT_STATUSES = ("ok", "failed")
 RECOMMENDATION_KINDS = ("calibrated", "provisional")
 TOKEN_SCOPES = ("read", "write")

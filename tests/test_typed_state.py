@@ -119,3 +119,22 @@ def test_an_imported_bundles_odd_values_never_fail_a_read():
     assert "reno" not in selection.ccs
     assert Selection.from_dict(selection.to_dict()) == selection  # and it writes back readable
     assert CampaignState.from_dict({"omega_ccs": {"ccs": 4}}).omega_ccs.ccs == ()
+
+
+def test_a_warm_checks_report_reads_typed_in_both_stored_forms():
+    from models import Warm, WarmCheck
+
+    judged = {"check": "obs", "arm": "PCDC/cubic", "bs_mib": 0.2, "promised_mbps": 9.9,
+              "measured_mbps": 9.7, "runs": 2, "tolerance_mbps": 0.69, "drifted": False}
+    failed = {"check": "t_star", "arm": "FullMesh/reno", "bs_mib": 0.8, "promised_mbps": 10.1,
+              "measured_mbps": None}  # every probe failed: no runs, tolerance or verdict
+    stored = {"from_campaign": 3, "from_recommendation": 4, "probes": 4,
+              "verdict": "warm_drifted", "checks": [judged, failed, {"drifted": "odd"}]}
+    warm = Warm.from_dict(_stored(stored))
+    assert all(isinstance(c, WarmCheck) for c in warm.checks)
+    assert warm.checks[0].drifted is False and warm.checks[0].runs == 2
+    assert warm.checks[1].measured_mbps is None and warm.checks[1].drifted is None
+    assert warm.checks[2].drifted is None  # not a verdict: kept as stored, read as none
+    assert warm.to_dict() == stored
+    state = CampaignState.from_dict(_stored({"warm": stored}))
+    assert state.legacy_notes()["warm"] == stored

@@ -38,6 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
 
+from probes.vocabulary import PathManager
+
 from .adaptive import DEFAULT_CONFIDENCE, MAX_RUNS, MIN_RUNS, WantedProbe, pooled_noise
 from .alternative import Alternative
 from .arm import Arm
@@ -62,7 +64,7 @@ Runs = Mapping[Arm, Mapping[float, Sequence[StreamRun]]]
 class StreamDecision:
     probes: list[WantedProbe] = field(default_factory=list)
     settled: bool = False
-    opm: str | None = None
+    opm: PathManager | None = None
     occ: str | None = None
     obs_mib: float | None = None
     p99_ms: float | None = None  #: the chosen point's mean p99 frame delay

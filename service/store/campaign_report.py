@@ -41,13 +41,13 @@ def flags(campaign: Campaign) -> list[str]:
     if state.grid_extended:
         out.append("grid_extended:" + ",".join(f"{b:g}" for b in state.grid_extended))
     decision = state.sweep_decision
-    if decision:  # adaptive:settled / adaptive:budget
-        out.append(f"adaptive:{decision['stop']}")
+    if decision is not None and decision.stop:  # adaptive:settled / adaptive:budget
+        out.append(f"adaptive:{decision.stop}")
         # the rate inside a probe at OBS never settled: the promise is wide, and this is why
-        if ((decision.get("spread_at_obs") or {}).get("unsteady_runs") or 0) > 0:
+        if decision.unsteady_at_obs:
             out.append("unsteady_rate_at_obs")
         # the path moved over time under the probes: the promise covers its range
-        if (decision.get("variation") or {}).get("varies"):
+        if decision.path_varies:
             out.append("path_varies")
     if state.warm is not None and state.warm.verdict:  # warm_confirmed / warm_drifted
         out.append(state.warm.verdict)

@@ -16,6 +16,7 @@ from models import (
     ImpactFactor,
     Measurement,
     MeasurementArtifact,
+    MeasurementPhase,
     Recommendation,
     Topology,
 )
@@ -75,7 +76,7 @@ def measured_points(session: Session, campaign_id: int) -> list[dict]:
         )
         .where(
             Measurement.campaign_id == campaign_id,
-            Measurement.phase == "buffer",
+            Measurement.phase == MeasurementPhase.SWEEP,
             Measurement.status == "ok",
             Measurement.mean_goodput_mbps.is_not(None),
         )
@@ -186,7 +187,7 @@ def campaign_frames(session: Session, campaign_id: int) -> list[FramesFile]:
         .join(MeasurementArtifact, MeasurementArtifact.measurement_id == Measurement.id)
         .where(
             Measurement.campaign_id == campaign_id,
-            Measurement.phase == "buffer",
+            Measurement.phase == MeasurementPhase.SWEEP,
             Measurement.status == "ok",
             MeasurementArtifact.name == FRAMES_ARTIFACT,
         )

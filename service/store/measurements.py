@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from models import NO_EXCLUSION, Campaign, Measurement
+from models import NO_EXCLUSION, Campaign, Measurement, MeasurementPhase
 from probes.vocabulary import PathManager, normalize_pm
 
 from ..errors import NotFound
@@ -221,9 +221,16 @@ def list_runs(
     ))
 
 
+def all_runs(session: Session, *, campaign_id: int) -> list[Measurement]:
+    """Every stored run (ok or failed) of the campaign, oldest first."""
+    return list(session.scalars(
+        select(Measurement).where(Measurement.campaign_id == campaign_id).order_by(Measurement.id)
+    ))
+
+
 def list_buffer_runs(session: Session, *, campaign_id: int) -> list[Measurement]:
     """Every stored buffer-phase run of a campaign (ok or failed), oldest first."""
-    return list_runs(session, campaign_id=campaign_id, phases=("buffer",))
+    return list_runs(session, campaign_id=campaign_id, phases=(MeasurementPhase.SWEEP,))
 
 
 def failed_measurements(session: Session, *, campaign_id: int) -> list[Measurement]:
@@ -275,7 +282,7 @@ def summarize(session: Session, *, campaign_id: int) -> MeasurementSummary:
     ).one()
     buffer_count, runs = session.execute(
         select(func.count(Measurement.id), func.count(func.distinct(Measurement.run))).where(
-            *ok, Measurement.phase == "buffer"
+            *ok, Measurement.phase == MeasurementPhase.SWEEP
         )
     ).one()
     rows = session.execute(select(Measurement.rtt_ms, Measurement.rto_ms).where(*ok)).all()

@@ -46,8 +46,8 @@ def test_adaptive_campaign_settles_with_a_fraction_of_the_grid(db_session):
     # 6-point grid; the saving grows with the grid (12 points x 9 runs: about a tenth)
     assert buffer_probes <= 0.6 * 2 * 2 * len(GRID) * 2
     note = c.run_state.sweep_decision
-    assert note["stop"] == "settled"
-    assert (note["opm"], note["occ"], note["obs_mib"]) == ("PCDC", "cubic", 0.2)
+    assert note.stop == "settled"
+    assert (note.opm, note.occ, note.obs_mib) == ("PCDC", "cubic", 0.2)
     assert c.run_state.budget.planned == c.run_state.budget.done  # progress ends at 100 %
     rec_id = finish_campaign(db_session, campaign_id=c.id)
     rec = recommendations.get_recommendation(db_session, recommendation_id=rec_id)
@@ -73,13 +73,13 @@ def _the_stored_answer_is_the_decision(db_session, c, rec, settings) -> None:
     assert rec.provenance["answer_from"] == "adaptive decision"
     assert "solve_reads" not in rec.provenance  # the measured means' solve reads the same
     assert (rec.opm, rec.occ, rec.obs_mib, rec.otp_mbps, rec.tp_max_mbps) == (
-        note["opm"], note["occ"], note["obs_mib"], note["otp_mbps"], note["t_star_mbps"])
-    assert rec.outputs["target_mbps"] == note["target_mbps"]
+        note.opm, note.occ, note.obs_mib, note.otp_mbps, note.t_star_mbps)
+    assert rec.outputs["target_mbps"] == note.target_mbps
     promise = rec.outputs["promise"]
     assert (promise["low_mbps"], promise["high_mbps"], promise["of"]) == (
-        note["promise"]["low_mbps"], note["promise"]["high_mbps"], note["promise"]["of"])
-    assert (promise["statement"], promise["confidence"]) == (note["statement"],
-                                                             note["confidence"])
+        note.promise.low_mbps, note.promise.high_mbps, note.promise.of)
+    assert (promise["statement"], promise["confidence"]) == (note.statement,
+                                                             note.confidence)
     asked = recommend(db_session, topology_id=c.topology_id, delta=c.delta, settings=settings,
                       reuse=True)
     assert asked.recommendation_id == rec.id

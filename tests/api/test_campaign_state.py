@@ -86,7 +86,7 @@ def test_migration_0024_moves_notes_and_budget_columns_into_the_run_state_and_ba
     assert (b.extra_rounds, b.exhausted, dict(b.extra_impact_runs)) == (1, True, {"cubic": 2})
     assert b.settled and dict(b.asked) == {"sweep": 4} and b.spent_probes("impact") == 3
     assert state.warm.verdict == "warm_drifted" and state.warm.from_campaign == 3
-    assert state.sweep_decision["stop"] == "settled" and state.grid_extended == (8.0,)
+    assert state.sweep_decision.stop == "settled" and state.grid_extended == (8.0,)
     assert state.unfitted_arms == () and state.unsettled_omegas == {}
     assert state.other == {"something_else": {"kept": 1}}
     assert state.legacy_notes() == notes  # what GET /campaigns shows is what it showed

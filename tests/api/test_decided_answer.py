@@ -4,7 +4,7 @@ solved."""
 
 from __future__ import annotations
 
-from models import Campaign
+from models import BulkSweepDecision, Campaign
 from models.campaign_state import CampaignState
 from service.algorithm.solver import SolverAnswer
 from service.flows.answers.decided import (
@@ -22,6 +22,7 @@ DECISION = {
     "statement": "Expect 9.8-10.0 Mbit/s ...",
     "promise": {"low_mbps": 9.8, "high_mbps": 10.0, "of": "one fresh probe"},
 }
+TYPED = BulkSweepDecision.from_dict(DECISION)
 
 
 def _campaign(mode: str = "adaptive", **state) -> Campaign:
@@ -37,9 +38,9 @@ def _solution(opm: str, occ: str, obs: float, otp: float) -> SolverAnswer:
 
 def test_the_decision_answers_the_question_it_decided_only():
     c = _campaign()
-    assert sweep_decision(c) == DECISION
+    assert sweep_decision(c) == TYPED and sweep_decision(c).to_dict() == DECISION
     for lo, hi in ((None, None), (0.1, 0.8), (None, 0.8)):
-        assert decided_question(c, 0.07, lo, hi) == DECISION
+        assert decided_question(c, 0.07, lo, hi) == TYPED
     assert decided_question(c, 0.1, None, None) is None  # what if delta were 0.1
     assert decided_question(c, 0.07, 0.2, None) is None  # another buffer range
     assert decided_question(c, 0.07, None, 0.4) is None
@@ -55,11 +56,11 @@ def test_no_decision_without_a_settled_sweep_of_this_database():
 
 def test_the_stored_answer_is_the_decision_even_where_the_solve_reads_otherwise():
     solved = _solution("FullMesh", "cubic", 0.4, 10.0)
-    answer = decided_solution(solved, DECISION)
+    answer = decided_solution(solved, TYPED)
     assert (answer.opm, answer.occ, answer.obs_mib, answer.otp_mbps, answer.tp_max_mbps,
             answer.target_mbps) == ("PCDC", "cubic", 0.2, 9.9, 10.05, 9.35)
-    assert differs_from_solve(solved, DECISION) == {
+    assert differs_from_solve(solved, TYPED) == {
         "opm": "FullMesh", "occ": "cubic", "obs_mib": 0.4, "otp_mbps": 10.0}
-    assert differs_from_solve(_solution("PCDC", "cubic", 0.2, 9.9), DECISION) is None
-    promise = promise_of(DECISION)
+    assert differs_from_solve(_solution("PCDC", "cubic", 0.2, 9.9), TYPED) is None
+    promise = promise_of(TYPED)
     assert (promise.low_mbps, promise.high_mbps, promise.confidence) == (9.8, 10.0, 0.9)

@@ -144,4 +144,4 @@ def test_an_adaptive_grid_does_not_grow_once_its_answer_carries_the_links_rate(d
     assert c.buffer_grid_mib == grid
     assert not any(f.startswith("grid_extended") for f in campaigns.flags(c))
     note = c.run_state.sweep_decision
-    assert (note["opm"], note["obs_mib"]) == ("PCDC", 0.1)
+    assert (note.opm, note.obs_mib) == ("PCDC", 0.1)

@@ -59,7 +59,7 @@ def _run(db_session, moving: bool):
     assert advance.finish, c.error
     note = c.run_state.sweep_decision
     runs = [m for m in measurements.list_buffer_runs(db_session, campaign_id=c.id)
-            if (m.pm, m.cc, float(m.bs_mib)) == (note["opm"], note["occ"], note["obs_mib"])]
+            if (m.pm, m.cc, float(m.bs_mib)) == (note.opm, note.occ, note.obs_mib)]
     rec = recommendations.get_recommendation(
         db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
     return c, note, runs, rec
@@ -67,8 +67,8 @@ def _run(db_session, moving: bool):
 
 def test_an_answer_on_a_cycling_path_is_spread_in_time_and_says_it_varies(db_session):
     _, note, runs, rec = _run(db_session, moving=True)
-    assert note["stop"] == "settled"
-    variation = note["variation"]
+    assert note.stop == "settled"
+    variation = note.variation.to_dict()
     assert variation["varies"] is True
     # not settled from one phase: the answer's runs spread over a minute, or as many as allowed
     starts = sorted(m.started_at for m in runs)
@@ -87,8 +87,8 @@ def test_an_answer_on_a_cycling_path_is_spread_in_time_and_says_it_varies(db_ses
 
 def test_an_answer_on_a_steady_path_does_not_say_it_varies(db_session):
     _, note, runs, rec = _run(db_session, moving=False)
-    assert note["stop"] == "settled"
-    assert note["variation"]["varies"] is False
+    assert note.stop == "settled"
+    assert note.variation.varies is False
     assert "path_varies" not in rec.quality_flags
     assert "varies" not in rec.outputs["promise"]["statement"]
     starts = sorted(m.started_at for m in runs)

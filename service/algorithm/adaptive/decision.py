@@ -38,7 +38,7 @@ class BulkDecision:
 
     probes: list[WantedProbe] = field(default_factory=list)
     settled: bool = False
-    opm: str | None = None
+    opm: PathManager | None = None
     occ: str | None = None
     obs_mib: float | None = None
     otp_mbps: float | None = None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from models import Campaign, FitRecord
+from models import Campaign, FitRecord, MeasurementPhase
 from probes.vocabulary import PCDC, PathManager
 
 from ...algorithm import adaptive
@@ -67,7 +67,8 @@ def solve_campaign(
     except ValueError as exc:  # a stored curve with a non-finite coefficient
         return unsolved([], str(exc))
     rows = [
-        m for m in measurements.ok_measurements(session, campaign_id=campaign.id, phase="buffer")
+        m for m in measurements.ok_measurements(session, campaign_id=campaign.id,
+                                                phase=MeasurementPhase.SWEEP)
         if m.mean_goodput_mbps is not None and lo <= m.bs_mib <= hi
     ]
     # an OTP is a promise: never above what was measured without saying so

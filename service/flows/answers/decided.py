@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, replace
 
-from models import Campaign
+from models import BulkSweepDecision, Campaign, StreamSweepDecision
 
 from ...algorithm.alternative import Alternative
 from ...algorithm.solver import SolverAnswer
@@ -34,20 +34,19 @@ DECIDED = "adaptive decision"  # provenance["answer_from"] of an answer the swee
 SOLVED = "solve"  # ... of an answer solved from the curves (grid mode, a what-if question)
 
 
-def sweep_decision(campaign: Campaign) -> dict | None:
+def sweep_decision(campaign: Campaign) -> BulkSweepDecision | None:
     """The settled decision the campaign's own sweep stored; None for a grid campaign, a sweep
     stopped by its budget and a campaign imported from a bundle."""
     state = campaign.run_state
-    note = dict(state.sweep_decision or {})
+    decision = state.sweep_decision
     if (campaign.mode != "adaptive" or state.imported is not None
-            or note.get("objective") == "stream" or note.get("stop") != "settled"
-            or note.get("opm") is None or note.get("obs_mib") is None):
+            or not isinstance(decision, BulkSweepDecision) or not decision.answers):
         return None
-    return note
+    return decision
 
 
 def decided_question(campaign: Campaign, delta: float, bs_min: float | None,
-                     bs_max: float | None) -> dict | None:
+                     bs_max: float | None) -> BulkSweepDecision | None:
     """The sweep's decision when (delta, bounds) is the question it decided: the campaign's
     delta on the buffers it measured (bounds left out, or those); else None (a what-if)."""
     decision = sweep_decision(campaign)
@@ -59,70 +58,76 @@ def decided_question(campaign: Campaign, delta: float, bs_min: float | None,
     return decision
 
 
-def decided_solution(solution: SolverAnswer, decision: dict) -> SolverAnswer:
+def decided_solution(solution: SolverAnswer, decision: BulkSweepDecision) -> SolverAnswer:
     """`solution` (the measured means' per-arm table) with the decision's answer: its OPM, OCC,
     OBS, OTP, T* and target."""
-    t_star = decision.get("t_star_mbps")
-    otp = decision.get("otp_mbps")
+    t_star = decision.t_star_mbps
+    otp = decision.otp_mbps
     return replace(
         solution,
-        opm=decision["opm"], occ=decision["occ"], obs_mib=decision["obs_mib"],
+        opm=decision.opm, occ=decision.occ, obs_mib=decision.obs_mib,
         otp_mbps=solution.otp_mbps if otp is None else otp,
         tp_max_mbps=solution.tp_max_mbps if t_star is None else t_star,
-        target_mbps=decision.get("target_mbps") or solution.target_mbps,
-        measured_obs_mib=decision["obs_mib"],  # the decision reads OBS off a measured buffer
+        target_mbps=decision.target_mbps or solution.target_mbps,
+        measured_obs_mib=decision.obs_mib,  # the decision reads OBS off a measured buffer
     )
 
 
-def differs_from_solve(solution: SolverAnswer, decision: dict) -> dict | None:
+def differs_from_solve(solution: SolverAnswer, decision: BulkSweepDecision) -> dict | None:
     """What the measured means' solve reads where it is not the decision (None: the same)."""
-    said = (decision["opm"], decision["occ"], decision["obs_mib"])
+    said = (decision.opm, decision.occ, decision.obs_mib)
     if (solution.opm, solution.occ, solution.obs_mib) == said:
         return None
     return {"opm": solution.opm, "occ": solution.occ, "obs_mib": solution.obs_mib,
             "otp_mbps": solution.otp_mbps}
 
 
-def promise_of(decision: dict) -> Promise | None:
+def promise_of(decision: BulkSweepDecision) -> Promise | None:
     """The decision's promise: where a fresh probe of the answer should land, its statement and
     the confidence it is given at."""
-    promise = decision.get("promise")
-    if not promise:
+    promise = decision.promise
+    if promise is None:
         return None
-    return Promise(statement=decision.get("statement"), low_mbps=promise["low_mbps"],
-                   high_mbps=promise["high_mbps"], of=promise["of"],
-                   confidence=decision.get("confidence"), variation=decision.get("variation"))
+    return Promise(statement=decision.statement, low_mbps=promise.low_mbps,
+                   high_mbps=promise.high_mbps, of=promise.of,
+                   confidence=decision.confidence,
+                   variation=None if decision.variation is None else decision.variation.to_dict())
 
 
 def promise_if_same(campaign: Campaign, solution: SolverAnswer) -> Promise | None:
     """A what-if answer of an adaptive campaign carries the decision's promise only when it
     names the decision's configuration (OPM and OCC)."""
-    note = dict(campaign.run_state.sweep_decision or {})
-    if (note.get("opm"), note.get("occ")) != (solution.opm, solution.occ):
+    decision = campaign.run_state.sweep_decision
+    if (not isinstance(decision, BulkSweepDecision)
+            or (decision.opm, decision.occ) != (solution.opm, solution.occ)):
         return None
-    return promise_of(note)
+    return promise_of(decision)
 
 
-def stream_note(decision: StreamDecision, stop: str) -> dict:
-    """A stream sweep's decision as the campaign stores it (`sweep_decision`)."""
+def stream_note(decision: StreamDecision, stop: str, **more) -> StreamSweepDecision:
+    """A stream sweep's decision as the campaign stores it (`sweep_decision`); `more`: the
+    stored fields the decision itself does not carry (`pcdc_as_fullmesh`)."""
     fields = asdict(decision)
     fields.pop("probes")
-    # JSON has no infinity (PostgreSQL refuses it, SQLite stores text no reader parses)
+    # JSON has no infinity: stored (and so read back) as None
     fields = {k: None if isinstance(v, float) and not math.isfinite(v) else v
               for k, v in fields.items()}
-    return {"objective": "stream", "stop": stop, **fields}
+    stored = StreamSweepDecision.from_dict({"stop": stop, **fields})
+    return replace(stored, present=None, **more)
 
 
 def decided_stream(campaign: Campaign) -> StreamDecision | None:
     """The decision a stream campaign's own adaptive sweep stored; None for a grid campaign and
     one imported from a bundle (answered from its measurements)."""
     state = campaign.run_state
-    note = dict(state.sweep_decision or {})
+    stored = state.sweep_decision
     if (campaign.mode != "adaptive" or state.imported is not None
-            or note.get("objective") != "stream"):
+            or not isinstance(stored, StreamSweepDecision)):
         return None
-    fields = {k: v for k, v in note.items() if k not in ("objective", "stop")}
-    fields["alternatives"] = [Alternative(a["label"], a["relative"], tuple(a["differs_in"]))
-                              for a in fields.get("alternatives") or ()]
+    fields = stored.decision_fields()
+    fields["alternatives"] = [Alternative(a.label, a.relative, a.differs_in)
+                              for a in stored.alternatives]
+    fields["carrying"] = list(stored.carrying)
+    fields["not_carrying"] = dict(stored.not_carrying)
     known = StreamDecision.__dataclass_fields__
     return StreamDecision(**{k: v for k, v in fields.items() if k in known})

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from models import Campaign, Measurement
+from models import Campaign, Measurement, MeasurementPhase
 from probes.frames import one_way_trusted
 
 from ...algorithm.arm import Arm
@@ -147,7 +147,8 @@ class MeasuredRuns:
 
 
 def measured_runs(session: Session, campaign: Campaign, delta: float) -> MeasuredRuns:
-    rows = measurements.ok_measurements(session, campaign_id=campaign.id, phase="buffer")
+    rows = measurements.ok_measurements(session, campaign_id=campaign.id,
+                                        phase=MeasurementPhase.SWEEP)
     figures = [f for m in rows if (f := frames_of(m))]
     relative = not all(one_way(f, delta) for f in figures)
     uncertainties = [float(u) for f in figures

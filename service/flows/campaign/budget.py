@@ -15,18 +15,21 @@ Every count the campaign reports comes from here, by one formula each:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
-from models import Campaign
+from models import MEASUREMENT_PHASES, Campaign, MeasurementPhase, Tally
 
 from ...algorithm import adaptive
 from ...store import campaigns as campaign_store
 from .plan import selection_probes
 from .selected import sweep_arms
 
-PHASES = ("warm", "impact", "selection", "sweep")
-# A measurement row's phase -> the budget phase it is charged to.
-_CHARGED_TO = {"warm": "warm", "impact": "impact", "selection": "selection", "buffer": "sweep"}
+# The budget phases, by `MeasurementPhase.budget_phase`: the sweep's probes are stored with
+# phase "buffer" and charged to "sweep".
+PHASES = tuple(p.budget_phase for p in (MeasurementPhase.WARM, MeasurementPhase.IMPACT,
+                                         MeasurementPhase.SELECTION, MeasurementPhase.SWEEP))
+SWEEP = MeasurementPhase.SWEEP.budget_phase
 
 
 def impact_runs(campaign: Campaign) -> dict[str, int]:
@@ -78,7 +81,7 @@ def planned(campaign: Campaign, n_subflows: int) -> dict[str, int]:
             sum(runs.values()) + max(runs.values(), default=0) * n_subflows
             if campaign.mode == "adaptive" else sum(runs.values()) * (1 + n_subflows)
         )
-        plan["sweep"] = (
+        plan[SWEEP] = (
             adaptive_sweep_estimate(campaign) if campaign.mode == "adaptive"
             else grid_sweep_probes(campaign)
         )
@@ -98,8 +101,7 @@ def replan(campaign: Campaign) -> int:
     total = sum(counts.values())
     campaign.run_state = campaign.run_state.with_budget(
         planned=total,
-        phase_plan={phase: {"probes": n, "probe_seconds": n * cost}
-                    for phase, n in counts.items() if n},
+        phase_plan={phase: Tally(n, n * cost) for phase, n in counts.items() if n},
     )
     return total
 
@@ -121,14 +123,10 @@ def settle(campaign: Campaign) -> None:
 
 def charge(campaign: Campaign, measurement_phase: str, probe_seconds: float) -> None:
     """A stored probe: one more probe done, its seconds used, booked to its phase."""
-    b = campaign.run_state.budget
-    phase = _CHARGED_TO.get(measurement_phase, measurement_phase)
-    was = b.spent.get(phase) or {"probes": 0, "probe_seconds": 0.0}
-    campaign.run_state = campaign.run_state.with_budget(
-        done=b.done + 1, used_s=b.used_s + float(probe_seconds),
-        spent={**b.spent, phase: {"probes": was["probes"] + 1,
-                                  "probe_seconds": was["probe_seconds"] + float(probe_seconds)}},
-    )
+    phase = (MeasurementPhase(measurement_phase).budget_phase
+             if measurement_phase in MEASUREMENT_PHASES else measurement_phase)
+    campaign.run_state = replace(campaign.run_state,
+                                 budget=campaign.run_state.budget.charged(phase, probe_seconds))
     replan(campaign)
 
 
@@ -141,7 +139,9 @@ def summary(campaign: Campaign) -> dict[str, Any]:
     """The campaign's probe-second budget, planned and spent per phase (for plans and answers):
     {"budget_s": ..., "planned": {phase: {"probes", "probe_seconds"}}, "spent": {...}}."""
     b = campaign.run_state.budget
-    return {"budget_s": b.cap_s, "planned": dict(b.phase_plan), "spent": dict(b.spent)}
+    return {"budget_s": b.cap_s,
+            "planned": {phase: t.to_dict() for phase, t in b.phase_plan.items()},
+            "spent": {phase: t.to_dict() for phase, t in b.spent.items()}}
 
 
 def left_s(campaign: Campaign) -> float | None:

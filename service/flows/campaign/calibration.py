@@ -48,8 +48,9 @@ class NextStep:
     finish: bool = False
 
 
-FINAL = NextStep()
-FINISH = NextStep(finish=True)
+FINAL = NextStep()  # nothing: the campaign is final (done or failed)
+FINISH = NextStep(finish=True)  # finish it now (a phase said `ENOUGH`, or every phase is done)
+
 
 def phases_for(campaign: Campaign) -> Sequence[Phase]:
     """The campaign's phases, in the order they run: the paper's procedure (grid: SP* from Ω,
@@ -81,7 +82,7 @@ def next_step(
             verdict = phase.advance(ctx)
             if verdict.failed:
                 return FINAL
-            if verdict.finish:
+            if verdict.enough:
                 return FINISH
             if verdict.step is None:
                 continue

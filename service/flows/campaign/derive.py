@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from models import NO_EXCLUSION, Campaign
+from models import NO_EXCLUSION, Campaign, MeasurementPhase
 
 from ...algorithm.impact_confidence import (
     DEFAULT_CONFIDENCE,
@@ -69,7 +69,7 @@ def fit_from_runs(
     ccs = list(ccs if ccs is not None else campaign.measured_ccs)
     by_arm: dict[tuple[str, str], list[Sample]] = {}
     for m in measurements.ok_measurements(
-        session, campaign_id=campaign.id, phase="buffer", ccs=ccs
+        session, campaign_id=campaign.id, phase=MeasurementPhase.SWEEP, ccs=ccs
     ):
         if m.mean_goodput_mbps is not None:
             by_arm.setdefault((m.pm, m.cc), []).append(

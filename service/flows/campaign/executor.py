@@ -26,6 +26,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
+from models import MeasurementPhase
 from probes.base import (
     MeasurementRequest,
     MeasurementResult,
@@ -157,11 +158,11 @@ def _pending(
     ), timing.to_dict()
 
 
-def profile_of(objective: Objective, phase: str = "buffer") -> TrafficProfile:
+def profile_of(objective: Objective, phase: str = MeasurementPhase.SWEEP) -> TrafficProfile:
     """A stream objective's buffer-phase and selection probes are paced at the stream's frame
     rate and size: PCDC's subflows are chosen by p99 frame delay (`phases.selection_stream`).
     The impact phase stays bulk (Ω, and the reference CC's order, are goodput's)."""
-    if not objective.is_stream or phase not in ("buffer", "selection"):
+    if not objective.is_stream or phase not in (MeasurementPhase.SWEEP, "selection"):
         return TrafficProfile.bulk()
     return TrafficProfile.paced(objective.rate_hz, objective.frame_bytes,
                                 objective.delay_budget_ms)

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from models import NO_EXCLUSION
+from models import NO_EXCLUSION, MeasurementPhase
 from probes.base import ProbeTool
 from probes.vocabulary import (
     FULLMESH,
@@ -208,7 +208,7 @@ def selection_probes(n_subflows: int, n_ccs: int) -> int:
 class ProbeStep:
     """One probe of a campaign; `key` is its measurement's unique key."""
 
-    phase: str  # "impact" | "selection" | "buffer" | "warm"
+    phase: str  # a MeasurementPhase (the sweep's probes: SWEEP, stored as "buffer")
     pm: PathManager
     cc: str
     bs_mib: float
@@ -234,7 +234,7 @@ class ProbeStep:
 
     def describe(self) -> str:
         what = f"{self.phase} {self.pm}/{self.cc} run {self.run}"
-        if self.phase == "buffer":
+        if self.phase == MeasurementPhase.SWEEP:
             what += f" bs {self.bs_mib:g} MiB"
         if self.phase == "selection":
             what += f" on {'+'.join(self.allowed_subflows or ()) or 'every subflow'}"
@@ -282,7 +282,7 @@ def buffer_steps(
                 if pm == PCDC and set(subsets[cc]) != set(subflows):
                     allowed = tuple(subsets[cc])
                 steps.extend(
-                    ProbeStep("buffer", pm, cc, float(bs), run, NO_EXCLUSION, allowed)
+                    ProbeStep(MeasurementPhase.SWEEP, pm, cc, float(bs), run, NO_EXCLUSION, allowed)
                     for bs in order
                 )
     return steps

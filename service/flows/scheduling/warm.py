@@ -17,7 +17,7 @@ from statistics import fmean, stdev
 
 from sqlalchemy.orm import Session
 
-from models import NO_EXCLUSION, Campaign, Warm
+from models import NO_EXCLUSION, Campaign, Warm, WarmCheck
 from probes.vocabulary import PCDC, PathManager
 
 from ...store import campaigns as campaign_store
@@ -137,16 +137,17 @@ def judge(session: Session, *, campaign: Campaign, checks_: list[Check]) -> bool
         samples = by_arm.get((b.pm, b.cc, float(b.bs_mib)), [])
         if not samples:  # every verification probe failed: no evidence the answer still holds
             moved = True
-            report.append({"check": check.what, "arm": f"{b.pm}/{b.cc}", "bs_mib": b.bs_mib,
-                           "promised_mbps": check.promised_mbps, "measured_mbps": None})
+            report.append(WarmCheck.from_dict({
+                "check": check.what, "arm": f"{b.pm}/{b.cc}", "bs_mib": b.bs_mib,
+                "promised_mbps": check.promised_mbps, "measured_mbps": None}))
             continue
         off, tolerance = drifted(samples, check.promised_mbps, campaign.delta)
         moved = moved or off
-        report.append({
-            "check": check.what, "arm": f"{b.pm}/{b.cc}", "bs_mib": b.bs_mib,
-            "promised_mbps": check.promised_mbps, "measured_mbps": round(fmean(samples), 4),
-            "runs": len(samples), "tolerance_mbps": round(tolerance, 4), "drifted": off,
-        })
+        report.append(WarmCheck(
+            check=check.what, arm=f"{b.pm}/{b.cc}", bs_mib=b.bs_mib,
+            promised_mbps=check.promised_mbps, measured_mbps=round(fmean(samples), 4),
+            runs=len(samples), tolerance_mbps=round(tolerance, 4), drifted=off,
+        ))
     verdict = "warm_drifted" if moved else "warm_confirmed"
     if not moved:  # answer on the range the last calibration measured, as it did
         previous = campaign_store.get_campaign(session, campaign_id=warm.from_campaign)
@@ -160,13 +161,14 @@ def judge(session: Session, *, campaign: Campaign, checks_: list[Check]) -> bool
 
 def _record_event(session, campaign: Campaign, kind: str, previous_id: int, report) -> None:
     for r in report:
-        if kind == "warm_drifted" and not r.get("drifted", True) and r["measured_mbps"]:
+        # (no verdict: every probe failed, which counts as drifted)
+        if kind == "warm_drifted" and r.drifted is False and r.measured_mbps:
             continue  # a drifted campaign names the checks that moved
         change = None
-        if r["measured_mbps"] is not None and r["promised_mbps"]:
-            change = 100.0 * (r["measured_mbps"] - r["promised_mbps"]) / r["promised_mbps"]
+        if r.measured_mbps is not None and r.promised_mbps:
+            change = 100.0 * (r.measured_mbps - r.promised_mbps) / r.promised_mbps
         schedules.add_event(
             session, campaign=campaign, previous_campaign_id=previous_id, kind=kind,
-            subject=f"{r['check']} {r['arm']} {r['bs_mib']:.3g} MiB",
-            before=r["promised_mbps"], after=r["measured_mbps"], change_pct=change,
+            subject=f"{r.check} {r.arm} {r.bs_mib:.3g} MiB",
+            before=r.promised_mbps, after=r.measured_mbps, change_pct=change,
         )

@@ -22,7 +22,7 @@ from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from models import SelectionEstimate
+from models import MeasurementPhase, SelectionEstimate
 
 from .report_data import ReportData
 
@@ -161,11 +161,12 @@ def _promise(ax, data: ReportData) -> None:
                     fmt="none", ecolor="tab:purple", elinewidth=6, alpha=0.6,
                     label=f"promise ({promise.get('of') or 'a fresh probe'}): "
                     f"{low:.3g}-{high:.3g}")
-    for k, phase in enumerate(("buffer", "warm")):
+    for k, phase in enumerate((MeasurementPhase.SWEEP, "warm")):
         xs = [v for p, v in data.fresh if p == phase]
         if xs:
             ax.plot(xs, [0.2 + 0.1 * k] * len(xs), "o", color=COLORS[3 + k], alpha=0.8,
-                    label=f"{'sweep' if phase == 'buffer' else 'warm-check'} probes at "
+                    label=f"{'warm-check' if phase == MeasurementPhase.WARM else 'sweep'} "
+                    "probes at "
                     f"{s.opm}/{s.occ}, {s.obs_mib:.3g} MiB (n={len(xs)})")
     ax.set_ylim(0, 1)
     values = [s.target_mbps, s.tp_max_mbps, s.otp_mbps, *(v for _, v in data.fresh)]

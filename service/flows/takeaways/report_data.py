@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from models import Campaign, Recommendation, Selection
+from models import Campaign, MeasurementPhase, Recommendation, Selection
 
 from ...store import campaigns as campaign_store
 from ...store import inventory, measurements, results
@@ -58,12 +58,13 @@ def report_data(session: Session, *, campaign_id: int) -> ReportData:
                  intervals.get(r.cc, {}).get(sf, {}).get("high"), sf in r.subset)
             for sf, w in r.omegas.items()}
     points: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for m in measurements.ok_measurements(session, campaign_id=campaign.id, phase="buffer"):
+    for m in measurements.ok_measurements(session, campaign_id=campaign.id,
+                                          phase=MeasurementPhase.SWEEP):
         if m.mean_goodput_mbps is not None:
             points.setdefault((m.pm, m.cc), []).append((m.bs_mib, m.mean_goodput_mbps))
     fitted = [c for rec in solved.fits for c in results.fit_curves(rec)]
     runs = measurements.list_runs(session, campaign_id=campaign.id,
-                                  phases=("impact", "selection", "buffer", "warm"))
+                                  phases=("impact", "selection", MeasurementPhase.SWEEP, "warm"))
     counts: dict[str, int] = {}
     for m in runs:
         counts[m.status] = counts.get(m.status, 0) + 1
@@ -90,5 +91,5 @@ def _fresh(runs, solved: SolvedCampaign) -> list[tuple[str, float]]:
         return []
     return [(m.phase, m.mean_goodput_mbps) for m in runs
             if m.status == "ok" and m.mean_goodput_mbps is not None and m.pm == s.opm
-            and m.cc == s.occ and m.phase in ("buffer", "warm")
+            and m.cc == s.occ and m.phase in (MeasurementPhase.SWEEP, "warm")
             and abs(m.bs_mib - s.obs_mib) <= 1e-9 * max(1.0, s.obs_mib)]

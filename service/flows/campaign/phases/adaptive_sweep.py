@@ -7,7 +7,16 @@ from __future__ import annotations
 
 import math
 
-from models import NO_EXCLUSION
+from models import (
+    NO_EXCLUSION,
+    BulkSweepDecision,
+    DecidedPromise,
+    MeasurementPhase,
+    PathVariation,
+    SpreadAtObs,
+    StoredAlternative,
+)
+from models.sweep_decision import STOP_BUDGET, STOP_SETTLED
 from probes.vocabulary import FULLMESH, PCDC, PathManager
 
 from ....algorithm import adaptive
@@ -19,13 +28,13 @@ from ....store import campaigns as campaign_store
 from ...answers.confidence_summary import confidence_statement
 from .. import budget
 from ..plan import ProbeStep
-from ..selected import merged_into_fullmesh, selection_note, sweep_arms
+from ..selected import measured_selection, merged_into_fullmesh, sweep_arms
 from ..timing import observed_rtts, step_timing
 from .answer_spread import spread_probe, variation_at, widened
 from .base import DONE, Context, PhaseVerdict, probe
 from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
 
-name = "sweep"
+name = budget.SWEEP  # the phase is the budget's "sweep"; its probes MeasurementPhase.SWEEP
 # The promise is never narrower than this share of OTP either way. Runs at a link's rate agree
 # to 0.01 Mbit/s (harmful.yaml: PCDC on F-U read 18.80-18.83), and a promise drawn from them
 # alone was +-0.01 wide, while fresh probes of the same configuration right after the campaign,
@@ -61,19 +70,19 @@ def advance(ctx: Context) -> PhaseVerdict:
         # not settled from one phase of a path that moves: the answer's runs spread in time
         held = None if spent else spread_probe(runs, decision, campaign.delta)
         if held is not None:
-            budget.ask(campaign, "sweep", 1)
+            budget.ask(campaign, budget.SWEEP, 1)
             return probe(_step(ctx, held, tried))
         if decision.settled or spent:
             break
-        budget.ask(campaign, "sweep", len(decision.probes) + 1)
+        budget.ask(campaign, budget.SWEEP, len(decision.probes) + 1)
         return probe(_cheapest(ctx, [_step(ctx, wanted, tried) for wanted in decision.probes]))
-    stop = "settled" if decision is not None and decision.settled else "budget"
-    campaign_store.update_state(campaign, sweep_decision={
-        "stop": stop, **({} if decision is None else _decision_note(ctx, decision, runs)),
+    stop = STOP_SETTLED if decision is not None and decision.settled else STOP_BUDGET
+    campaign_store.update_state(campaign, sweep_decision=BulkSweepDecision(
+        stop=stop, **({} if decision is None else _decision_note(ctx, decision, runs)),
         # PCDC on every subflow is FullMesh's probe: measured once, as FullMesh (`sweep_arms`)
-        "pcdc_as_fullmesh": sorted(merged_into_fullmesh(campaign)),
-        "confidence": adaptive.DEFAULT_CONFIDENCE,
-    })
+        pcdc_as_fullmesh=tuple(sorted(merged_into_fullmesh(campaign))),
+        confidence=adaptive.DEFAULT_CONFIDENCE,
+    ))
     budget.settle(campaign)
     # The answer is read off the measured means; the fit only draws the curves, so an arm with
     # fewer than three measured buffers leaves the campaign answerable.
@@ -88,7 +97,8 @@ def _step(ctx: Context, wanted: adaptive.WantedProbe, tried) -> ProbeStep:
     if wanted.pm == PCDC and set(subsets[wanted.cc]) != set(ctx.subflows):
         allowed = tuple(subsets[wanted.cc])
     run = tried.get((wanted.pm, wanted.cc, wanted.bs_mib), 0) + 1
-    return ProbeStep("buffer", wanted.pm, wanted.cc, wanted.bs_mib, run, NO_EXCLUSION, allowed)
+    return ProbeStep(MeasurementPhase.SWEEP, wanted.pm, wanted.cc, wanted.bs_mib, run,
+                     NO_EXCLUSION, allowed)
 
 
 def _cheapest(ctx: Context, steps: list[ProbeStep]) -> ProbeStep:
@@ -144,23 +154,24 @@ def _links_ceiling(ctx: Context, pm: PathManager | None, cc: str | None) -> floa
 
 
 def _decision_note(ctx: Context, decision: adaptive.BulkDecision, runs) -> dict:
-    """What the settled decision promises, for the answer: OTP with its interval and the
-    interval fresh probes should land in, T* and whether it held, what is settled and what is
-    within reach, and the one sentence a user reads first. `runs`: the buffer runs
-    (`fitting.BufferRuns`), their series for the spread inside the probes at OBS; where the
-    campaign's runs show the path moving over time (`variation`), the interval covers one
-    fresh probe's range and the statement says by how much the path moves."""
+    """The `BulkSweepDecision` fields of the settled decision, what it promises for the answer:
+    OTP with its interval and the interval fresh probes should land in, T* and whether it
+    held, what is settled and what is within reach, and the one sentence a user reads first.
+    `runs`: the buffer runs (`fitting.BufferRuns`), their series for the spread inside the
+    probes at OBS; where the campaign's runs show the path moving over time (`variation`),
+    the interval covers one fresh probe's range and the statement says by how much the path
+    moves."""
     series = runs.series
     fields = {k: getattr(decision, k) for k in (
         "opm", "occ", "obs_mib", "otp_mbps", "otp_half_width_mbps", "t_star_mbps",
-        "target_mbps", "survivors", "eliminated", "otp_runs", "t_star_half_width_mbps",
-        "t_star_runs", "t_star_held", "pm_settled", "cc_settled")}
-    subset = (selection_note(ctx.campaign) or {}).get("ccs", {}).get(decision.occ or "", {})
-    subset_settled = subset.get("settled") if decision.opm == PCDC and subset else None
-    reach = [
-        Alternative(f"subflows {a['label']}", a["relative"] or 0.0, ("subset",))
-        for a in subset.get("within_reach", [])
-    ] if decision.opm == PCDC else []
+        "target_mbps", "otp_runs", "t_star_half_width_mbps", "t_star_runs", "t_star_held",
+        "pm_settled", "cc_settled")}
+    selection = measured_selection(ctx.campaign)
+    subset = (None if selection is None or decision.opm != PCDC
+              else selection.ccs.get(decision.occ or ""))
+    subset_settled = None if subset is None else subset.settled
+    reach = [Alternative(f"subflows {a.label}", a.relative or 0.0, ("subset",))
+             for a in subset.within_reach] if subset is not None else []
     # The promise is where one fresh probe of the answer should land (the mean's own interval
     # is narrower than the spread of new runs); the mean's interval where no spread is known.
     spread = window_spread(series.get((decision.opm, decision.occ, decision.obs_mib), []))
@@ -190,21 +201,21 @@ def _decision_note(ctx: Context, decision: adaptive.BulkDecision, runs) -> dict:
             variation=variation if variation.varies else None)
     return {
         **fields,
-        "promise": None if interval is None else {
-            "low_mbps": max(0.0, interval[0]), "high_mbps": interval[1],
-            "of": ("one fresh probe" if predicted is not None or variation.varies
-                   else "the mean"),
-        },
-        "alternatives": [
-            {"label": a.label, "relative": a.relative, "differs_in": list(a.differs_in)}
+        "survivors": tuple(decision.survivors), "eliminated": tuple(decision.eliminated),
+        "promise": None if interval is None else DecidedPromise(
+            low_mbps=max(0.0, interval[0]), high_mbps=interval[1],
+            of=("one fresh probe" if predicted is not None or variation.varies
+                else "the mean"),
+        ),
+        "alternatives": tuple(
+            StoredAlternative(a.label, a.relative, tuple(a.differs_in))
             for a in decision.alternatives
-        ],
+        ),
         "subset_settled": subset_settled,
         "statement": statement,
-        "variation": variation.to_dict(),
-        "spread_at_obs": None if spread is None else {
-            "interval_sd_mbps": spread.sd_mbps, "intervals_per_run": spread.intervals_per_run,
-            "runs": spread.runs, "unsteady_runs": spread.unsteady_runs,
-            "half_width_mbps": within,
-        },
+        "variation": PathVariation.from_dict(variation.to_dict()),
+        "spread_at_obs": None if spread is None else SpreadAtObs(
+            interval_sd_mbps=spread.sd_mbps, intervals_per_run=spread.intervals_per_run,
+            runs=spread.runs, unsteady_runs=spread.unsteady_runs, half_width_mbps=within,
+        ),
     }

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from statistics import fmean
 
+from probes.vocabulary import PathManager
+
 from ....algorithm import adaptive
 from ....algorithm.adaptive.time_spread import spread_wanted
 from ....algorithm.adaptive.variation import (
@@ -25,7 +27,7 @@ def timed_points(runs: BufferRuns) -> dict[tuple[tuple[str, str], float], list[T
             for (pm, cc, bs), found in runs.timed.items()}
 
 
-def variation_at(runs: BufferRuns, pm: str | None, cc: str | None, bs: float | None,
+def variation_at(runs: BufferRuns, pm: PathManager | None, cc: str | None, bs: float | None,
                  delta: float) -> Variation:
     """Whether the campaign's runs show the path moving, and the figures at (pm, cc, bs)."""
     points = timed_points(runs)

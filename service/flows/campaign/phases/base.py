@@ -1,8 +1,10 @@
 """What a phase is: asked with the campaign's context, it answers a probe to run, done (the next
-phase's turn), failed (it failed the campaign), or finish (the campaign needs nothing more).
+phase's turn), failed (it failed the campaign), or enough (the campaign needs nothing more).
 
-A phase does every piece of its work that needs no probe before it answers, re-reads what it
-needs from the database and is idempotent: a step is done when a measurement with its key exists.
+A phase does every piece of its work that needs no probe before it answers and is idempotent: a
+step is done when a measurement with its key exists. The context reads the campaign's
+measurements once per pass over the phases (`Context.measurements`): only the executor stores a
+run, between turns, so nothing a phase does in a pass changes them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
-from models import Campaign
+from models import Campaign, Measurement
 
 from ....algorithm.topology import TopologySpec
 from ....settings import Settings
@@ -26,17 +28,19 @@ from ..selected import selected_subsets
 
 @dataclass(frozen=True)
 class PhaseVerdict:
-    """A probe to run (`step`); or `failed` (the phase failed the campaign); or `finish` (nothing
-    more to measure: the campaign finishes now, later phases skipped); or none: done."""
+    """A probe to run (`step`); or `failed` (the phase failed the campaign); or `enough` (nothing
+    more to measure: later phases are skipped and the campaign finishes, `calibration.FINISH`);
+    or none: done."""
 
     step: ProbeStep | None = None
     failed: bool = False
-    finish: bool = False
+    enough: bool = False
 
 
 DONE = PhaseVerdict()
 FAILED = PhaseVerdict(failed=True)
-FINISH = PhaseVerdict(finish=True)
+# not `FINISH`: that is what `calibration.next_step` then answers the executor (a `NextStep`)
+ENOUGH = PhaseVerdict(enough=True)
 
 
 def probe(step: ProbeStep) -> PhaseVerdict:
@@ -61,9 +65,27 @@ class Context:
         """The topology as the algorithm's validated spec, converted once for the pass."""
         return inventory.topology_spec(self.campaign.topology)
 
-    def done(self) -> set[tuple]:
-        """The keys of every stored run (read afresh: a phase may have added runs)."""
-        return measurements.done_keys(self.session, campaign_id=self.campaign.id)
+    @cached_property
+    def measurements(self) -> list[Measurement]:
+        """Every stored run of the campaign (ok or failed), oldest first, read once per pass."""
+        return measurements.all_runs(self.session, campaign_id=self.campaign.id)
+
+    def runs(self, *phases: str) -> list[Measurement]:
+        """The stored runs (ok or failed) of `phases`, oldest first."""
+        return [m for m in self.measurements if m.phase in phases]
+
+    def ok_runs(self, phase: str) -> list[Measurement]:
+        """The successful runs of `phase`, oldest first."""
+        return [m for m in self.measurements if m.phase == phase and m.status == "ok"]
+
+    @cached_property
+    def _done(self) -> frozenset[tuple]:
+        return frozenset((m.phase, m.pm, m.cc, float(m.bs_mib), m.run, m.excluded_subflow)
+                         for m in self.measurements)
+
+    def done(self) -> frozenset[tuple]:
+        """The keys of every stored run: those steps are done (`ProbeStep.key`)."""
+        return self._done
 
     def subsets(self) -> dict[str, list[str]]:
         """SP* per CC: the measured selection's where it ran (adaptive mode), else Ω's."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from models import MeasurementPhase
 from probes.base import intervals_after_warmup
 
 from ....store import campaigns as campaign_store
@@ -42,7 +43,7 @@ def buffer_samples(ctx: Context) -> BufferRuns:
     tried: dict[tuple[str, str, float], int] = {}
     series: dict[tuple[str, str, float], list[tuple[list, list[float]]]] = {}
     when: dict[tuple[str, str, float], list[tuple[float, float, list[float]]]] = {}
-    rows = measurements.list_buffer_runs(ctx.session, campaign_id=ctx.campaign.id)
+    rows = ctx.runs(MeasurementPhase.SWEEP)
     for m in rows:
         bs = float(m.bs_mib)
         tried[(m.pm, m.cc, bs)] = max(tried.get((m.pm, m.cc, bs), 0), m.run)

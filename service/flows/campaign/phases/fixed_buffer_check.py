@@ -21,12 +21,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from models import NO_EXCLUSION
+from models import NO_EXCLUSION, MeasurementPhase
 from probes.vocabulary import FULLMESH, PCDC
 
 from ....algorithm.alternative import Alternative
 from ....algorithm.selection import SelectionResult, subset_label
-from ....store import measurements
 from ..plan import ProbeStep
 from ..selected import subset_key, subset_of_key
 from .base import Context
@@ -67,8 +66,7 @@ def measured(ctx: Context, bs_mib: float) -> dict[Key, list[float | None]]:
     """(CC, subset) -> the check probes' goodputs at `bs_mib`, in run order (None: a probe
     that failed)."""
     out: dict[Key, list[tuple[int, float | None]]] = {}
-    for m in measurements.list_runs(ctx.session, campaign_id=ctx.campaign.id,
-                                    phases=("selection",)):
+    for m in ctx.runs(MeasurementPhase.SELECTION):
         if abs(m.bs_mib - bs_mib) < 1e-9 and m.excluded_subflow != NO_EXCLUSION:
             subset = tuple(sorted(subset_of_key(m.excluded_subflow)))
             value = m.mean_goodput_mbps if m.status == "ok" else None

@@ -14,17 +14,18 @@ from __future__ import annotations
 
 from statistics import fmean
 
+from models import MeasurementPhase
+
 from ....algorithm.objective import objective_of
 from ....algorithm.sweep import plateau_extension
 from ....store import campaigns as campaign_store
-from ....store import measurements
 from ...answers.stream_answer import stalled
 from .. import budget
 from ..plan import buffer_steps
 from .base import DONE, FAILED, Context, PhaseVerdict, probe
 from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
 
-name = "sweep"
+name = budget.SWEEP  # the phase is the budget's "sweep"; its probes MeasurementPhase.SWEEP
 MAX_EXTRA_ROUNDS_WITHOUT_BUDGET = 2
 
 
@@ -54,7 +55,7 @@ def advance(ctx: Context) -> PhaseVerdict:
 def _stalled_points(ctx: Context) -> set[tuple[str, str, float]]:
     """(PM, CC, buffer) of the points a paced probe stalled at: they cannot carry the stream."""
     return {(m.pm, m.cc, float(m.bs_mib))
-            for m in measurements.list_buffer_runs(ctx.session, campaign_id=ctx.campaign.id)
+            for m in ctx.runs(MeasurementPhase.SWEEP)
             if stalled(m)}
 
 

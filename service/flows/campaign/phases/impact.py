@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from statistics import fmean
 
-from models import NO_EXCLUSION, OmegaCCs
+from models import NO_EXCLUSION, MeasurementPhase, OmegaCCs
 
 from ....algorithm.impact_confidence import ConfidentImpact, subflows_needing_runs
 from ....store import campaigns as campaign_store
-from ....store import measurements, results
+from ....store import results
 from .. import budget
 from ..derive import impact_from_runs
 from ..plan import impact_steps
@@ -77,8 +77,7 @@ def _advance_adaptive(ctx: Context) -> PhaseVerdict:
 def _tp0_means(ctx: Context, ccs: list[str]) -> dict[str, float]:
     """The mean of the ok TP_0 runs per CC (a CC whose TP_0 failed has none)."""
     values: dict[str, list[float]] = {}
-    for m in measurements.ok_measurements(ctx.session, campaign_id=ctx.campaign.id,
-                                          phase="impact"):
+    for m in ctx.ok_runs(MeasurementPhase.IMPACT):
         if m.excluded_subflow == NO_EXCLUSION and m.mean_goodput_mbps and m.cc in ccs:
             values.setdefault(m.cc, []).append(m.mean_goodput_mbps)
     return {cc: fmean(v) for cc, v in values.items()}

@@ -37,7 +37,7 @@ from ....algorithm.selection import (
 from ....algorithm.selection_omega import compare_with_omega
 from ....algorithm.subset_stats import Gain, Subset, SubsetEstimate
 from ....store import campaigns as campaign_store
-from ....store import measurements, results
+from ....store import results
 from .. import budget
 from ..plan import IMPACT_BS_MIB, ProbeStep
 from ..selected import measured_selection, subset_key, subset_of_key
@@ -141,7 +141,7 @@ def _runs(ctx: Context, phases: tuple[str, ...] = ("impact", "selection")
     failed selection probes per subset."""
     names = ctx.subflows
     out: dict[str, tuple[dict[Subset, list[float]], dict[Subset, int]]] = {}
-    rows = measurements.list_runs(ctx.session, campaign_id=ctx.campaign.id, phases=phases)
+    rows = ctx.runs(*phases)
     for m in rows:
         if m.bs_mib != IMPACT_BS_MIB:
             continue  # the fixed-buffer check's probes (`fixed_buffer_check`): not autotuned

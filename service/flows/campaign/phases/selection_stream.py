@@ -20,12 +20,13 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from models import MeasurementPhase
+
 from ....algorithm.objective import Objective
 from ....algorithm.selection_stream import p99_change, p99_view, stream_state
 from ....algorithm.selection_types import SelectionResult, SelectionState
 from ....algorithm.stream_choice import StreamRun
 from ....algorithm.subset_stats import Subset
-from ....store import measurements
 from ...answers.stream_answer import frames_of, one_way, stream_run
 from ..plan import IMPACT_BS_MIB
 from ..selected import subset_of_key
@@ -40,9 +41,7 @@ def stream_runs(ctx: Context) -> dict[str, tuple[dict[Subset, list[StreamRun]], 
     Delays are one-way where every probe's clock allows it, else each relative to its flow's
     minimum, as the stream answer takes them (one comparison never mixes the two)."""
     names = set(ctx.subflows)
-    rows = [m for m in measurements.list_runs(ctx.session, campaign_id=ctx.campaign.id,
-                                              phases=("selection",))
-            if m.bs_mib == IMPACT_BS_MIB]
+    rows = [m for m in ctx.runs(MeasurementPhase.SELECTION) if m.bs_mib == IMPACT_BS_MIB]
     figures = [f for m in rows if m.status == "ok" and (f := frames_of(m))]
     relative = not all(one_way(f, ctx.campaign.delta) for f in figures)
     out: dict[str, tuple[dict[Subset, list[StreamRun]], dict[Subset, int]]] = {}

@@ -12,7 +12,8 @@ again, and only after `MAX_FAILED_TRIES` failures and no ok probe does it count 
 
 from __future__ import annotations
 
-from models import NO_EXCLUSION
+from models import NO_EXCLUSION, MeasurementPhase
+from models.sweep_decision import STOP_BUDGET, STOP_SETTLED
 from probes.vocabulary import PCDC
 
 from ....algorithm import adaptive
@@ -20,7 +21,6 @@ from ....algorithm.arm import Arm
 from ....algorithm.objective import objective_of
 from ....algorithm.stream_sweep import decide_stream_sweep
 from ....store import campaigns as campaign_store
-from ....store import measurements
 from ...answers.decided import stream_note
 from ...answers.stream_answer import CONFIDENCE, NO_PROBE, measured_runs, stalled
 from .. import budget
@@ -29,7 +29,7 @@ from ..selected import merged_into_fullmesh, sweep_arms
 from .base import DONE, Context, PhaseVerdict, probe
 from .fitting import buffer_samples, fit
 
-name = "sweep"
+name = budget.SWEEP  # the phase is the budget's "sweep"; its probes MeasurementPhase.SWEEP
 #: failed probes of one point, none ok, after which it counts as not carrying (the selection's
 #: `MAX_FAILURES`): a fault that repeats there is the point's, not chance
 MAX_FAILED_TRIES = 3
@@ -51,15 +51,13 @@ def advance(ctx: Context) -> PhaseVerdict:
     spent = (campaign.run_state.budget.exhausted
              or sum(tried.values()) >= budget.adaptive_sweep_cap(campaign))
     if not decision.settled and not spent and decision.probes:
-        budget.ask(campaign, "sweep", len(decision.probes))
+        budget.ask(campaign, budget.SWEEP, len(decision.probes))
         wanted = decision.probes[0]  # the rule lists the most pressing first
         run = tried.get((wanted.pm, wanted.cc, wanted.bs_mib), 0) + 1
         return probe(_step(ctx, wanted, run))
-    stop = "settled" if decision.settled else "budget"
-    campaign_store.update_state(campaign, sweep_decision={
-        **stream_note(decision, stop),
-        "pcdc_as_fullmesh": sorted(merged_into_fullmesh(campaign)),
-    })
+    stop = STOP_SETTLED if decision.settled else STOP_BUDGET
+    campaign_store.update_state(campaign, sweep_decision=stream_note(
+        decision, stop, pcdc_as_fullmesh=tuple(sorted(merged_into_fullmesh(campaign)))))
     budget.settle(campaign)
     fit(ctx, required=False)  # the curves only; the answer is the decision
     return DONE
@@ -69,7 +67,7 @@ def failed_probes(ctx: Context) -> dict[tuple[str, str, float], int]:
     """(PM, CC, buffer) -> how many of its paced probes failed (no figures recorded); a
     stalled one counts as every try (it is never retried into the same stall)."""
     out: dict[tuple[str, str, float], int] = {}
-    for m in measurements.list_buffer_runs(ctx.session, campaign_id=ctx.campaign.id):
+    for m in ctx.runs(MeasurementPhase.SWEEP):
         if m.status != "ok" or stalled(m):
             key = (m.pm, m.cc, float(m.bs_mib))
             out[key] = out.get(key, 0) + (MAX_FAILED_TRIES if stalled(m) else 1)
@@ -82,4 +80,5 @@ def _step(ctx: Context, wanted: adaptive.WantedProbe, run: int) -> ProbeStep:
     allowed = None
     if wanted.pm == PCDC and set(subsets[wanted.cc]) != set(ctx.subflows):
         allowed = tuple(subsets[wanted.cc])
-    return ProbeStep("buffer", wanted.pm, wanted.cc, wanted.bs_mib, run, NO_EXCLUSION, allowed)
+    return ProbeStep(MeasurementPhase.SWEEP, wanted.pm, wanted.cc, wanted.bs_mib, run,
+                     NO_EXCLUSION, allowed)

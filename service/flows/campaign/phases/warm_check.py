@@ -9,7 +9,7 @@ from dataclasses import replace
 from ....store import campaigns as campaign_store
 from ...scheduling import warm
 from .. import budget
-from .base import DONE, FINISH, Context, PhaseVerdict, probe
+from .base import DONE, ENOUGH, Context, PhaseVerdict, probe
 
 name = "warm"
 
@@ -29,7 +29,7 @@ def advance(ctx: Context) -> PhaseVerdict:
         if step.key not in done and budget.affords(campaign):
             return probe(step)
     if warm.judge(ctx.session, campaign=campaign, checks_=promises):
-        return FINISH
+        return ENOUGH
     budget.replan(campaign)
     ctx.session.flush()
     return DONE
