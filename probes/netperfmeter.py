@@ -52,6 +52,13 @@ BULK_FRAME_SIZE = 1400
 #: without slack the last full second's row was missing about one probe in ten (a 3 s probe
 #: then had no interval after its 1.5 s warm-up).
 RUNTIME_SLACK_S = 0.2
+#: The active side's log file (2.x) and its last line. 2.0.10 writes "Logging finished." once
+#: it has stopped the measurement, downloaded the passive side's results and closed its own
+#: files, right before `main` returns 0; then its exit joins the flow manager's thread, which
+#: sleeps in poll() until its next one-second statistics tick: 0-1 s (0.99 s measured on
+#: uit-haw) of every probe. The active side is ended at that line instead (`runner.ToolRun`).
+ACTIVE_LOG = "active.log"
+ACTIVE_DONE = "Logging finished."
 _SCALAR = re.compile(r'^scalar\s+"([^"]+)"\s+"([^"]+)"\s+(\S+)\s*$')
 
 
@@ -170,6 +177,14 @@ def build_commands(
             sca,
             "--vector",
             vec,
+            # the log in a file of its own, at a level that ends it with "Logging finished.":
+            # the run is over there (`ACTIVE_DONE`)
+            "--loglevel",
+            "1",
+            "--logcolor",
+            "off",
+            "--logfile",
+            f"{outdir}/{ACTIVE_LOG}",
             *(["--local", local] if local else []),
             "--mptcp",
             spec,
@@ -461,7 +476,8 @@ class NetPerfMeterBackend:
             tool="netperfmeter", server_argv=passive, client_argv=active,
             data_port=data_port(port, version), listen_port=port + 1,
             ports=[port - 1, port, port + 1], client_timeout_s=request.duration_s + 60,
-            client_cwd=outdir, server_merge_stderr=True, server_wait_s=PASSIVE_WAIT_S)
+            client_cwd=outdir, server_merge_stderr=True, server_wait_s=PASSIVE_WAIT_S,
+            **done_when_logged(version, outdir, request))
 
     def measure(self, request: MeasurementRequest) -> MeasurementResult:
         caps = self.capabilities()
@@ -477,13 +493,24 @@ class NetPerfMeterBackend:
                              floor_ms=self.pair.delay_floor_ms())
 
 
+def done_when_logged(version: str, outdir: str, request: MeasurementRequest) -> dict[str, Any]:
+    """`ToolRun` fields that end a 2.x active side at its log's last line (`ACTIVE_DONE`);
+    none for 1.9, whose command line has no log file."""
+    if is_legacy(version):
+        return {}
+    return {"done_log": f"{outdir}/{ACTIVE_LOG}", "done_marker": ACTIVE_DONE,
+            "done_not_before_s": request.duration_s}
+
+
 def finish_result(request: MeasurementRequest, pair: HostPair, plan: Any, out: Any,
                   cmd: ToolRun, outdir: str, version: str, *, floor_ms: float | None,
                   extra_raw: dict[str, Any] | None = None) -> MeasurementResult:
     """The result of a run whose active side wrote its files to `outdir` (the passive side's
     results come back to the active side over the control connection: run-passive.*)."""
-    log = out.client_stdout + out.client_stderr
-    (Path(outdir) / "active.log").write_text(log)
+    own_log = Path(outdir) / ACTIVE_LOG  # 2.x writes its log there; 1.9 to its output
+    log = ((own_log.read_text(errors="replace") if own_log.exists() else "")
+           + out.client_stdout + out.client_stderr)
+    own_log.write_text(log)
     if out.client_returncode != 0:
         raise ProbeError(f"netperfmeter active side failed ({out.client_returncode}): "
                          f"{log[-500:]}")
@@ -495,7 +522,9 @@ def finish_result(request: MeasurementRequest, pair: HostPair, plan: Any, out: A
                          f"watched {cmd.data_port}")
     raw = {"passive_argv": cmd.server_argv, "active_argv": cmd.client_argv,
            "outdir": outdir, "active_log": log, "passive_log": out.server_stdout,
-           "results": res, "connections": connected, **(extra_raw or {})}
+           "results": res, "connections": connected,
+           "active_ended_after_log": bool(getattr(out, "client_ended_after_log", False)),
+           **(extra_raw or {})}
     result = assemble(request, pair, plan, out, tool="netperfmeter", version=version,
                       series=res["series"], total_mbps=res["goodput_mbps"],
                       bytes_received=res["received_bytes"],
