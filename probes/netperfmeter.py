@@ -27,6 +27,7 @@ and the per-second rows of ``run-passive.vec``. Files may be plain or ``.bz2``.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import itertools
 import math
 import re
@@ -36,7 +37,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from probes import binver, environment
+from probes import binver, environment, npm_spare
 from probes.base import CapabilityError, MeasurementRequest, MeasurementResult, ProbeError
 from probes.capabilities import NETPERFMETER_VERSION, check_host, require
 from probes.context import HostPair
@@ -148,8 +149,8 @@ def build_commands(
     ext = ".bz2" if compress else ""
     cfg, sca, vec = f"{outdir}/run.config", f"{outdir}/run.sca{ext}", f"{outdir}/run.vec{ext}"
     spec = flowspec(request)
+    passive = passive_argv(binary, port, version)
     if is_legacy(version):
-        passive = [binary, str(port)]
         active = [
             binary,
             _host_port(address, port),
@@ -163,7 +164,6 @@ def build_commands(
             f"{spec}:cmt=mptcp",
         ]
     else:
-        passive = [binary, str(port), "--control-over-tcp", "--nodisplay"]
         active = [
             binary,
             _host_port(address, port),
@@ -190,6 +190,13 @@ def build_commands(
             spec,
         ]
     return passive, active
+
+
+def passive_argv(binary: str, port: int, version: str) -> list[str]:
+    """The passive side on `port` (the same for every probe it serves)."""
+    if is_legacy(version):
+        return [binary, str(port)]
+    return [binary, str(port), "--control-over-tcp", "--nodisplay"]
 
 
 # ---- parsers ------------------------------------------------------------------------------
@@ -435,11 +442,14 @@ class NetPerfMeterBackend:
     name = "netperfmeter"
 
     def __init__(self, pair: HostPair, binary: str | None = None, compress: bool = True,
-                 leave_active: tuple[str, ...] = ()) -> None:
+                 leave_active: tuple[str, ...] = (), spare: bool = False) -> None:
+        """``spare``: each probe's passive side started when the probe before it ended
+        (`probes.npm_spare`: it has been up a while when the active side connects)."""
         self.pair = pair
         self.binary = binary or default_binary()
         self.compress = compress
         self.leave_active = tuple(leave_active)
+        self.spare = spare
 
     def version(self) -> str:
         return binver.cached(self.binary, self._read_version)
@@ -485,10 +495,20 @@ class NetPerfMeterBackend:
             require(caps[side], ccs=[request.cc])
         version = caps["version"]
         plan = plan_subflows(self.pair, request, self.leave_active)
-        port = choose_port_triple([self.pair.sender_ns, self.pair.receiver_ns])
+        key = (self.pair.sender_ns, self.pair.receiver_ns, self.binary)
+        spare = npm_spare.take(key) if self.spare else None
+        port = spare.port if spare is not None else choose_port_triple(
+            [self.pair.sender_ns, self.pair.receiver_ns])
         outdir = tempfile.mkdtemp(prefix="mpcoa-npm-", dir=self.pair.workdir)
         cmd = self.tool_run(request, version, port, outdir, plan.server_addr, plan.bind_addr)
-        out = run_probe(self.pair, plan, cmd)
+        try:
+            out = run_probe(self.pair, plan, cmd,
+                            server=spare.server if spare is not None else None)
+        finally:
+            if self.spare:  # this probe's connections are aborted: nothing is measured now
+                # no spare (a port or the start failed) is only the wait it would have saved
+                with contextlib.suppress(ProbeError, OSError):
+                    npm_spare.prepare(key, lambda p: passive_argv(self.binary, p, version))
         return finish_result(request, self.pair, plan, out, cmd, outdir, version,
                              floor_ms=self.pair.delay_floor_ms())
 

@@ -172,14 +172,16 @@ def drive(pair: HostPair, plan: SubflowPlan, cmd: ToolRun, out: RunOutput,
                          f"{(out.client_stderr or '').strip()[-300:]}")
 
 
-def run_probe(pair: HostPair, plan: SubflowPlan, cmd: ToolRun) -> RunOutput:
+def run_probe(pair: HostPair, plan: SubflowPlan, cmd: ToolRun,
+              server: Server | None = None) -> RunOutput:
     """Run one probe on one machine (serve + drive composed); the probe's connections are
     aborted on both ends whatever happens. No `cmd.server_argv`: the receiver's server is a
-    long-lived one already listening, left running (its listening sockets too)."""
+    long-lived one already listening, left running (its listening sockets too). `server`: this
+    probe's own server, started beforehand and listening (ended with the probe as one started
+    here is)."""
     out = RunOutput()
-    server: Server | None = None
     try:
-        if cmd.server_argv:
+        if server is None and cmd.server_argv:
             # the server before the checks: NetPerfMeter's passive side takes a new data
             # connection only at its flow manager's next one-second tick, counted from its
             # start, so what runs between its start and the client's (the quiet check, the

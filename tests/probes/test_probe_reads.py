@@ -140,3 +140,28 @@ def test_netperfmeter_2_writes_its_log_to_a_file_1_9_does_not(tmp_path):
                                outdir=str(tmp_path))
     assert not any("log" in a for a in legacy)
     assert done_when_logged("1.9.4", str(tmp_path), request) == {}
+
+
+def _listener(port: int) -> list[str]:
+    """A stand-in passive side: listens on the control port P+1, as NetPerfMeter's does."""
+    return [sys.executable, "-c", "import socket, time; "
+            f"s = socket.create_server(('0.0.0.0', {port + 1})); time.sleep(60)"]
+
+
+def test_a_spare_passive_side_is_taken_once_and_replaced():
+    from probes import npm_spare
+
+    key = (None, None, "stand-in")
+    try:
+        first = npm_spare.prepare(key, _listener)
+        got = npm_spare.take(key)
+        assert got is first and got.server.proc.poll() is None
+        assert npm_spare.take(key) is None  # taken: the next probe starts its own
+        got.server.kill()
+        second = npm_spare.prepare(key, _listener)
+        third = npm_spare.prepare(key, _listener)  # a namespace keeps one spare
+        assert second.server.proc.wait(5) is not None
+        third.server.kill()  # one that ended is not used
+        assert npm_spare.take(key) is None
+    finally:
+        npm_spare.discard_all()
