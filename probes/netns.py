@@ -194,4 +194,4 @@ def kill_pid(pid: int, timeout: float = 3.0) -> None:
                 pass
             if not pid_alive(pid):
                 return
-            time.sleep(0.02)
+            time.sleep(0.005)
