@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probes.netns import in_ns, run, sysctl_get_many
+from probes.netns import in_ns, run_many, sysctl_argv, sysctl_get_many, sysctl_values
 
 
 @dataclass
@@ -71,10 +71,22 @@ def kernel_info(ns: str | None = None) -> dict[str, Any]:
 
 
 def mptcp_settings(ns: str | None) -> dict[str, Any]:
-    out: dict[str, Any] = sysctl_get_many(ns, MPTCP_SYSCTLS)
-    base = ["ip"] if ns is None else ["ip", "-n", ns]
-    ep = run([*base, "mptcp", "endpoint", "show"], check=False)
-    lim = run([*base, "mptcp", "limits", "show"], check=False)
-    out["endpoints"] = [ln.strip() for ln in ep.stdout.splitlines() if ln.strip()]
-    out["limits"] = lim.stdout.strip()
+    return mptcp_settings_of([ns])[0]
+
+
+def mptcp_settings_of(namespaces: list[str | None]) -> list[dict[str, Any]]:
+    """`mptcp_settings` of each namespace, every read at once (`netns.run_many`)."""
+    commands = []
+    for ns in namespaces:
+        base = ["ip"] if ns is None else ["ip", "-n", ns]
+        commands += [in_ns(ns, sysctl_argv(MPTCP_SYSCTLS)), [*base, "mptcp", "endpoint", "show"],
+                     [*base, "mptcp", "limits", "show"]]
+    done = run_many(commands)
+    out = []
+    for i in range(len(namespaces)):
+        sysctls, ep, lim = done[3 * i:3 * i + 3]
+        one: dict[str, Any] = sysctl_values(sysctls.stdout, MPTCP_SYSCTLS)
+        one["endpoints"] = [ln.strip() for ln in ep.stdout.splitlines() if ln.strip()]
+        one["limits"] = lim.stdout.strip()
+        out.append(one)
     return out

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from probes import environment
 from probes.base import ProbeError, QuietCheck
-from probes.netns import run_ns
+from probes.netns import in_ns, run_many, run_ns
 from probes.sstats import parse_ss_msk, parse_ss_subflows
 
 
@@ -44,13 +44,16 @@ def abort_connections(ns: str | None, ports: Iterable[int], *, listeners: bool =
     return sum(1 for ln in out.splitlines() if ln.strip() and not ln[0].isspace())
 
 
+SOCKETS_ARGV = (["ss", "-tanH"], ["ss", "-ManH"])
+QDISCS_ARGV = ["tc", "-s", "-j", "qdisc", "show"]
+
+
 def busy_sockets(ns: str | None) -> list[tuple[str, int]]:
     """(description, queued bytes) of sockets that can still put traffic on the wire: data in
     Send-Q, or in Recv-Q of an established connection (its reader is still there). Unread data
     on a connection that is closing (an aborted probe's MPTCP socket lingering in FIN-WAIT-2
     without subflows, seen on a 1 %-loss path) sends nothing and is not waited for."""
-    t = run_ns(ns, ["ss", "-tanH"], check=False).stdout
-    m = run_ns(ns, ["ss", "-ManH"], check=False).stdout
+    t, m = (run_ns(ns, argv, check=False).stdout for argv in SOCKETS_ARGV)
     return still_sending(ns or "host", t, m)
 
 
@@ -69,10 +72,14 @@ def still_sending(where: str, tcp_text: str, mptcp_text: str) -> list[tuple[str,
 def qdisc_backlogs(ns: str | None, ignore: Iterable[str] = ()) -> list[tuple[str, int]]:
     """(description, backlog bytes) of every qdisc with a backlog in ``ns``, leaving out the
     devices in ``ignore``."""
+    return backlogs_in(ns, run_ns(ns, QDISCS_ARGV, check=False).stdout, ignore)
+
+
+def backlogs_in(ns: str | None, text: str, ignore: Iterable[str] = ()) -> list[tuple[str, int]]:
+    """`qdisc_backlogs` on the text of `QDISCS_ARGV`."""
     skip = set(ignore)
-    cp = run_ns(ns, ["tc", "-s", "-j", "qdisc", "show"], check=False)
     try:
-        rows = json.loads(cp.stdout or "[]")
+        rows = json.loads(text or "[]")
     except ValueError:
         return []
     return [(f"{ns or 'host'} qdisc {r.get('kind')} {r.get('dev')} {r['backlog']} B",
@@ -90,8 +97,7 @@ def wait_quiet(socket_ns: list[str], qdisc_ns: list[str], timeout_s: float | Non
     timeout_s = quiet_timeout_s() if timeout_s is None else timeout_s
     t0 = time.monotonic()
     while True:
-        socks = [b for ns in socket_ns for b in busy_sockets(ns)]
-        qds = [b for ns in qdisc_ns for b in qdisc_backlogs(ns, ignore.get(ns, ()))]
+        socks, qds = _busy_now(socket_ns, qdisc_ns, ignore)
         waited = time.monotonic() - t0
         if (not socks and not qds) or waited >= timeout_s:
             return QuietCheck(
@@ -100,3 +106,17 @@ def wait_quiet(socket_ns: list[str], qdisc_ns: list[str], timeout_s: float | Non
                 checked=sorted(set(socket_ns) | set(qdisc_ns)),
                 busy=[d for d, _ in socks + qds][:20])
         time.sleep(interval_s)
+
+
+def _busy_now(socket_ns: list[str], qdisc_ns: list[str], ignore: dict[str, list[str]]
+              ) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """`busy_sockets` of each of `socket_ns` and `qdisc_backlogs` of each of `qdisc_ns`, every
+    table read at once (`netns.run_many`)."""
+    done = run_many([in_ns(ns, argv) for ns in socket_ns for argv in SOCKETS_ARGV]
+                    + [in_ns(ns, QDISCS_ARGV) for ns in qdisc_ns])
+    socks = [b for i, ns in enumerate(socket_ns)
+             for b in still_sending(ns or "host", done[2 * i].stdout, done[2 * i + 1].stdout)]
+    rest = done[2 * len(socket_ns):]
+    qds = [b for ns, cp in zip(qdisc_ns, rest, strict=True)
+           for b in backlogs_in(ns, cp.stdout, ignore.get(ns, ()))]
+    return socks, qds

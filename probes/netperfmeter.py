@@ -27,6 +27,7 @@ and the per-second rows of ``run-passive.vec``. Files may be plain or ``.bz2``.
 from __future__ import annotations
 
 import bz2
+import contextlib
 import itertools
 import math
 import re
@@ -36,7 +37,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from probes import binver, environment
+from probes import binver, environment, npm_spare
 from probes.base import CapabilityError, MeasurementRequest, MeasurementResult, ProbeError
 from probes.capabilities import NETPERFMETER_VERSION, check_host, require
 from probes.context import HostPair
@@ -52,6 +53,13 @@ BULK_FRAME_SIZE = 1400
 #: without slack the last full second's row was missing about one probe in ten (a 3 s probe
 #: then had no interval after its 1.5 s warm-up).
 RUNTIME_SLACK_S = 0.2
+#: The active side's log file (2.x) and its last line. 2.0.10 writes "Logging finished." once
+#: it has stopped the measurement, downloaded the passive side's results and closed its own
+#: files, right before `main` returns 0; then its exit joins the flow manager's thread, which
+#: sleeps in poll() until its next one-second statistics tick: 0-1 s (0.99 s measured on
+#: uit-haw) of every probe. The active side is ended at that line instead (`runner.ToolRun`).
+ACTIVE_LOG = "active.log"
+ACTIVE_DONE = "Logging finished."
 _SCALAR = re.compile(r'^scalar\s+"([^"]+)"\s+"([^"]+)"\s+(\S+)\s*$')
 
 
@@ -141,8 +149,8 @@ def build_commands(
     ext = ".bz2" if compress else ""
     cfg, sca, vec = f"{outdir}/run.config", f"{outdir}/run.sca{ext}", f"{outdir}/run.vec{ext}"
     spec = flowspec(request)
+    passive = passive_argv(binary, port, version)
     if is_legacy(version):
-        passive = [binary, str(port)]
         active = [
             binary,
             _host_port(address, port),
@@ -156,7 +164,6 @@ def build_commands(
             f"{spec}:cmt=mptcp",
         ]
     else:
-        passive = [binary, str(port), "--control-over-tcp", "--nodisplay"]
         active = [
             binary,
             _host_port(address, port),
@@ -170,11 +177,26 @@ def build_commands(
             sca,
             "--vector",
             vec,
+            # the log in a file of its own, at a level that ends it with "Logging finished.":
+            # the run is over there (`ACTIVE_DONE`)
+            "--loglevel",
+            "1",
+            "--logcolor",
+            "off",
+            "--logfile",
+            f"{outdir}/{ACTIVE_LOG}",
             *(["--local", local] if local else []),
             "--mptcp",
             spec,
         ]
     return passive, active
+
+
+def passive_argv(binary: str, port: int, version: str) -> list[str]:
+    """The passive side on `port` (the same for every probe it serves)."""
+    if is_legacy(version):
+        return [binary, str(port)]
+    return [binary, str(port), "--control-over-tcp", "--nodisplay"]
 
 
 # ---- parsers ------------------------------------------------------------------------------
@@ -420,11 +442,14 @@ class NetPerfMeterBackend:
     name = "netperfmeter"
 
     def __init__(self, pair: HostPair, binary: str | None = None, compress: bool = True,
-                 leave_active: tuple[str, ...] = ()) -> None:
+                 leave_active: tuple[str, ...] = (), spare: bool = False) -> None:
+        """``spare``: each probe's passive side started when the probe before it ended
+        (`probes.npm_spare`: it has been up a while when the active side connects)."""
         self.pair = pair
         self.binary = binary or default_binary()
         self.compress = compress
         self.leave_active = tuple(leave_active)
+        self.spare = spare
 
     def version(self) -> str:
         return binver.cached(self.binary, self._read_version)
@@ -461,7 +486,8 @@ class NetPerfMeterBackend:
             tool="netperfmeter", server_argv=passive, client_argv=active,
             data_port=data_port(port, version), listen_port=port + 1,
             ports=[port - 1, port, port + 1], client_timeout_s=request.duration_s + 60,
-            client_cwd=outdir, server_merge_stderr=True, server_wait_s=PASSIVE_WAIT_S)
+            client_cwd=outdir, server_merge_stderr=True, server_wait_s=PASSIVE_WAIT_S,
+            **done_when_logged(version, outdir, request))
 
     def measure(self, request: MeasurementRequest) -> MeasurementResult:
         caps = self.capabilities()
@@ -469,12 +495,31 @@ class NetPerfMeterBackend:
             require(caps[side], ccs=[request.cc])
         version = caps["version"]
         plan = plan_subflows(self.pair, request, self.leave_active)
-        port = choose_port_triple([self.pair.sender_ns, self.pair.receiver_ns])
+        key = (self.pair.sender_ns, self.pair.receiver_ns, self.binary)
+        spare = npm_spare.take(key) if self.spare else None
+        port = spare.port if spare is not None else choose_port_triple(
+            [self.pair.sender_ns, self.pair.receiver_ns])
         outdir = tempfile.mkdtemp(prefix="mpcoa-npm-", dir=self.pair.workdir)
         cmd = self.tool_run(request, version, port, outdir, plan.server_addr, plan.bind_addr)
-        out = run_probe(self.pair, plan, cmd)
+        try:
+            out = run_probe(self.pair, plan, cmd,
+                            server=spare.server if spare is not None else None)
+        finally:
+            if self.spare:  # this probe's connections are aborted: nothing is measured now
+                # no spare (a port or the start failed) is only the wait it would have saved
+                with contextlib.suppress(ProbeError, OSError):
+                    npm_spare.prepare(key, lambda p: passive_argv(self.binary, p, version))
         return finish_result(request, self.pair, plan, out, cmd, outdir, version,
                              floor_ms=self.pair.delay_floor_ms())
+
+
+def done_when_logged(version: str, outdir: str, request: MeasurementRequest) -> dict[str, Any]:
+    """`ToolRun` fields that end a 2.x active side at its log's last line (`ACTIVE_DONE`);
+    none for 1.9, whose command line has no log file."""
+    if is_legacy(version):
+        return {}
+    return {"done_log": f"{outdir}/{ACTIVE_LOG}", "done_marker": ACTIVE_DONE,
+            "done_not_before_s": request.duration_s}
 
 
 def finish_result(request: MeasurementRequest, pair: HostPair, plan: Any, out: Any,
@@ -482,8 +527,10 @@ def finish_result(request: MeasurementRequest, pair: HostPair, plan: Any, out: A
                   extra_raw: dict[str, Any] | None = None) -> MeasurementResult:
     """The result of a run whose active side wrote its files to `outdir` (the passive side's
     results come back to the active side over the control connection: run-passive.*)."""
-    log = out.client_stdout + out.client_stderr
-    (Path(outdir) / "active.log").write_text(log)
+    own_log = Path(outdir) / ACTIVE_LOG  # 2.x writes its log there; 1.9 to its output
+    log = ((own_log.read_text(errors="replace") if own_log.exists() else "")
+           + out.client_stdout + out.client_stderr)
+    own_log.write_text(log)
     if out.client_returncode != 0:
         raise ProbeError(f"netperfmeter active side failed ({out.client_returncode}): "
                          f"{log[-500:]}")
@@ -495,7 +542,9 @@ def finish_result(request: MeasurementRequest, pair: HostPair, plan: Any, out: A
                          f"watched {cmd.data_port}")
     raw = {"passive_argv": cmd.server_argv, "active_argv": cmd.client_argv,
            "outdir": outdir, "active_log": log, "passive_log": out.server_stdout,
-           "results": res, "connections": connected, **(extra_raw or {})}
+           "results": res, "connections": connected,
+           "active_ended_after_log": bool(getattr(out, "client_ended_after_log", False)),
+           **(extra_raw or {})}
     result = assemble(request, pair, plan, out, tool="netperfmeter", version=version,
                       series=res["series"], total_mbps=res["goodput_mbps"],
                       bytes_received=res["received_bytes"],

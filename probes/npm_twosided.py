@@ -26,6 +26,7 @@ from probes.netperfmeter import (
     NetPerfMeterBackend,
     build_commands,
     data_port,
+    done_when_logged,
     finish_result,
     is_legacy,
 )
@@ -141,7 +142,7 @@ def active_measure(request: MeasurementRequest, *, sender_addrs: dict[str, str],
     cmd = ToolRun(tool="netperfmeter", server_argv=[], client_argv=active,
                   data_port=data_port(port, version), listen_port=port + 1,
                   ports=[port - 1, port, port + 1], client_timeout_s=request.duration_s + 60,
-                  client_cwd=outdir)
+                  client_cwd=outdir, **done_when_logged(version, outdir, request))
     out = RunOutput(settings={"sender": mptcp_settings(ns)})
     if receiver_ns is not None:
         out.settings["receiver"] = mptcp_settings(receiver_ns)

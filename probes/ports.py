@@ -12,17 +12,24 @@ import random
 from collections.abc import Iterable
 
 from probes.base import ProbeError
-from probes.netns import run_ns
+from probes.netns import in_ns, run_many, run_ns
 from probes.sstats import split_addr
 
 PORT_LOW, PORT_HIGH = 20001, 31998  # ephemeral ports start at 32768 (ip_local_port_range)
 
 
+SS_ARGS = (["-tuanH"], ["-ManH"])
+
+
 def used_ports(ns: str | None, ss: str = "ss") -> set[int]:
     """Local ports of every TCP, UDP and MPTCP socket in ``ns`` (listening or not)."""
+    return ports_in([run_ns(ns, [ss, *args], check=False).stdout for args in SS_ARGS])
+
+
+def ports_in(texts: Iterable[str]) -> set[int]:
+    """The local ports in outputs of ``ss`` (`SS_ARGS`)."""
     used: set[int] = set()
-    for args in (["-tuanH"], ["-ManH"]):
-        out = run_ns(ns, [ss, *args], check=False).stdout
+    for out in texts:
         for line in out.splitlines():
             fields = line.split()
             addrs = [f for f in fields if ":" in f and f.rsplit(":", 1)[1].isdigit()]
@@ -44,7 +51,7 @@ def pick_triple(used: set[int], rng: random.Random, low: int = PORT_LOW,
 
 
 def choose_port_triple(namespaces: Iterable[str | None], rng: random.Random | None = None) -> int:
-    used: set[int] = set()
-    for ns in namespaces:
-        used |= used_ports(ns)
+    # every namespace's tables read at once (`netns.run_many`)
+    done = run_many([in_ns(ns, ["ss", *args]) for ns in namespaces for args in SS_ARGS])
+    used = ports_in(cp.stdout for cp in done)
     return pick_triple(used, rng or random.Random())  # noqa: S311 - not for security

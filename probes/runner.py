@@ -5,6 +5,7 @@ on both ends, and assemble the result from the tool's goodput and the kernel's o
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from probes.base import (
     mean_after_warmup,
     utcnow,
 )
-from probes.context import HostPair, kernel_info, mptcp_settings
+from probes.context import HostPair, kernel_info, mptcp_settings_of
 from probes.hygiene import abort_connections, wait_quiet
 from probes.netns import in_ns, kill_pid, run_ns
 from probes.observer import Observation, SsPoller, observe
@@ -43,6 +44,13 @@ class ToolRun:
     #: how long the server may take to end by itself after the client (iperf3 -1 does; the
     #: NetPerfMeter passive side never does and is ended)
     server_wait_s: float = 15.0
+    #: a log file the client writes, whose last line `done_marker` says it has written every
+    #: result and returns success: the client is ended there rather than waited for (what a
+    #: tool does after it, e.g. join a thread that sleeps up to a second, measures nothing)
+    done_log: str | None = None
+    done_marker: str = ""
+    #: seconds after the client's start before its log is first looked at (its run)
+    done_not_before_s: float = 0.0
 
 
 @dataclass
@@ -59,6 +67,8 @@ class RunOutput:
     settings: dict[str, Any] = field(default_factory=dict)
     upm_events: list[dict[str, Any]] = field(default_factory=list)
     aborted_sockets: int = 0
+    #: the client was ended once its log said it was done (`ToolRun.done_log`)
+    client_ended_after_log: bool = False
 
 
 def check_quiet(pair: HostPair) -> QuietCheck | None:
@@ -67,6 +77,12 @@ def check_quiet(pair: HostPair) -> QuietCheck | None:
     if not sites:
         return None
     return wait_quiet(sites, sites + list(pair.transit_ns), ignore=pair.shared_qdiscs)
+
+
+def read_settings(pair: HostPair) -> dict[str, Any]:
+    """Both ends' MPTCP settings, as every probe records them (read at once)."""
+    sender, receiver = mptcp_settings_of([pair.sender_ns, pair.receiver_ns])
+    return {"sender": sender, "receiver": receiver}
 
 
 def wait_listening(ns: str | None, port: int, proc: subprocess.Popen[str], tool: str,
@@ -156,18 +172,24 @@ def drive(pair: HostPair, plan: SubflowPlan, cmd: ToolRun, out: RunOutput,
                          f"{(out.client_stderr or '').strip()[-300:]}")
 
 
-def run_probe(pair: HostPair, plan: SubflowPlan, cmd: ToolRun) -> RunOutput:
+def run_probe(pair: HostPair, plan: SubflowPlan, cmd: ToolRun,
+              server: Server | None = None) -> RunOutput:
     """Run one probe on one machine (serve + drive composed); the probe's connections are
     aborted on both ends whatever happens. No `cmd.server_argv`: the receiver's server is a
-    long-lived one already listening, left running (its listening sockets too)."""
-    out = RunOutput(quiet=check_quiet(pair))
-    out.settings = {"sender": mptcp_settings(pair.sender_ns),
-                    "receiver": mptcp_settings(pair.receiver_ns)}
-    out.started = utcnow()
-    server: Server | None = None
+    long-lived one already listening, left running (its listening sockets too). `server`: this
+    probe's own server, started beforehand and listening (ended with the probe as one started
+    here is)."""
+    out = RunOutput()
     try:
-        if cmd.server_argv:
+        if server is None and cmd.server_argv:
+            # the server before the checks: NetPerfMeter's passive side takes a new data
+            # connection only at its flow manager's next one-second tick, counted from its
+            # start, so what runs between its start and the client's (the quiet check, the
+            # settings read) shortens that wait instead of adding to the probe
             server = serve(pair.receiver_ns, cmd, pair.receiver(cmd.server_argv))
+        out.quiet = check_quiet(pair)
+        out.settings = read_settings(pair)
+        out.started = utcnow()
         drive(pair, plan, cmd, out)
         if server is not None:
             out.server_stdout, out.server_stderr = server.finish(cmd.server_wait_s)
@@ -185,6 +207,9 @@ def run_probe(pair: HostPair, plan: SubflowPlan, cmd: ToolRun) -> RunOutput:
 def _run_client(pair: HostPair, cmd: ToolRun, poller: SsPoller, out: RunOutput) -> None:
     poller.start()
     try:
+        if cmd.done_log:
+            _run_until_logged(pair.sender(cmd.client_argv), cmd, out)
+            return
         cp = subprocess.run(  # noqa: S603 - argv from validated values
             pair.sender(cmd.client_argv), capture_output=True, text=True,
             timeout=cmd.client_timeout_s, check=False, cwd=cmd.client_cwd)
@@ -194,6 +219,58 @@ def _run_client(pair: HostPair, cmd: ToolRun, poller: SsPoller, out: RunOutput) 
         poller.stop()
     out.client_stdout, out.client_stderr = cp.stdout, cp.stderr
     out.client_returncode = cp.returncode
+
+
+#: how often a client's log is looked at once its run is over
+DONE_POLL_S = 0.01
+
+
+def logged_done(path: str, marker: str) -> bool:
+    """The log at `path` ends with a line that is `marker` (colours and blanks aside)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 256))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return False
+    lines = [ln.strip() for ln in re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", tail).splitlines()]
+    lines = [ln for ln in lines if ln]
+    return bool(lines) and lines[-1].endswith(marker)
+
+
+def _run_until_logged(argv: list[str], cmd: ToolRun, out: RunOutput) -> None:
+    """Run the client until it exits or its log says it is done (`ToolRun.done_log`); ended
+    there, it is taken as exited with 0, which is what it returns after that line."""
+    assert cmd.done_log is not None
+    start = time.monotonic()
+    proc = subprocess.Popen(  # noqa: S603 - argv from validated values
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=cmd.client_cwd)
+    stdout, stderr = "", ""
+    try:
+        # the run itself: nothing looked at, nothing woken, until it is over
+        wait_s = cmd.done_not_before_s
+        while True:
+            try:
+                stdout, stderr = proc.communicate(timeout=max(DONE_POLL_S, wait_s))
+                out.client_returncode = proc.returncode
+                break
+            except subprocess.TimeoutExpired:
+                wait_s = 0.0
+            if logged_done(cmd.done_log, cmd.done_marker):
+                proc.kill()
+                stdout, stderr = proc.communicate()
+                out.client_returncode = 0
+                out.client_ended_after_log = True
+                break
+            if time.monotonic() - start > cmd.client_timeout_s:
+                raise ProbeError(f"{cmd.tool} client: no end after {cmd.client_timeout_s:g} s")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out.client_stdout, out.client_stderr = stdout or "", stderr or ""
 
 
 def assemble(request: MeasurementRequest, pair: HostPair, plan: SubflowPlan, out: RunOutput,

@@ -127,8 +127,6 @@ class SubflowControl:
         self.dir = Path(tempfile.mkdtemp(prefix="mpcoa-upm-", dir=self.pair.workdir))
         try:
             (self.dir / "upm.json").write_text(json.dumps(self.config()))
-            set_path_manager(self.pair.sender_ns, "userspace")
-            self._userspace = True
             env = dict(os.environ)
             env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
             self.log = open(self.dir / "events.jsonl", "wb")  # closed on exit
@@ -136,12 +134,16 @@ class SubflowControl:
                 self.pair.sender([sys.executable, "-m", "probes.upm", str(self.dir / "upm.json")]),
                 stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env,
             )
+            # while the helper starts (its events come under either path manager, and no
+            # connection is made before both are done)
+            set_path_manager(self.pair.sender_ns, "userspace")
+            self._userspace = True
             deadline = time.monotonic() + 10
             while not (self.dir / "ready").exists():
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     said = (self.dir / "events.jsonl").read_text(errors="replace")[-400:]
                     raise ProbeError(f"userspace path manager helper did not start: {said}")
-                time.sleep(0.02)
+                time.sleep(0.005)
         except BaseException:
             self.__exit__(None, None, None)  # whatever was started stops, the folder goes
             raise

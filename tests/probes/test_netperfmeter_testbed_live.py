@@ -51,3 +51,37 @@ def test_a_small_buffer_is_read_back_on_the_passive_side(long_bed):
     assert r.failure_reason() is None, r.failure_reason()
     assert len(r.goodput_series) >= 3, r.goodput_series
     assert r.raw["results"]["series"] and "passive_log" in r.raw
+
+
+def test_the_active_side_ends_at_its_logs_last_line_and_a_spare_passive_side_serves_the_next(
+        long_bed):
+    """2.0.10's active side, once its log says "Logging finished.", only joins a thread that
+    sleeps to its next one-second tick: it is ended there, its results whole. With spares, the
+    passive side of the second probe is the one started when the first ended (its port), and
+    it measures as a fresh one does."""
+    from probes import npm_spare
+    from probes.netperfmeter import ACTIVE_DONE
+
+    sender, receiver = (s.name for s in long_bed.spec.sites)
+    request = MeasurementRequest(sender=sender, receiver=receiver, cc="cubic", duration_s=3,
+                                 buffer_bytes=BUFFER)
+    try:
+        first = long_bed.measure(request, backend="netperfmeter", spare=True)
+        pair = long_bed.context(request)
+        spare = npm_spare._spares[(pair.sender_ns, pair.receiver_ns, npm_spare_binary(first))]
+        second = long_bed.measure(request, backend="netperfmeter", spare=True)
+    finally:
+        npm_spare.discard_all()
+    for r in (first, second):
+        assert r.raw["active_ended_after_log"] is True
+        assert r.artifacts["active.log"].decode().rstrip().endswith(ACTIVE_DONE)
+        assert r.failure_reason() is None, r.failure_reason()
+        assert r.raw["results"]["received_bytes"] > 0 and r.raw["passive_log"]
+    assert second.raw["passive_argv"] == spare.argv
+    assert str(spare.port) in second.raw["passive_argv"]
+    assert spare.server.proc.poll() is not None  # ended with its probe
+    assert npm_spare._spares == {}
+
+
+def npm_spare_binary(result) -> str:
+    return result.raw["active_argv"][0]

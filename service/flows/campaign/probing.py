@@ -70,8 +70,11 @@ class TestbedProber:
         kwargs = {}
         if backend == "iperf3" and self.iperf3_binary:
             kwargs["binary"] = self.iperf3_binary
-        if backend == "netperfmeter" and self.netperfmeter_binary:
-            kwargs["binary"] = self.netperfmeter_binary
+        if backend == "netperfmeter":
+            if self.netperfmeter_binary:
+                kwargs["binary"] = self.netperfmeter_binary
+            # the next probe's passive side started as this one ends (`probes.npm_spare`)
+            kwargs["spare"] = True
         if backend == "paced":
             kwargs["resident"] = True  # a receiver kept between probes saves a start each
         return self._attach().measure(request, backend=backend, **kwargs)
