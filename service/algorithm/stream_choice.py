@@ -102,6 +102,15 @@ def carries(runs: Sequence[StreamRun], rate_mbps: float, max_loss: float,
             and fmean(r.lost_fraction for r in runs) <= max_loss)
 
 
+def check_stream_rule(rate_mbps: float, delta: float, max_loss: float, min_runs: int,
+                      max_runs: int) -> None:
+    """The arguments of a stream rule (this grid one and `stream_sweep`'s), or a ValueError."""
+    if rate_mbps <= 0 or not 0 <= delta < 1 or not 0 <= max_loss < 1:
+        raise ValueError("rate_mbps > 0, 0 <= delta < 1 and 0 <= max_loss < 1")
+    if min_runs < 1 or max_runs < min_runs:
+        raise ValueError("1 <= min_runs <= max_runs")
+
+
 def decide_stream(
     arms: Sequence[Arm],
     grid: Sequence[float],
@@ -116,8 +125,7 @@ def decide_stream(
     rate_tolerance: float = RATE_TOLERANCE,
 ) -> StreamDecision:
     """Probes still needed, or the decision (see the module's rule)."""
-    if rate_mbps <= 0 or not 0 <= delta < 1 or not 0 <= max_loss < 1:
-        raise ValueError("rate_mbps > 0, 0 <= delta < 1 and 0 <= max_loss < 1")
+    check_stream_rule(rate_mbps, delta, max_loss, min_runs, max_runs)
     grid = sorted(set(grid))
     arms = [Arm(*a) for a in arms]
 

@@ -58,6 +58,7 @@ from .stream_choice import (
     StreamDecision,
     StreamRun,
     carries,
+    check_stream_rule,
 )
 from .stream_interval import fresh_p99_half_width, run_spread
 
@@ -114,10 +115,9 @@ def decide_stream_sweep(
     rate_tolerance: float = RATE_TOLERANCE,
 ) -> StreamDecision:
     """Probes still wanted, first the most pressing, or the settled decision (module's rule)."""
-    if rate_mbps <= 0 or not 0 <= delta < 1 or not 0 <= max_loss < 1:
-        raise ValueError("rate_mbps > 0, 0 <= delta < 1 and 0 <= max_loss < 1")
-    if not grid or min_runs < 1 or max_runs < min_runs:
-        raise ValueError("a grid, and 1 <= min_runs <= max_runs")
+    check_stream_rule(rate_mbps, delta, max_loss, min_runs, max_runs)
+    if not grid:
+        raise ValueError("a grid of one buffer at least")
     grid = sorted(set(grid))
     arms = [Arm(*a) for a in arms]
     top, ref = grid[-1], reference_buffer(grid)
