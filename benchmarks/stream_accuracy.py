@@ -224,16 +224,24 @@ def _p99_text(score: float) -> str:
     return "does not carry the stream" if math.isinf(score) else f"p99 {-score:.1f} ms"
 
 
+def stream_objective(args):
+    """The stream objective the command line asks for (`--stream-mbps`, `--frame-rate`, and
+    `--delay-budget-ms` where the benchmark has it)."""
+    from service.algorithm.objective import Objective
+
+    budget = getattr(args, "delay_budget_ms", None)
+    return Objective.model_validate({
+        "kind": "stream", "bitrate_mbps": args.stream_mbps,
+        **({"frame_rate_hz": args.frame_rate} if args.frame_rate else {}),
+        **({"delay_budget_ms": budget} if budget else {})})
+
+
 def scenario(path: Path, args, log) -> dict:
     from probes import testbed
     from probes.spec import load_spec
-    from service.algorithm.objective import Objective
 
     started = time.monotonic()
-    objective = Objective.model_validate({
-        "kind": "stream", "bitrate_mbps": args.stream_mbps,
-        **({"frame_rate_hz": args.frame_rate} if args.frame_rate else {}),
-        **({"delay_budget_ms": args.delay_budget_ms} if args.delay_budget_ms else {})})
+    objective = stream_objective(args)
     rate, max_loss = objective.rate_mbps, objective.loss_allowed
     spec = load_spec(path)
     sender, receiver = (s.name for s in spec.sites)

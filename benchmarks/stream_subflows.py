@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.oracle import probe, run_scenarios, timed
-from benchmarks.stream_accuracy import Bench, Cell, mean_p99
+from benchmarks.stream_accuracy import Bench, Cell, mean_p99, stream_objective
 from service.algorithm.capacity import LinkCapacity
 from service.algorithm.selection import SelectionResult, SelectionState, next_probes, result
 from service.algorithm.selection_stream import estimate_p99, stream_state
@@ -111,12 +111,9 @@ def path_of(res: SelectionResult, by_delay: bool) -> list[dict]:
 def scenario(path: Path, args, log) -> dict:
     from probes import testbed
     from probes.spec import load_spec
-    from service.algorithm.objective import Objective
 
     started = time.monotonic()
-    objective = Objective.model_validate({
-        "kind": "stream", "bitrate_mbps": args.stream_mbps,
-        **({"frame_rate_hz": args.frame_rate} if args.frame_rate else {})})
+    objective = stream_objective(args)
     rate, max_loss = objective.rate_mbps, objective.loss_allowed
     spec = load_spec(path)
     sender, receiver = (s.name for s in spec.sites)
