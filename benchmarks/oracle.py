@@ -6,8 +6,12 @@ in-process (`accuracy.py` for bulk goodput, `stream_accuracy.py` for streams; `s
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -222,3 +226,25 @@ def stated_interval(outputs: dict) -> list[float] | None:
         if isinstance(lo, int | float) and isinstance(hi, int | float) and lo <= hi:
             return [float(lo), float(hi)]
     return None
+
+
+def run_scenarios(args, scenario: Callable, prefix: str) -> int:
+    """`scenario(path, args, log)` for each of `args.scenarios`, one JSON line each on stdout,
+    the log on stderr unless `args.quiet`; the product's database and files in a folder of this
+    run's own. One scenario that cannot be measured does not stop the rest: its line says why."""
+    data = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ["MPCOA_DATABASE_URL"] = f"sqlite:///{data / 'bench.sqlite3'}"
+    os.environ["MPCOA_DATA_DIR"] = str(data)
+
+    def log(msg: str) -> None:
+        if not args.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    for path in args.scenarios:
+        log(f"scenario {path}, stream {args.stream_mbps:g} Mbit/s")
+        try:
+            row = scenario(path, args, log)
+        except Exception as exc:
+            row = {"scenario": path.stem, "error": str(exc)}
+        print(json.dumps(row), flush=True)
+    return 0

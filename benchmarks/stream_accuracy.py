@@ -47,10 +47,8 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -63,6 +61,7 @@ from benchmarks.oracle import (
     dense_grid,
     probe_result,
     run_campaign,
+    run_scenarios,
     topology_of,
 )
 from service.algorithm.stream_choice import StreamRun, carries
@@ -225,16 +224,24 @@ def _p99_text(score: float) -> str:
     return "does not carry the stream" if math.isinf(score) else f"p99 {-score:.1f} ms"
 
 
+def stream_objective(args):
+    """The stream objective the command line asks for (`--stream-mbps`, `--frame-rate`, and
+    `--delay-budget-ms` where the benchmark has it)."""
+    from service.algorithm.objective import Objective
+
+    budget = getattr(args, "delay_budget_ms", None)
+    return Objective.model_validate({
+        "kind": "stream", "bitrate_mbps": args.stream_mbps,
+        **({"frame_rate_hz": args.frame_rate} if args.frame_rate else {}),
+        **({"delay_budget_ms": budget} if budget else {})})
+
+
 def scenario(path: Path, args, log) -> dict:
     from probes import testbed
     from probes.spec import load_spec
-    from service.algorithm.objective import Objective
 
     started = time.monotonic()
-    objective = Objective.model_validate({
-        "kind": "stream", "bitrate_mbps": args.stream_mbps,
-        **({"frame_rate_hz": args.frame_rate} if args.frame_rate else {}),
-        **({"delay_budget_ms": args.delay_budget_ms} if args.delay_budget_ms else {})})
+    objective = stream_objective(args)
     rate, max_loss = objective.rate_mbps, objective.loss_allowed
     spec = load_spec(path)
     sender, receiver = (s.name for s in spec.sites)
@@ -372,22 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.campaign_runs = args.campaign_runs or args.oracle_runs
     args.campaign_duration = args.campaign_duration or args.oracle_duration
-    data = Path(tempfile.mkdtemp(prefix="mpcoa-stream-accuracy-"))
-    os.environ["MPCOA_DATABASE_URL"] = f"sqlite:///{data / 'accuracy.sqlite3'}"
-    os.environ["MPCOA_DATA_DIR"] = str(data)
-
-    def log(msg: str) -> None:
-        if not args.quiet:
-            print(msg, file=sys.stderr, flush=True)
-
-    for path in args.scenarios:
-        log(f"scenario {path}, stream {args.stream_mbps:g} Mbit/s")
-        try:
-            row = scenario(path, args, log)
-        except Exception as exc:  # one scenario that cannot be measured does not stop the rest
-            row = {"scenario": path.stem, "error": str(exc)}
-        print(json.dumps(row), flush=True)
-    return 0
+    return run_scenarios(args, scenario, "mpcoa-stream-accuracy-")
 
 
 if __name__ == "__main__":

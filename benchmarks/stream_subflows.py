@@ -23,20 +23,17 @@ short probes.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.oracle import probe, timed
-from benchmarks.stream_accuracy import Bench, Cell, mean_p99
+from benchmarks.oracle import probe, run_scenarios, timed
+from benchmarks.stream_accuracy import Bench, Cell, mean_p99, stream_objective
 from service.algorithm.capacity import LinkCapacity
 from service.algorithm.selection import SelectionResult, SelectionState, next_probes, result
 from service.algorithm.selection_stream import estimate_p99, stream_state
@@ -114,12 +111,9 @@ def path_of(res: SelectionResult, by_delay: bool) -> list[dict]:
 def scenario(path: Path, args, log) -> dict:
     from probes import testbed
     from probes.spec import load_spec
-    from service.algorithm.objective import Objective
 
     started = time.monotonic()
-    objective = Objective.model_validate({
-        "kind": "stream", "bitrate_mbps": args.stream_mbps,
-        **({"frame_rate_hz": args.frame_rate} if args.frame_rate else {})})
+    objective = stream_objective(args)
     rate, max_loss = objective.rate_mbps, objective.loss_allowed
     spec = load_spec(path)
     sender, receiver = (s.name for s in spec.sites)
@@ -178,22 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh-runs", type=int, default=4)
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
-    data = Path(tempfile.mkdtemp(prefix="mpcoa-stream-subflows-"))
-    os.environ["MPCOA_DATABASE_URL"] = f"sqlite:///{data / 'bench.sqlite3'}"
-    os.environ["MPCOA_DATA_DIR"] = str(data)
-
-    def log(msg: str) -> None:
-        if not args.quiet:
-            print(msg, file=sys.stderr, flush=True)
-
-    for path in args.scenarios:
-        log(f"scenario {path}, stream {args.stream_mbps:g} Mbit/s")
-        try:
-            row = scenario(path, args, log)
-        except Exception as exc:  # one scenario that cannot be measured does not stop the rest
-            row = {"scenario": path.stem, "error": str(exc)}
-        print(json.dumps(row), flush=True)
-    return 0
+    return run_scenarios(args, scenario, "mpcoa-stream-subflows-")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from probes.vocabulary import PathManager
 from .adaptive import DEFAULT_CONFIDENCE, MAX_RUNS, MIN_RUNS, WantedProbe, pooled_noise
 from .alternative import Alternative
 from .arm import Arm
+from .stream_interval import fresh_p99_half_width, run_spread
 
 RATE_TOLERANCE = 0.02
 DEFAULT_MAX_LOSS = 0.01
@@ -83,8 +84,8 @@ class StreamDecision:
     confidence: float = DEFAULT_CONFIDENCE
 
     def p99_interval(self) -> tuple[float, float] | None:
-        """Where the chosen point's mean p99 lies; None when no spread is known (one run per
-        point: the campaign's grid with `runs` 1)."""
+        """Where one fresh probe's p99 at the chosen point lands (`stream_interval`); None when
+        no spread is known (one run per point: the campaign's grid with `runs` 1)."""
         if (self.p99_ms is None or self.p99_half_width_ms is None
                 or not math.isfinite(self.p99_half_width_ms)):
             return None
@@ -103,6 +104,15 @@ def carries(runs: Sequence[StreamRun], rate_mbps: float, max_loss: float,
             and fmean(r.lost_fraction for r in runs) <= max_loss)
 
 
+def check_stream_rule(rate_mbps: float, delta: float, max_loss: float, min_runs: int,
+                      max_runs: int) -> None:
+    """The arguments of a stream rule (this grid one and `stream_sweep`'s), or a ValueError."""
+    if rate_mbps <= 0 or not 0 <= delta < 1 or not 0 <= max_loss < 1:
+        raise ValueError("rate_mbps > 0, 0 <= delta < 1 and 0 <= max_loss < 1")
+    if min_runs < 1 or max_runs < min_runs:
+        raise ValueError("1 <= min_runs <= max_runs")
+
+
 def decide_stream(
     arms: Sequence[Arm],
     grid: Sequence[float],
@@ -117,8 +127,7 @@ def decide_stream(
     rate_tolerance: float = RATE_TOLERANCE,
 ) -> StreamDecision:
     """Probes still needed, or the decision (see the module's rule)."""
-    if rate_mbps <= 0 or not 0 <= delta < 1 or not 0 <= max_loss < 1:
-        raise ValueError("rate_mbps > 0, 0 <= delta < 1 and 0 <= max_loss < 1")
+    check_stream_rule(rate_mbps, delta, max_loss, min_runs, max_runs)
     grid = sorted(set(grid))
     arms = [Arm(*a) for a in arms]
 
@@ -169,9 +178,13 @@ def decide_stream(
     obs = next((bs for bs in within if not at_edge(bs)), within[0])
     if obs != within[0]:
         out.skipped_edge_mib = within[0]
-    p99, h = mean(chosen, obs), hw(chosen, obs)
     out.opm, out.occ, out.obs_mib = chosen.pm, chosen.cc, obs
-    out.p99_ms, out.p99_half_width_ms = p99, h
+    # the answer states where one fresh probe lands (`stream_interval`), as the sweep's does,
+    # from its own arm's spread (above); the intervals of means only steer the repeats
+    out.p99_ms = mean(chosen, obs)
+    out.p99_half_width_ms = fresh_p99_half_width(
+        out.p99_ms, len(p99s[chosen][obs]), run_spread(p99s[chosen][bs] for bs in ok[chosen]),
+        confidence)
     out.goodput_mbps = fmean(r.goodput_mbps for r in at(chosen, obs))
     out.lost_fraction = fmean(r.lost_fraction for r in at(chosen, obs))
     out.best_p99_ms, out.best_bs_mib, out.limit_p99_ms = best, best_bs, limit

@@ -29,7 +29,8 @@ grid, runs, ...)` runs four named steps over `runs[arm][bs]`, the paced runs so 
    (1 + delta) line, up to `CONTENDER_MAX_RUNS`; the leader's arm measured at `MIN_BUFFERS`
    buffers at least (the grid's largest first), so that its curve can be drawn and the campaign
    counts as calibrated. Settled when nothing is wanted. The answer states where one fresh
-   probe's p99 should land (`RelativeNoise.one_fresh_probe`), as the bulk sweep's promise does.
+   probe's p99 should land (`stream_interval`: the runs' spread and the host's drift), as the
+   bulk sweep's promise does.
 
 Intervals are relative (`RelativeNoise`): Student-t on the spread of ln p99, one spread for
 every carrying point, read as the median of the points' own spreads, each from its median
@@ -57,7 +58,9 @@ from .stream_choice import (
     StreamDecision,
     StreamRun,
     carries,
+    check_stream_rule,
 )
+from .stream_interval import fresh_p99_half_width, run_spread
 
 #: a point tried without an ok probe (`flows` fills it in): it does not carry the stream
 NO_PROBE = StreamRun(goodput_mbps=0.0, p99_ms=None, lost_fraction=1.0)
@@ -97,14 +100,6 @@ class RelativeNoise:
             return 0.0, math.inf
         return mean * math.exp(-h), mean * math.exp(h)
 
-    def one_fresh_probe(self, mean: float, n: int) -> float:
-        """The half-width (ms) around `mean`, from `n` runs, in which one fresh probe's p99
-        should land: the mean's own uncertainty and one run's spread together."""
-        if n < 1 or self.noise.dof == 0:
-            return math.inf
-        h = self.noise.half_width(1, self.confidence) * math.sqrt(1 + 1 / n)
-        return mean * (math.exp(h) - 1)
-
 
 def decide_stream_sweep(
     arms: Sequence[Arm],
@@ -120,10 +115,9 @@ def decide_stream_sweep(
     rate_tolerance: float = RATE_TOLERANCE,
 ) -> StreamDecision:
     """Probes still wanted, first the most pressing, or the settled decision (module's rule)."""
-    if rate_mbps <= 0 or not 0 <= delta < 1 or not 0 <= max_loss < 1:
-        raise ValueError("rate_mbps > 0, 0 <= delta < 1 and 0 <= max_loss < 1")
-    if not grid or min_runs < 1 or max_runs < min_runs:
-        raise ValueError("a grid, and 1 <= min_runs <= max_runs")
+    check_stream_rule(rate_mbps, delta, max_loss, min_runs, max_runs)
+    if not grid:
+        raise ValueError("a grid of one buffer at least")
     grid = sorted(set(grid))
     arms = [Arm(*a) for a in arms]
     top, ref = grid[-1], reference_buffer(grid)
@@ -199,9 +193,12 @@ def decide_stream_sweep(
         out.opm, out.occ, out.obs_mib = chosen.pm, chosen.cc, obs
         # the answer's interval: where one fresh probe of it should land, as the bulk sweep's
         # promise (the mean's own interval is narrower than the spread of new runs: on
-        # shared.yaml 40.0-41.4 ms, and four fresh probes read 40.4-43.4)
-        fresh = noise.one_fresh_probe(p99, n(chosen, obs))  # infinite: no spread known yet
-        out.p99_ms, out.p99_half_width_ms = p99, fresh if math.isfinite(fresh) else None
+        # shared.yaml 40.0-41.4 ms, and four fresh probes read 40.4-43.4), the host's drift
+        # since the campaign included (`stream_interval`); None: no spread known yet
+        out.p99_ms = p99
+        out.p99_half_width_ms = fresh_p99_half_width(
+            p99, len(p99s[chosen][obs]),
+            run_spread(p99s[a][bs] for a in arms for bs in carrying[a]), confidence)
         out.goodput_mbps = fmean(r.goodput_mbps for r in at(chosen, obs))
         out.lost_fraction = fmean(r.lost_fraction for r in at(chosen, obs))
         out.best_p99_ms, out.best_bs_mib, out.limit_p99_ms = best, best_bs, limit

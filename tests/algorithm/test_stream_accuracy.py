@@ -125,3 +125,36 @@ def test_the_shipped_stream_scenarios_load_and_one_path_is_jittery_and_lossy():
     radio = load_spec(root / "benchmarks/scenarios/stream-radio.yaml")
     rough = [name for name, p in radio.paths.items() if p.jitter_ms and p.loss_pct]
     assert rough == ["R-B"] and not radio.paths["W-B"].loss_pct
+
+
+def test_each_scenario_gives_one_line_and_a_failed_one_says_why(monkeypatch, capsys, tmp_path):
+    """`run_scenarios`, the loop both stream benchmarks share: a JSON line per scenario, an
+    error row for one that raised, the product's database in a folder of the run's own."""
+    import argparse
+    import json
+    import os
+    from pathlib import Path
+
+    from benchmarks.oracle import run_scenarios
+
+    monkeypatch.setenv("MPCOA_DATABASE_URL", "sqlite:///unused")
+    monkeypatch.setenv("MPCOA_DATA_DIR", str(tmp_path))
+    seen = []
+
+    def scenario(path, args, log):
+        seen.append(os.environ["MPCOA_DATABASE_URL"])
+        log("measuring")
+        if path.stem == "broken":
+            raise RuntimeError("no measured configuration carries the stream")
+        return {"scenario": path.stem, "ratio": 1.0}
+
+    args = argparse.Namespace(scenarios=[Path("a/good.yaml"), Path("broken.yaml")],
+                              stream_mbps=3.0, quiet=False)
+    assert run_scenarios(args, scenario, "mpcoa-test-") == 0
+    out, err = capsys.readouterr()
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"scenario": "good", "ratio": 1.0},
+        {"scenario": "broken", "error": "no measured configuration carries the stream"}]
+    assert "scenario a/good.yaml, stream 3 Mbit/s" in err and err.count("measuring") == 2
+    assert seen[0].startswith("sqlite:///") and "mpcoa-test-" in seen[0]
+    Path(seen[0].removeprefix("sqlite:///")).parent.rmdir()  # empty: nothing touched the database

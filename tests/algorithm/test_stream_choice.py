@@ -123,7 +123,9 @@ def test_the_interval_pools_only_points_that_carry_the_stream():
     assert (d.occ, d.obs_mib) == ("bbr", 2.0)
     lo, hi = d.p99_interval()
     assert 0 < lo < d.p99_ms < hi
-    assert hi - lo < 5.0  # the carried spread (1 ms a point), not the waiting frames' seconds
+    # the carried spread (1 ms a point) and the host's drift (`stream_interval`: ±10 % or so of
+    # 66 ms), not the waiting frames' seconds
+    assert hi - lo < 20.0
 
 
 def test_the_interval_is_the_arms_own_spread_not_an_erratic_rivals():
@@ -141,7 +143,7 @@ def test_the_interval_is_the_arms_own_spread_not_an_erratic_rivals():
     d = decide_stream([CUBIC, BBR, RENO], GRID, runs, rate_mbps=RATE, delta=0.07)
     assert d.occ == "bbr"
     lo, hi = d.p99_interval()
-    assert hi - lo < 5.0
+    assert hi - lo < 20.0  # bbr's 1 ms and the host's drift (above), not cubic's 200 ms
 
 
 def test_bad_inputs():

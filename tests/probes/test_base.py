@@ -115,8 +115,8 @@ def result_with(observed, allowed=None, expected=("U-D", "U-O", "T-D", "T-O"), *
         started_at=datetime(2026, 1, 1, tzinfo=UTC), ended_at=datetime(2026, 1, 1, tzinfo=UTC))
 
 
-def sf(name, backup=False, acked=1_000_000):
-    return ObservedSubflow(name=name, backup=backup, bytes_acked=acked)
+def sf(name, backup=False, acked=1_000_000, retrans=0):
+    return ObservedSubflow(name=name, backup=backup, bytes_acked=acked, bytes_retrans=retrans)
 
 
 def test_subflow_set_as_requested_passes():
@@ -152,6 +152,32 @@ def test_the_thin_adsl_case_the_relative_check_missed():
                     expected=[s.name for s in fast + adsl])
     assert sum(r.subflow_share(s.name) for s in adsl) < 0.01  # the old relative limit
     assert len(r.subflow_set_problems()) == 4
+
+
+def test_data_reinjected_onto_a_backup_subflow_after_a_stall_passes():
+    """Measured on shared.yaml (docs/testbed.md): D-U's ACKs blackholed 0.3 s mid-probe, one
+    segment retransmitted on it and 23,185 bytes reinjected onto the backup D-T: an honest
+    probe. Blackholed 1 s, the kernel sent on D-T instead, 939,561 of 4,448,015 bytes: a probe
+    of another path."""
+    pair = ("D-U", "D-T")
+    honest = result_with([sf("D-U", acked=5_166_286, retrans=1424), sf("D-T", True, 23_185)],
+                         allowed=["D-U"], expected=pair)
+    assert honest.subflow_set_problems() == []
+    took_over = result_with([sf("D-U", acked=3_508_454, retrans=4272),
+                             sf("D-T", True, 939_561)], allowed=["D-U"], expected=pair)
+    assert took_over.subflow_set_problems() == [
+        f"subflow D-T: excluded but carried 939561 bytes (limit {int(0.05 * 4_448_015)})"]
+    # no retransmission on the allowed subflow: nothing was reinjected, the absolute limit
+    quiet = result_with([sf("D-U", acked=5_166_286), sf("D-T", True, 23_185)],
+                        allowed=["D-U"], expected=pair)
+    assert quiet.subflow_set_problems() == [
+        "subflow D-T: excluded but carried 23185 bytes (limit 4096)"]
+    # not in backup: the scheduler may send on it at will, the absolute limit
+    active = result_with([sf("D-U", acked=5_166_286, retrans=1424), sf("D-T", False, 23_185)],
+                         allowed=["D-U"], expected=pair)
+    assert active.subflow_set_problems() == [
+        "subflow D-T: excluded but not in backup",
+        "subflow D-T: excluded but carried 23185 bytes (limit 4096)"]
 
 
 def test_with_a_set_buffer_an_idle_allowed_subflow_is_the_buffer_not_a_fault():
