@@ -71,7 +71,6 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +86,7 @@ from benchmarks.oracle import (
     run_campaign,
     timed,
 )
+from benchmarks.scratch import scratch_dir
 
 JUDGE_CONFIDENCE = 0.9  # of the fresh ratio's interval, as the answer's own intervals
 
@@ -546,7 +546,7 @@ def main() -> int:
                     "first (default: the shortest schedule period, at most --oracle-duration)")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
-    data = Path(tempfile.mkdtemp(prefix="mpcoa-accuracy-"))
+    data = scratch_dir("mpcoa-accuracy-")
     os.environ["MPCOA_DATABASE_URL"] = f"sqlite:///{data / 'accuracy.sqlite3'}"
     os.environ["MPCOA_DATA_DIR"] = str(data)
     if args.mode is None:

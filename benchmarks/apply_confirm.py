@@ -17,12 +17,12 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from benchmarks.oracle import probe
+from benchmarks.scratch import scratch_dir
 
 MIB = 2**20
 
@@ -52,7 +52,7 @@ def main() -> None:
     topo = TopologySpec.model_validate({
         side: {"name": s.name, "isps": [isp.model_dump(include=keep) for isp in s.isps]}
         for side, s in zip(("local", "remote"), spec.sites, strict=True)})
-    root = Path(tempfile.mkdtemp(prefix="mpcoa-apply-bench-"))
+    root = scratch_dir("mpcoa-apply-bench-")
     host = sc.read_state(None)
     bed = testbed.up(spec)
     rows: dict[str, list[float]] = {"userspace PM probe": [], "in-kernel, autotuned": [],

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+
+from benchmarks.scratch import scratch_dir
 
 
 def main() -> None:
@@ -26,7 +30,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--duration", type=float, default=3.0)
     args = parser.parse_args()
-    data = Path(tempfile.mkdtemp(prefix="mpcoa-bench-"))
+    data = scratch_dir("mpcoa-bench-")
     os.environ.update(
         {"MPCOA_DATA_DIR": str(data), "MPCOA_DATABASE_URL": f"sqlite:///{data / 'bench.sqlite3'}"}
     )

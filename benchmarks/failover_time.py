@@ -24,13 +24,14 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
+
+from benchmarks.scratch import scratch_dir  # noqa: E402 (after the path line above)
 
 SITES = {"A": [("U", 8000), ("K", 4000)], "B": [("C", 20000), ("D", 2000)]}
 SURVIVING_MBPS = 4.0  # K's uplink
@@ -143,7 +144,7 @@ def main() -> None:
     name = f"fo{secrets.token_hex(3)}"
     spec = parse_spec({"name": name, "sites": [_site("A"), _site("B")],
                        "defaults": {"delay_ms": 10}})
-    root = Path(tempfile.mkdtemp(prefix="mpcoa-failover-bench-"))
+    root = scratch_dir("mpcoa-failover-bench-")
     runs: list[dict] = []
     try:
         bed = testbed.up(spec)

@@ -9,12 +9,13 @@ import itertools
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.scratch import scratch_dir
 
 MIB = 2**20
 
@@ -232,7 +233,7 @@ def run_scenarios(args, scenario: Callable, prefix: str) -> int:
     """`scenario(path, args, log)` for each of `args.scenarios`, one JSON line each on stdout,
     the log on stderr unless `args.quiet`; the product's database and files in a folder of this
     run's own. One scenario that cannot be measured does not stop the rest: its line says why."""
-    data = Path(tempfile.mkdtemp(prefix=prefix))
+    data = scratch_dir(prefix)
     os.environ["MPCOA_DATABASE_URL"] = f"sqlite:///{data / 'bench.sqlite3'}"
     os.environ["MPCOA_DATA_DIR"] = str(data)
 

@@ -30,12 +30,13 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.scratch import scratch_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SCENARIOS = [ROOT / "probes/scenarios/uit-haw.yaml", ROOT / "probes/scenarios/srl-hu.yaml",
@@ -160,7 +161,7 @@ def main() -> None:
     unknown = set(tools) - {"iperf3", "netperfmeter", "paced"}
     if unknown:
         parser.error(f"unknown tools: {', '.join(sorted(unknown))}")
-    folder = Path(tempfile.mkdtemp(prefix="mpcoa-overhead-"))
+    folder = scratch_dir("mpcoa-overhead-")
     os.environ.update({"MPCOA_DATA_DIR": str(folder),
                        "MPCOA_DATABASE_URL": f"sqlite:///{folder / 'bench.sqlite3'}"})
 

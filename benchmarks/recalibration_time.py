@@ -26,13 +26,14 @@ import secrets
 import signal
 import statistics
 import sys
-import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
+
+from benchmarks.scratch import scratch_dir  # noqa: E402 (after the path line above)
 
 LOCAL = [("Fiber", "F", 12000, 12000), ("Adsl", "A", 8000, 3000)]
 REMOTE = [("Uni", "U", 20000, 20000)]
@@ -154,7 +155,7 @@ def main() -> None:
     if not 1 <= args.duration_s <= 30:
         ap_.error("--duration-s: 1..30 s")
 
-    work = Path(tempfile.mkdtemp(prefix="mpcoa-recal-bench-"))
+    work = scratch_dir("mpcoa-recal-bench-")
     name = f"rc{secrets.token_hex(3)}"
     os.environ.update({"MPCOA_DATABASE_URL": f"sqlite:///{work / 'mpcoa.sqlite3'}",
                        "MPCOA_DATA_DIR": str(work), "MPCOA_TESTBED": name,

@@ -34,6 +34,7 @@ import re
 import shlex
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -499,18 +500,29 @@ class NetPerfMeterBackend:
         spare = npm_spare.take(key) if self.spare else None
         port = spare.port if spare is not None else choose_port_triple(
             [self.pair.sender_ns, self.pair.receiver_ns])
-        outdir = tempfile.mkdtemp(prefix="mpcoa-npm-", dir=self.pair.workdir)
-        cmd = self.tool_run(request, version, port, outdir, plan.server_addr, plan.bind_addr)
-        try:
-            out = run_probe(self.pair, plan, cmd,
-                            server=spare.server if spare is not None else None)
-        finally:
-            if self.spare:  # this probe's connections are aborted: nothing is measured now
-                # no spare (a port or the start failed) is only the wait it would have saved
-                with contextlib.suppress(ProbeError, OSError):
-                    npm_spare.prepare(key, lambda p: passive_argv(self.binary, p, version))
-        return finish_result(request, self.pair, plan, out, cmd, outdir, version,
-                             floor_ms=self.pair.delay_floor_ms())
+        with run_folder(self.pair.workdir) as outdir:
+            cmd = self.tool_run(request, version, port, outdir, plan.server_addr, plan.bind_addr)
+            try:
+                out = run_probe(self.pair, plan, cmd,
+                                server=spare.server if spare is not None else None)
+            finally:
+                if self.spare:  # this probe's connections are aborted: nothing is measured now
+                    # no spare (a port or the start failed) is only the wait it would have saved
+                    with contextlib.suppress(ProbeError, OSError):
+                        npm_spare.prepare(key, lambda p: passive_argv(self.binary, p, version))
+            return finish_result(request, self.pair, plan, out, cmd, outdir, version,
+                                 floor_ms=self.pair.delay_floor_ms())
+
+
+@contextlib.contextmanager
+def run_folder(parent: str | None = None) -> Iterator[str]:
+    """A folder for one run's files, removed once the run is read: the result keeps them as
+    artifacts (bytes), so nothing on disk outlives the probe."""
+    outdir = tempfile.mkdtemp(prefix="mpcoa-npm-", dir=parent)
+    try:
+        yield outdir
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)
 
 
 def done_when_logged(version: str, outdir: str, request: MeasurementRequest) -> dict[str, Any]:

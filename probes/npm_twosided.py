@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import subprocess
-import tempfile
 import threading
 from typing import Any
 
@@ -29,6 +28,7 @@ from probes.netperfmeter import (
     done_when_logged,
     finish_result,
     is_legacy,
+    run_folder,
 )
 from probes.ports import choose_port_triple
 from probes.runner import RunOutput, Server, ToolRun, wait_listening
@@ -135,17 +135,17 @@ def active_measure(request: MeasurementRequest, *, sender_addrs: dict[str, str],
     pair = HostPair(ns, receiver_ns, dict(sender_addrs), dict(receiver_addrs),
                     userspace_pm=True)
     plan = plan_subflows(pair, request)
-    outdir = tempfile.mkdtemp(prefix="mpcoa-npm-")
-    _, active = build_commands(request, version=version, address=plan.server_addr, port=port,
-                               outdir=outdir, binary=binary, local=plan.bind_addr,
-                               compress=True)
-    cmd = ToolRun(tool="netperfmeter", server_argv=[], client_argv=active,
-                  data_port=data_port(port, version), listen_port=port + 1,
-                  ports=[port - 1, port, port + 1], client_timeout_s=request.duration_s + 60,
-                  client_cwd=outdir, **done_when_logged(version, outdir, request))
-    out = RunOutput(settings={"sender": mptcp_settings(ns)})
-    if receiver_ns is not None:
-        out.settings["receiver"] = mptcp_settings(receiver_ns)
-    drive_sender(pair, plan, cmd, out, ns)
-    return finish_result(request, pair, plan, out, cmd, outdir, version, floor_ms=None,
-                         extra_raw={"two_sided": True, "passive_node_port": port})
+    with run_folder() as outdir:
+        _, active = build_commands(request, version=version, address=plan.server_addr, port=port,
+                                   outdir=outdir, binary=binary, local=plan.bind_addr,
+                                   compress=True)
+        cmd = ToolRun(tool="netperfmeter", server_argv=[], client_argv=active,
+                      data_port=data_port(port, version), listen_port=port + 1,
+                      ports=[port - 1, port, port + 1], client_timeout_s=request.duration_s + 60,
+                      client_cwd=outdir, **done_when_logged(version, outdir, request))
+        out = RunOutput(settings={"sender": mptcp_settings(ns)})
+        if receiver_ns is not None:
+            out.settings["receiver"] = mptcp_settings(receiver_ns)
+        drive_sender(pair, plan, cmd, out, ns)
+        return finish_result(request, pair, plan, out, cmd, outdir, version, floor_ms=None,
+                             extra_raw={"two_sided": True, "passive_node_port": port})

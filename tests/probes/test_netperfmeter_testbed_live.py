@@ -6,6 +6,7 @@ interval after its warm-up. Needs NetPerfMeter 2.x (MPCOA_NETPERFMETER): deselec
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -77,6 +78,9 @@ def test_the_active_side_ends_at_its_logs_last_line_and_a_spare_passive_side_ser
         assert r.artifacts["active.log"].decode().rstrip().endswith(ACTIVE_DONE)
         assert r.failure_reason() is None, r.failure_reason()
         assert r.raw["results"]["received_bytes"] > 0 and r.raw["passive_log"]
+        # the run's files are kept as artifacts; their folder does not outlive the probe
+        assert any(name.startswith("run-passive") for name in r.artifacts)
+        assert not Path(r.raw["outdir"]).exists()
     assert second.raw["passive_argv"] == spare.argv
     assert str(spare.port) in second.raw["passive_argv"]
     assert spare.server.proc.poll() is not None  # ended with its probe

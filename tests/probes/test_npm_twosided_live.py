@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -38,6 +39,7 @@ def test_one_node_serves_bulk_and_stream_probes_and_comes_back(testbed2x2):
         bulk = measure(bed, node, cc="cubic")
         assert bulk.tool == "netperfmeter" and bulk.tool_version.startswith("2.")
         assert bulk.raw["two_sided"] and bulk.raw["passive_node_port"] == node.port
+        assert "active.log" in bulk.artifacts and not Path(bulk.raw["outdir"]).exists()
         # 12 + 6 Mbit/s of links: a real goodput, and both subflows carried it
         assert 3.0 < bulk.goodput_mbps < 19.0, bulk.goodput_mbps
         assert bulk.failure_reason() is None, bulk.failure_reason()
