@@ -7,8 +7,9 @@ Per scenario (a testbed file; files outside probes/scenarios/ work too):
    `--oracle-duration` s (steady probes). FullMesh runs every subflow; PCDC runs the subset that
    is best for that CC (every proper subset when there are at most 4 subflows, else forward
    selection from the best single subflow), chosen first at the grid's second-largest buffer.
-2. **Campaign**: the product as a user runs it (in-process, a SQLite file in a temporary folder,
-   the same flows the API and the workers run), with `--campaign-runs` x `--campaign-duration`.
+2. **Campaign**: the product as a user runs it (in-process, a SQLite file in a scratch folder,
+   `benchmarks/scratch.py`, removed at exit unless `MPCOA_BENCH_KEEP=1`; the same flows the
+   API and the workers run), with `--campaign-runs` x `--campaign-duration`.
 3. **Verification**: fresh probes of the recommended (PM, CC, OBS, subflows) configuration,
    interleaved with as many fresh probes (same duration) of the oracle's best configuration. The
    oracle's best cell is the largest of many noisy means, a lucky draw, so `ratio` is the
