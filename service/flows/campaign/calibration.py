@@ -82,6 +82,7 @@ def next_step(
             verdict = phase.advance(ctx)
             if verdict.state is not None:  # the one place a phase's returned state is saved
                 campaign_store.save_state(campaign, verdict.state)
+                session.flush()
             if verdict.failed:
                 return FINAL
             if verdict.enough:
