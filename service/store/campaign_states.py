@@ -56,6 +56,11 @@ def is_final(campaign: Campaign) -> bool:
     return campaign.state in FINAL_CAMPAIGN_STATES
 
 
+def save_state(campaign: Campaign, state: CampaignState) -> None:
+    """Save the state a phase returned (`PhaseVerdict.state`) as the campaign's."""
+    campaign.run_state = state
+
+
 def update_state(campaign: Campaign, **changes: Any) -> CampaignState:
     """Record what a phase decided: the campaign's state with `changes` (its field names)."""
     campaign.run_state = state = replace(campaign.run_state, **changes)

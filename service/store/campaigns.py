@@ -28,7 +28,7 @@ from models import (
 from ..errors import NotFound
 from .campaign_fleet import fleet_rows, mark_site_wait
 from .campaign_report import buffer_range, flags, report
-from .campaign_states import is_final, set_state, update_state
+from .campaign_states import is_final, save_state, set_state, update_state
 
 __all__ = [
     "active_campaign",
@@ -43,6 +43,7 @@ __all__ = [
     "list_campaigns",
     "mark_site_wait",
     "report",
+    "save_state",
     "set_state",
     "site_names",
     "update_state",

@@ -18,7 +18,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from models import MEASUREMENT_PHASES, Campaign, MeasurementPhase, Tally
+from models import MEASUREMENT_PHASES, Campaign, CampaignState, MeasurementPhase, Tally
 
 from ...algorithm import adaptive
 from ...store import campaigns as campaign_store
@@ -32,9 +32,10 @@ PHASES = tuple(p.budget_phase for p in (MeasurementPhase.WARM, MeasurementPhase.
 SWEEP = MeasurementPhase.SWEEP.budget_phase
 
 
-def impact_runs(campaign: Campaign) -> dict[str, int]:
-    """Impact runs per CC: the plan's, plus those added while an Omega's sign was unsettled."""
-    extra = campaign.run_state.budget.extra_impact_runs
+def impact_runs(campaign: Campaign, state: CampaignState | None = None) -> dict[str, int]:
+    """Impact runs per CC: the plan's, plus those added while an Omega's sign was unsettled
+    (by `state`, else the campaign's)."""
+    extra = (campaign.run_state if state is None else state).budget.extra_impact_runs
     base = campaign.impact_runs if campaign.impact_runs is not None else campaign.runs
     return {cc: base + extra.get(cc, 0) for cc in campaign.measured_ccs}
 
@@ -65,9 +66,11 @@ def selection_estimate(campaign: Campaign, n_subflows: int) -> int:
     return selection_probes(n_subflows, len(campaign.measured_ccs))
 
 
-def planned(campaign: Campaign, n_subflows: int) -> dict[str, int]:
-    """Probes per budget phase, by the campaign's columns now (see the module's docstring)."""
-    state = campaign.run_state
+def planned(campaign: Campaign, n_subflows: int,
+            state: CampaignState | None = None) -> dict[str, int]:
+    """Probes per budget phase, by the campaign's columns now and `state` (else the campaign's;
+    see the module's docstring)."""
+    state = campaign.run_state if state is None else state
     spent = {phase: state.budget.spent_probes(phase) for phase in state.budget.spent}
     if state.budget.settled:
         return {phase: spent.get(phase, 0) for phase in PHASES}
@@ -75,7 +78,7 @@ def planned(campaign: Campaign, n_subflows: int) -> dict[str, int]:
     plan = dict.fromkeys(PHASES, 0)
     plan["warm"] = 0 if warm is None else warm.probes
     if warm is None or warm.verdict == "warm_drifted":  # checks only, unless they drifted
-        runs = impact_runs(campaign)
+        runs = impact_runs(campaign, state)
         plan["impact"] = (
             # adaptive: TP_0 under every CC, the TP_i under the reference CC only
             sum(runs.values()) + max(runs.values(), default=0) * n_subflows
@@ -94,31 +97,45 @@ def planned(campaign: Campaign, n_subflows: int) -> dict[str, int]:
     }
 
 
-def replan(campaign: Campaign) -> int:
-    """Write the planned total and the per-phase plan into the budget; returns the total."""
-    counts = planned(campaign, len(campaign.topology.subflows))
-    cost = probe_cost_s(campaign)
-    total = sum(counts.values())
-    campaign.run_state = campaign.run_state.with_budget(
-        planned=total,
+def replanned(campaign: Campaign, state: CampaignState) -> CampaignState:
+    """`state` with the planned total and the per-phase plan its budget implies (pure: the
+    campaign is only read, for its plan's columns)."""
+    counts = planned(campaign, len(campaign.topology.subflows), state)
+    cost = probe_cost_s(campaign, state)
+    return state.with_budget(
+        planned=sum(counts.values()),
         phase_plan={phase: Tally(n, n * cost) for phase, n in counts.items() if n},
     )
-    return total
+
+
+def asked(campaign: Campaign, state: CampaignState, phase: str, probes: int) -> CampaignState:
+    """`state` replanned with `phase`, which chooses its probes as it goes, needing `probes`
+    more than it has spent (pure)."""
+    b = state.budget
+    return replanned(campaign, state.with_budget(
+        asked={**b.asked, phase: b.spent_probes(phase) + probes}))
+
+
+def settled(campaign: Campaign, state: CampaignState) -> CampaignState:
+    """`state` replanned with nothing more to probe: every phase's plan is what it spent
+    (progress 100 %; pure)."""
+    return replanned(campaign, state.with_budget(settled=True))
+
+
+def replan(campaign: Campaign) -> int:
+    """Write the planned total and the per-phase plan into the budget; returns the total."""
+    campaign.run_state = replanned(campaign, campaign.run_state)
+    return campaign.run_state.budget.planned
 
 
 def ask(campaign: Campaign, phase: str, probes: int) -> None:
     """A phase that chooses its probes as it goes needs `probes` more than it has spent."""
-    b = campaign.run_state.budget
-    campaign.run_state = campaign.run_state.with_budget(
-        asked={**b.asked, phase: b.spent_probes(phase) + probes}
-    )
-    replan(campaign)
+    campaign.run_state = asked(campaign, campaign.run_state, phase, probes)
 
 
 def settle(campaign: Campaign) -> None:
     """Nothing more will be probed: every phase's plan is what it spent (progress 100 %)."""
-    campaign.run_state = campaign.run_state.with_budget(settled=True)
-    replan(campaign)
+    campaign.run_state = settled(campaign, campaign.run_state)
 
 
 def charge(campaign: Campaign, measurement_phase: str, probe_seconds: float) -> None:
@@ -149,11 +166,11 @@ def left_s(campaign: Campaign) -> float | None:
     return campaign.run_state.budget.left_s()
 
 
-def probe_cost_s(campaign: Campaign) -> float:
+def probe_cost_s(campaign: Campaign, state: CampaignState | None = None) -> float:
     """The probe-seconds one more probe is expected to cost: the plan's duration, or the mean of
     the probes so far where the timing rule lengthened them (long-RTT paths), so the budget is
-    not overspent by probes that run longer than planned."""
-    b = campaign.run_state.budget
+    not overspent by probes that run longer than planned (by `state`, else the campaign's)."""
+    b = (campaign.run_state if state is None else state).budget
     if b.done and b.used_s:
         return max(campaign.duration_s, b.used_s / b.done)
     return campaign.duration_s

@@ -80,6 +80,9 @@ def next_step(
         ctx = Context(session=session, campaign=campaign, settings=settings, prober=prober)
         for phase in phases_for(campaign):
             verdict = phase.advance(ctx)
+            if verdict.state is not None:  # the one place a phase's returned state is saved
+                campaign_store.save_state(campaign, verdict.state)
+                session.flush()
             if verdict.failed:
                 return FINAL
             if verdict.enough:

@@ -6,6 +6,7 @@ decision stored here is the campaign's answer at finish (`flows.answers.decided`
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from models import (
     NO_EXCLUSION,
@@ -24,14 +25,13 @@ from ....algorithm.alternative import Alternative
 from ....algorithm.capacity import PAYLOAD_SHARE, LinkCapacity
 from ....algorithm.sweep import plateau_extension
 from ....algorithm.window_spread import combined_half_width, window_spread
-from ....store import campaigns as campaign_store
 from ...answers.confidence_summary import confidence_statement
 from .. import budget
 from ..plan import ProbeStep
 from ..selected import measured_selection, merged_into_fullmesh, sweep_arms
 from ..timing import observed_rtts, step_timing
 from .answer_spread import spread_probe, variation_at, widened
-from .base import DONE, Context, PhaseVerdict, probe
+from .base import Context, PhaseVerdict, probe
 from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
 
 name = budget.SWEEP  # the phase is the budget's "sweep"; its probes MeasurementPhase.SWEEP
@@ -70,24 +70,25 @@ def advance(ctx: Context) -> PhaseVerdict:
         # not settled from one phase of a path that moves: the answer's runs spread in time
         held = None if spent else spread_probe(runs, decision, campaign.delta)
         if held is not None:
-            budget.ask(campaign, budget.SWEEP, 1)
-            return probe(_step(ctx, held, tried))
+            return probe(_step(ctx, held, tried),
+                         budget.asked(campaign, campaign.run_state, budget.SWEEP, 1))
         if decision.settled or spent:
             break
-        budget.ask(campaign, budget.SWEEP, len(decision.probes) + 1)
-        return probe(_cheapest(ctx, [_step(ctx, wanted, tried) for wanted in decision.probes]))
+        return probe(_cheapest(ctx, [_step(ctx, wanted, tried) for wanted in decision.probes]),
+                     budget.asked(campaign, campaign.run_state, budget.SWEEP,
+                                  len(decision.probes) + 1))
     stop = STOP_SETTLED if decision is not None and decision.settled else STOP_BUDGET
-    campaign_store.update_state(campaign, sweep_decision=BulkSweepDecision(
+    # The answer is read off the measured means; the fit only draws the curves, so an arm with
+    # fewer than three measured buffers leaves the campaign answerable. First, as the fit
+    # records its unfitted arms in the campaign's state, which the state returned carries.
+    fit(ctx, required=False)
+    state = replace(campaign.run_state, sweep_decision=BulkSweepDecision(
         stop=stop, **({} if decision is None else _decision_note(ctx, decision, runs)),
         # PCDC on every subflow is FullMesh's probe: measured once, as FullMesh (`sweep_arms`)
         pcdc_as_fullmesh=tuple(sorted(merged_into_fullmesh(campaign))),
         confidence=adaptive.DEFAULT_CONFIDENCE,
     ))
-    budget.settle(campaign)
-    # The answer is read off the measured means; the fit only draws the curves, so an arm with
-    # fewer than three measured buffers leaves the campaign answerable.
-    fit(ctx, required=False)
-    return DONE
+    return PhaseVerdict(state=budget.settled(campaign, state))
 
 
 def _step(ctx: Context, wanted: adaptive.WantedProbe, tried) -> ProbeStep:

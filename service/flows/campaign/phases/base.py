@@ -15,7 +15,7 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
-from models import Campaign, Measurement
+from models import Campaign, CampaignState, Measurement
 
 from ....algorithm.topology import TopologySpec
 from ....settings import Settings
@@ -30,11 +30,13 @@ from ..selected import selected_subsets
 class PhaseVerdict:
     """A probe to run (`step`); or `failed` (the phase failed the campaign); or `enough` (nothing
     more to measure: later phases are skipped and the campaign finishes, `calibration.FINISH`);
-    or none: done."""
+    or none: done. `state`: the campaign's new state, as the phase decided it (None: unchanged);
+    `calibration.next_step` saves it before it acts on the rest of the verdict."""
 
     step: ProbeStep | None = None
     failed: bool = False
     enough: bool = False
+    state: CampaignState | None = None
 
 
 DONE = PhaseVerdict()
@@ -43,8 +45,8 @@ FAILED = PhaseVerdict(failed=True)
 ENOUGH = PhaseVerdict(enough=True)
 
 
-def probe(step: ProbeStep) -> PhaseVerdict:
-    return PhaseVerdict(step=step)
+def probe(step: ProbeStep, state: CampaignState | None = None) -> PhaseVerdict:
+    return PhaseVerdict(step=step, state=state)
 
 
 @dataclass

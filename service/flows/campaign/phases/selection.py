@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from statistics import fmean
 from typing import Any
 
-from models import NO_EXCLUSION, Campaign, SelectedCC, Selection
+from models import NO_EXCLUSION, Campaign, CampaignState, SelectedCC, Selection
 from probes.vocabulary import FULLMESH, PCDC
 
 from ....algorithm.capacity import LinkCapacity
@@ -36,7 +37,6 @@ from ....algorithm.selection import (
 )
 from ....algorithm.selection_omega import compare_with_omega
 from ....algorithm.subset_stats import Gain, Subset, SubsetEstimate
-from ....store import campaigns as campaign_store
 from ....store import results
 from .. import budget
 from ..plan import IMPACT_BS_MIB, ProbeStep
@@ -81,8 +81,8 @@ def advance(ctx: Context) -> PhaseVerdict:
             state = SelectionState(ctx.subflows, samples, failures, capacity=rates, **settings)
         wanted = next_probes(state)
         if wanted:
-            budget.ask(campaign, "selection", len(wanted))
-            return probe(_step(ctx, cc, wanted[0], samples, failures))
+            return probe(_step(ctx, cc, wanted[0], samples, failures),
+                         budget.asked(campaign, campaign.run_state, "selection", len(wanted)))
         done[cc] = result(state)
         states[cc] = state
         if reference is None and done[cc].estimate is not None:
@@ -90,8 +90,13 @@ def advance(ctx: Context) -> PhaseVerdict:
     checked = {} if objective.is_stream else _fixed_buffer_checks(ctx, done)
     if isinstance(checked, PhaseVerdict):
         return checked
-    _store(ctx, done, states, checked)
-    return DONE
+    return PhaseVerdict(state=replace(campaign.run_state, selection=_finished(
+        ctx, done, states, checked)))
+
+
+def _asked_one(ctx: Context) -> CampaignState:
+    """The state with one more selection probe asked of the budget."""
+    return budget.asked(ctx.campaign, ctx.campaign.run_state, "selection", 1)
 
 
 def _fixed_buffer_checks(ctx: Context, done: dict[str, SelectionResult]):
@@ -105,15 +110,13 @@ def _fixed_buffer_checks(ctx: Context, done: dict[str, SelectionResult]):
     for pair, by in plan.values():
         for subset in pair:
             if (by, tuple(sorted(subset))) not in got:
-                budget.ask(ctx.campaign, "selection", 1)
-                return probe(check.step(ctx, by, subset, bs))
+                return probe(check.step(ctx, by, subset, bs), _asked_one(ctx))
     for pair, by in plan.values():
         chosen, start = (got[(by, tuple(sorted(x)))] for x in pair)
         again = check.next_run(chosen, start, min_gain)
         if again is not None:
             subset, runs = (pair[0], chosen) if again == "subset" else (pair[1], start)
-            budget.ask(ctx.campaign, "selection", 1)
-            return probe(check.step(ctx, by, subset, bs, run=len(runs) + 1))
+            return probe(check.step(ctx, by, subset, bs, run=len(runs) + 1), _asked_one(ctx))
     notes = {}
     for cc, (pair, by) in plan.items():
         chosen, start = (got[(by, tuple(sorted(x)))] for x in pair)
@@ -182,7 +185,9 @@ def _step(ctx: Context, cc: str, subset: Subset, samples, failures) -> ProbeStep
     )
 
 
-def _store(ctx: Context, done: dict[str, SelectionResult], states, checks) -> None:
+def _finished(ctx: Context, done: dict[str, SelectionResult], states, checks) -> Selection:
+    """The finished selection as the state keeps it: per CC its result, its fixed-buffer
+    check and how it compares with Omega's subset."""
     impacts = {r.cc: r.subset for r in results.impact_results(ctx.session,
                                                                 campaign_id=ctx.campaign.id)}
     objective = objective_of(ctx.campaign.objective)
@@ -201,8 +206,7 @@ def _store(ctx: Context, done: dict[str, SelectionResult], states, checks) -> No
             }
         per_cc[cc] = SelectedCC.from_dict(stream.as_delay(entry, objective)
                                           if objective.is_stream else entry)
-    campaign_store.update_state(ctx.campaign, selection=Selection(done=True, ccs=per_cc))
-    ctx.session.flush()
+    return Selection(done=True, ccs=per_cc)
 
 
 # --- JSON forms (read into `SelectedCC`) -----------------------------------------------

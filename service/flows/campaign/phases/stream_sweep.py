@@ -12,6 +12,8 @@ again, and only after `MAX_FAILED_TRIES` failures and no ok probe does it count 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from models import NO_EXCLUSION, MeasurementPhase
 from models.sweep_decision import STOP_BUDGET, STOP_SETTLED
 from probes.vocabulary import PCDC
@@ -20,13 +22,12 @@ from ....algorithm import adaptive
 from ....algorithm.arm import Arm
 from ....algorithm.objective import objective_of
 from ....algorithm.stream_sweep import decide_stream_sweep
-from ....store import campaigns as campaign_store
 from ...answers.decided import stream_note
 from ...answers.stream_answer import CONFIDENCE, NO_PROBE, measured_runs, stalled
 from .. import budget
 from ..plan import ProbeStep
 from ..selected import merged_into_fullmesh, sweep_arms
-from .base import DONE, Context, PhaseVerdict, probe
+from .base import Context, PhaseVerdict, probe
 from .fitting import buffer_samples, fit
 
 name = budget.SWEEP  # the phase is the budget's "sweep"; its probes MeasurementPhase.SWEEP
@@ -51,16 +52,17 @@ def advance(ctx: Context) -> PhaseVerdict:
     spent = (campaign.run_state.budget.exhausted
              or sum(tried.values()) >= budget.adaptive_sweep_cap(campaign))
     if not decision.settled and not spent and decision.probes:
-        budget.ask(campaign, budget.SWEEP, len(decision.probes))
         wanted = decision.probes[0]  # the rule lists the most pressing first
         run = tried.get((wanted.pm, wanted.cc, wanted.bs_mib), 0) + 1
-        return probe(_step(ctx, wanted, run))
+        return probe(_step(ctx, wanted, run), budget.asked(
+            campaign, campaign.run_state, budget.SWEEP, len(decision.probes)))
     stop = STOP_SETTLED if decision.settled else STOP_BUDGET
-    campaign_store.update_state(campaign, sweep_decision=stream_note(
+    # The curves only (the answer is the decision); first, as the fit records its unfitted
+    # arms in the campaign's state, which the state returned below then carries.
+    fit(ctx, required=False)
+    state = replace(campaign.run_state, sweep_decision=stream_note(
         decision, stop, pcdc_as_fullmesh=tuple(sorted(merged_into_fullmesh(campaign)))))
-    budget.settle(campaign)
-    fit(ctx, required=False)  # the curves only; the answer is the decision
-    return DONE
+    return PhaseVerdict(state=budget.settled(campaign, state))
 
 
 def failed_probes(ctx: Context) -> dict[tuple[str, str, float], int]:

@@ -20,14 +20,17 @@ def advance(ctx: Context) -> PhaseVerdict:
     if promises is None:
         return DONE
     steps = [step for check in promises for step in check.steps()]
-    checked = campaign.run_state.warm
-    if checked.probes != len(steps):
-        campaign_store.update_state(campaign, warm=replace(checked, probes=len(steps)))
-    budget.replan(campaign)
+    state = campaign.run_state
+    if state.warm.probes != len(steps):
+        state = replace(state, warm=replace(state.warm, probes=len(steps)))
+    state = budget.replanned(campaign, state)
     done = ctx.done()
     for step in steps:
+        # the check's probe count and the plan change no budget figure `affords` reads
         if step.key not in done and budget.affords(campaign):
-            return probe(step)
+            return probe(step, state)
+    # The judgement reads and records the warm check in the campaign's state: saved first.
+    campaign_store.save_state(campaign, state)
     if warm.judge(ctx.session, campaign=campaign, checks_=promises):
         return ENOUGH
     budget.replan(campaign)
