@@ -157,3 +157,30 @@ def test_a_revert_that_raises_after_a_missed_confirmation_settles_from_the_journ
         # nothing to roll back: the answer was reverted (the rollback says so, changes nothing)
         assert flow.start_rollback(s, topology_id=tid).state == "unconfirmed"
         assert flow.start_apply(s, topology_id=tid, confirm=False, watch=False).id > apply_id
+
+
+def test_a_site_applied_by_a_late_runner_while_the_row_is_settled_is_reverted(
+        bed, embedded, monkeypatch):
+    """A runner resumed late (a killed worker's restart on a busy host) applies a site after
+    the settler found it untouched, and reports before the settler writes the row: the row
+    is `failed`, so the site must not stay as planned."""
+    from service.flows.applying import apply_settle
+
+    tid, before = embedded
+    apply_id = _start(tid)
+    real = apply_settle._apply_outcome
+
+    def a_runner_in_between(row, aid):
+        out = real(row, aid)  # the settler has looked at (and settled) every site ...
+        assert flow.apply_site(aid, "A")["state"] == "applied"  # ... then a runner applies A
+        return out
+
+    monkeypatch.setattr(apply_settle, "_apply_outcome", a_runner_in_between)
+    settled = apply_settle.settle(apply_id, reason="test: the deadline", deadline_s=40,
+                                  force=True)
+    assert settled == "failed"
+    row = _row(apply_id)
+    assert row.state == "failed" and row.action is None, (row.state, row.error)
+    assert _values(bed) == before, row.sites
+    with session_scope() as s:  # not stuck: a new apply is accepted
+        assert flow.start_apply(s, topology_id=tid, confirm=False, watch=False).id > apply_id

@@ -141,7 +141,8 @@ def apply_site(apply_id: int, site: str, *, namespace: str | None = "plan") -> d
             applied.finish(s, row, "failed", error=_failure(site, report))
             to_revert = [e["site"] for e in plan["sites"] if e["site"] != site
                          and (row.sites.get(e["site"]) or {}).get("state") == "applied"]
-        elif row.state == "failed":  # another site failed first: back to the previous apply
+        elif row.state in ("failed", "unconfirmed"):  # another site failed first, or the
+            # row was settled while this site applied: back to the previous apply
             to_revert = [site]
         elif all((row.sites.get(e["site"]) or {}).get("state") == "applied"
                  for e in plan["sites"]) and not _can_confirm(plan):

@@ -56,9 +56,12 @@ def confirm(apply_id: int) -> dict[str, Any]:
         log.exception("apply %s: the confirmation could not run", apply_id)
         figures = {"passed": False, "error": f"the confirmation could not run: {exc}"}
     with session_scope() as s:
-        row = applied.get_apply(s, apply_id=apply_id)
+        row = applied.lock_apply(s, apply_id=apply_id)
         if figures["passed"]:
-            applied.finish(s, row, "applied", confirmation=figures)
+            # settled meanwhile (its deadline passed on a busy host): the settler reverted
+            # what it found, so its word stands, not this late pass
+            if row.state == "applying":
+                applied.finish(s, row, "applied", confirmation=figures)
             return figures
     try:
         for entry in plan["sites"]:  # back to the previous apply, if one was in force

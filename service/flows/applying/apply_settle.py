@@ -139,6 +139,7 @@ def settle(apply_id: int, *, reason: str, deadline_s: float, force: bool = False
     with session_scope(engine) as s:  # read, then let go: the sites are settled outside it
         row = applied.get_apply(s, apply_id=apply_id)
         s.expunge(row)
+    seen = row.sites or {}
     confirmation = None
     try:
         if action == "apply":
@@ -152,6 +153,10 @@ def settle(apply_id: int, *, reason: str, deadline_s: float, force: bool = False
         row = applied.lock_apply(s, apply_id=apply_id)
         if row.action != action:  # finished by its own runner meanwhile
             return row.state
+        late = _late_applied(row, seen, action, state)
+        if late:
+            said += "; " + ", ".join(f"{n} applied meanwhile by a late runner: reverted"
+                                     for n in late)
         error = None if state in ("applied", "rolled_back") else \
             f"{reason}; settled from the sites' journals: {said}"
         applied.finish(s, row, state, error=error, confirmation=confirmation)
@@ -160,4 +165,29 @@ def settle(apply_id: int, *, reason: str, deadline_s: float, force: bool = False
             "detail": {"action": action, "state": state, "reason": reason, "sites": said}}]
         outbox.settled(row)
         s.flush()
+    # After the commit a late runner's report finds the row settled and reverts its site
+    # itself (`apply.apply_site`); one that reported before it is undone here.
+    for site, ns in late.items():
+        done = _revert(ns, apply_id)
+        kept = siteapply.read_journal(siteapply.state_dir(ns)) or {}
+        with session_scope(engine) as s:
+            applied.report_site(s, apply_id=apply_id, site=site, report={
+                "state": "reverted", "namespace": ns, "outcome": done,
+                "in_force": kept.get("label") if kept.get("phase") == "applied" else None})
     return state
+
+
+def _late_applied(row, seen: dict[str, Any], action: str, state: str) -> dict[str, str]:
+    """{site: namespace} of the sites a runner reported applied after this settler read the
+    row (a worker restarted late on a busy host): the settler may have found them untouched
+    or half done before the runner applied them, so a row settled not applied would leave
+    them as planned. (A site reported applied before was found applied and reverted.)"""
+    if action != "apply" or state == "applied":
+        return {}
+    now = row.sites or {}
+
+    def applied_in(reports: dict[str, Any], site: str) -> bool:
+        return (reports.get(site) or {}).get("state") == "applied"
+
+    return {e["site"]: e["namespace"] for e in row.plan["sites"]
+            if e["namespace"] and applied_in(now, e["site"]) and not applied_in(seen, e["site"])}
