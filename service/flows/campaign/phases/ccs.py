@@ -8,6 +8,7 @@ Otherwise (the emulated testbed, or a site that has not reported): the prober's 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from ....store import artifacts as artifact_store
 from .. import budget
@@ -47,11 +48,13 @@ def advance(ctx: Context) -> PhaseVerdict:
     # In adaptive mode the measured selection decides SP*: one impact run per CC shows Omega
     # (and gives the selection its TP_0 and TP_i subsets) without deciding anything.
     campaign.impact_runs = 1 if campaign.mode == "adaptive" else campaign.runs
-    budget.replan(campaign)
+    # The plan the CC columns just written imply: returned, `next_step` saves it.
+    state = budget.replanned(campaign, campaign.run_state)
     if not campaign.active_ccs:
-        return ctx.fail(
+        failed = ctx.fail(
             f"none of the campaign's CCs {campaign.ccs} is offered by both "
             f"sites (they offer {sorted(offered)})"
         )
+        return replace(failed, state=state)
     ctx.session.flush()
-    return DONE
+    return PhaseVerdict(state=state)

@@ -12,18 +12,18 @@ lost) cannot carry the stream: it is decided by that one probe, its other runs a
 
 from __future__ import annotations
 
+from dataclasses import replace
 from statistics import fmean
 
-from models import MeasurementPhase
+from models import CampaignState, MeasurementPhase
 
 from ....algorithm.objective import objective_of
 from ....algorithm.sweep import plateau_extension
-from ....store import campaigns as campaign_store
 from ...answers.stream_answer import stalled
 from .. import budget
 from ..plan import buffer_steps
-from .base import DONE, FAILED, Context, PhaseVerdict, probe
-from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
+from .base import FAILED, Context, PhaseVerdict, probe
+from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit
 
 name = budget.SWEEP  # the phase is the budget's "sweep"; its probes MeasurementPhase.SWEEP
 MAX_EXTRA_ROUNDS_WITHOUT_BUDGET = 2
@@ -32,8 +32,12 @@ MAX_EXTRA_ROUNDS_WITHOUT_BUDGET = 2
 def advance(ctx: Context) -> PhaseVerdict:
     campaign = ctx.campaign
     goodput_decides = not objective_of(campaign.objective).is_stream
+    # The state this pass decides (the grid's growth, its flag, the extra rounds, their
+    # replans): returned on the verdict, never written here. The plan's columns the steps
+    # follow (the grid, the runs) are still written on the campaign row as they change.
+    state = start = campaign.run_state
     while True:
-        if not campaign.run_state.budget.exhausted:
+        if not state.budget.exhausted:
             done, subsets = ctx.done(), ctx.subsets()
             decided = set() if goodput_decides else _stalled_points(ctx)
             for step in buffer_steps(
@@ -41,15 +45,22 @@ def advance(ctx: Context) -> PhaseVerdict:
                 subsets, ctx.subflows, campaign.seed,
             ):
                 if step.key not in done and (step.pm, step.cc, float(step.bs_mib)) not in decided:
-                    return probe(step)
-            if goodput_decides and _extend_grid(ctx):
-                continue
+                    return probe(step, None if state is start else state)
+            if goodput_decides:
+                state, grew = _extend_grid(ctx, state)
+                if grew:
+                    continue
         fits = fit(ctx)
+        # the fit records its unfitted arms in the campaign's state itself: carried over
+        state = replace(state, unfitted_arms=campaign.run_state.unfitted_arms)
         if fits is None:
-            return FAILED
-        if goodput_decides and not all(f.gate_passed for f in fits) and _another_round(ctx):
-            continue
-        return DONE
+            return replace(FAILED, state=state)
+        if goodput_decides and not all(f.gate_passed for f in fits):
+            more = _another_round(ctx, state)
+            if more is not None:
+                state = more
+                continue
+        return PhaseVerdict(state=state)
 
 
 def _stalled_points(ctx: Context) -> set[tuple[str, str, float]]:
@@ -59,44 +70,41 @@ def _stalled_points(ctx: Context) -> set[tuple[str, str, float]]:
             if stalled(m)}
 
 
-def _extend_grid(ctx: Context) -> bool:
+def _extend_grid(ctx: Context, state: CampaignState) -> tuple[CampaignState, bool]:
     """One more buffer above the grid, for every arm and run, while the best arm is still
     climbing at the largest buffer (the plateau T* is read off would be a slope), up to
     `MAX_GRID_EXTENSIONS` points and within the budget; flagged when the grid had to stop
-    below the plateau."""
+    below the plateau. Returns `state` with what it decided, and whether the grid grew."""
     campaign = ctx.campaign
     samples = buffer_samples(ctx).samples
     arm_means = {arm: {bs: fmean(v) for bs, v in per.items()} for arm, per in samples.items()}
     more = plateau_extension(campaign.buffer_grid_mib, arm_means, campaign.delta)
     if more is None:
-        return False
+        return state, False
     probes = len(campaign.pms) * len(campaign.measured_ccs) * campaign.runs
-    if len(grid_extensions(ctx)) >= MAX_GRID_EXTENSIONS or not budget.affords(campaign, probes):
-        campaign_store.update_state(campaign, grid_below_plateau=max(campaign.buffer_grid_mib))
-        return False
-    grow_grid(ctx, more)
-    budget.replan(campaign)
+    extended = tuple(state.grid_extended or ())
+    if len(extended) >= MAX_GRID_EXTENSIONS or not budget.affords(campaign, probes):
+        return replace(state, grid_below_plateau=max(campaign.buffer_grid_mib)), False
+    campaign.buffer_grid_mib = sorted([*campaign.buffer_grid_mib, more])  # the plan's column
     ctx.session.flush()
-    return True
+    return budget.replanned(campaign, replace(state, grid_extended=(*extended, more))), True
 
 
-def _another_round(ctx: Context) -> bool:
-    """The gate failed: one more run of the whole buffer sweep, if the budget allows it."""
+def _another_round(ctx: Context, state: CampaignState) -> CampaignState | None:
+    """The gate failed: `state` with one more run of the whole buffer sweep, replanned, if the
+    budget allows it (None: it does not)."""
     campaign = ctx.campaign
-    if campaign.run_state.budget.exhausted:
-        return False
+    if state.budget.exhausted:
+        return None
     if budget.left_s(campaign) is None:
-        if campaign.run_state.budget.extra_rounds >= MAX_EXTRA_ROUNDS_WITHOUT_BUDGET:
-            return False
+        if state.budget.extra_rounds >= MAX_EXTRA_ROUNDS_WITHOUT_BUDGET:
+            return None
     else:
         round_probes = (
             len(campaign.pms) * len(campaign.measured_ccs) * len(campaign.buffer_grid_mib)
         )
         if not budget.affords(campaign, round_probes):
-            return False
-    campaign.run_state = campaign.run_state.with_budget(
-        extra_rounds=campaign.run_state.budget.extra_rounds + 1
-    )
-    campaign.runs += 1
-    budget.replan(campaign)
-    return True
+            return None
+    campaign.runs += 1  # the plan's column the steps follow
+    return budget.replanned(
+        campaign, state.with_budget(extra_rounds=state.budget.extra_rounds + 1))

@@ -6,12 +6,12 @@ measured under one CC only (`_advance_adaptive`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from statistics import fmean
 
-from models import NO_EXCLUSION, MeasurementPhase, OmegaCCs
+from models import NO_EXCLUSION, CampaignState, MeasurementPhase, OmegaCCs
 
 from ....algorithm.impact_confidence import ConfidentImpact, subflows_needing_runs
-from ....store import campaigns as campaign_store
 from ....store import results
 from .. import budget
 from ..derive import impact_from_runs
@@ -25,20 +25,25 @@ def advance(ctx: Context) -> PhaseVerdict:
     campaign = ctx.campaign
     if campaign.mode == "adaptive":
         return _advance_adaptive(ctx)
+    # The state this pass decides (the extra runs): returned on the verdict, never written here.
+    state, changed = campaign.run_state, False
     while True:
         done = ctx.done()
-        for step in impact_steps(campaign.active_ccs, budget.impact_runs(campaign), ctx.subflows):
+        runs = budget.impact_runs(campaign, state)
+        for step in impact_steps(campaign.active_ccs, runs, ctx.subflows):
             if step.key not in done:
-                return probe(step)
+                return probe(step, state if changed else None)
         stored = results.impact_results(ctx.session, campaign_id=campaign.id)
         if set(campaign.active_ccs) <= {r.cc for r in stored}:
-            return DONE
+            return PhaseVerdict(state=state) if changed else DONE
         derived = impact_from_runs(
             ctx.session, campaign_id=campaign.id, subflows=ctx.subflows,
             confidence=ctx.settings.impact_confidence,
         )
-        if not _more_runs(ctx, derived):
-            return _store(ctx, derived)
+        more = _more_runs(ctx, derived, state)
+        if more is None:
+            return _store(ctx, derived, state)
+        state, changed = more, True
 
 
 def _advance_adaptive(ctx: Context) -> PhaseVerdict:
@@ -66,12 +71,12 @@ def _advance_adaptive(ctx: Context) -> PhaseVerdict:
         ctx.session, campaign_id=campaign.id, subflows=ctx.subflows,
         confidence=ctx.settings.impact_confidence,
     )
-    campaign_store.update_state(campaign, omega_ccs=OmegaCCs(  # the CCs Ω was measured under
+    state = replace(campaign.run_state, omega_ccs=OmegaCCs(  # the CCs Ω was measured under
         ccs=tuple(r.cc for r in derived),
         why="adaptive mode: Ω under the reference CC (the best TP_0) only; the measured "
             "selection decides SP*",
     ))
-    return _store(ctx, derived, usable=set(tp0))
+    return _store(ctx, derived, state, usable=set(tp0))
 
 
 def _tp0_means(ctx: Context, ccs: list[str]) -> dict[str, float]:
@@ -83,17 +88,19 @@ def _tp0_means(ctx: Context, ccs: list[str]) -> dict[str, float]:
     return {cc: fmean(v) for cc, v in values.items()}
 
 
-def _more_runs(ctx: Context, derived: list[ConfidentImpact]) -> bool:
-    """One more impact run for every CC whose Omega's sign could still be settled by one (not in
-    adaptive mode, where the measured selection decides SP*)."""
+def _more_runs(ctx: Context, derived: list[ConfidentImpact],
+               state: CampaignState) -> CampaignState | None:
+    """`state` with one more impact run for every CC whose Omega's sign could still be settled
+    by one, replanned (not in adaptive mode, where the measured selection decides SP*); None:
+    no CC gets one."""
     campaign, settings = ctx.campaign, ctx.settings
     if campaign.mode == "adaptive":
-        return False
-    runs = budget.impact_runs(campaign)
+        return None
+    runs = budget.impact_runs(campaign, state)
     per_run = 1 + len(ctx.subflows)
     # The buffer sweep's share of the budget is not the impact phase's.
     reserve_s = budget.sweep_reserve_s(campaign)
-    extra = dict(campaign.run_state.budget.extra_impact_runs)
+    extra = dict(state.budget.extra_impact_runs)
     added = 0
     for result in derived:
         if runs[result.cc] >= settings.impact_max_runs:
@@ -106,20 +113,19 @@ def _more_runs(ctx: Context, derived: list[ConfidentImpact]) -> bool:
         extra[result.cc] = extra.get(result.cc, 0) + 1
         added += 1
     if not added:
-        return False
-    campaign.run_state = campaign.run_state.with_budget(extra_impact_runs=extra)
-    budget.replan(campaign)
-    return True
+        return None
+    return budget.replanned(campaign, state.with_budget(extra_impact_runs=extra))
 
 
-def _store(ctx: Context, derived_: list[ConfidentImpact],
+def _store(ctx: Context, derived_: list[ConfidentImpact], state: CampaignState,
            usable: set[str] | None = None) -> PhaseVerdict:
-    """Omega and SP* per CC; what stayed unsettled is noted (and flagged on the answer). A CC
-    is kept when it has Omega, or (adaptive mode) a usable TP_0 (`usable`)."""
+    """Omega and SP* per CC; what stayed unsettled is noted (and flagged on the answer), on
+    `state`, returned replanned. A CC is kept when it has Omega, or (adaptive mode) a usable
+    TP_0 (`usable`)."""
     campaign = ctx.campaign
     derived = {r.cc: r for r in derived_}
-    campaign_store.update_state(
-        campaign, unsettled_omegas={r.cc: r.unsettled for r in derived_ if r.unsettled}
+    state = replace(
+        state, unsettled_omegas={r.cc: r.unsettled for r in derived_ if r.unsettled}
     )
     usable = set(derived) if usable is None else usable | set(derived)
     dropped = dict(campaign.dropped_ccs or {})
@@ -131,7 +137,7 @@ def _store(ctx: Context, derived_: list[ConfidentImpact],
                          results=[derived[cc] for cc in kept if cc in derived])
     campaign.active_ccs, campaign.dropped_ccs = kept, dropped
     if not kept:
-        return ctx.fail("impact phase: no congestion control has usable runs")
-    budget.replan(campaign)
+        return replace(ctx.fail("impact phase: no congestion control has usable runs"),
+                       state=state)
     ctx.session.flush()
-    return DONE
+    return PhaseVerdict(state=budget.replanned(campaign, state))
