@@ -16,12 +16,13 @@ from cli.apply import register as register_apply
 from cli.bundle import register as register_bundle
 from cli.campaigns import app as campaign_app
 from cli.demo import register as register_demo
-from cli.errors import EXIT_UNAVAILABLE, EXIT_USAGE, PREFIX, database_problem
+from cli.errors import EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_USAGE, PREFIX, database_problem
 from cli.inventory import site_app, topology_app
 from cli.report import register as register_report
 from cli.serve import register as register_serve
 from cli.testbed import app as testbed_app
 from cli.workers import register as register_workers
+from service.upgrade_guard import UpgradeFailed
 
 # A crash in native code (an extension, the interpreter's finalisation) prints every thread's
 # Python stack on stderr instead of a bare "Segmentation fault": what an operator can report.
@@ -32,7 +33,8 @@ class MpcoaGroup(TyperGroup):
     """The top-level command: a usage error (unknown option, a value out of range or not one of
     the choices) ends like every other error, `mpcoa: error: ...` after the usage line, status
     2; a database that cannot be reached, wherever a command meets it, is one line and status 4
-    (cli/errors.py), never a traceback."""
+    (cli/errors.py), an automatic upgrade that failed its check one line and status 1, never a
+    traceback."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
@@ -55,6 +57,9 @@ class MpcoaGroup(TyperGroup):
         except typer.Abort:
             typer.echo("Aborted!", err=True)
             sys.exit(1)
+        except UpgradeFailed as exc:  # any command's automatic upgrade of a SQLite file
+            typer.echo(PREFIX + str(exc), err=True)
+            sys.exit(EXIT_FAILED)
         except DBAPIError as exc:
             if not (isinstance(exc, OperationalError) or exc.connection_invalidated):
                 raise

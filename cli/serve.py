@@ -102,9 +102,13 @@ def db_upgrade(revision: str = typer.Argument("head"),
                as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Upgrade the schema (default: to the newest revision)."""
     from service import db
+    from service.errors import Invalid
 
     url = _settings().effective_database_url
-    db.upgrade(url, revision)
+    try:
+        db.upgrade(url, revision)
+    except Invalid as exc:
+        service_failure(exc)
     _at(db.current_revision(url), as_json)
 
 
@@ -113,9 +117,13 @@ def db_downgrade(revision: str = typer.Argument(..., help="target revision, e.g.
                  as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Downgrade the schema to REVISION ('base' drops every table)."""
     from service import db
+    from service.errors import Invalid
 
     url = _settings().effective_database_url
-    db.downgrade(url, revision)
+    try:
+        db.downgrade(url, revision)
+    except Invalid as exc:
+        service_failure(exc)
     _at(db.current_revision(url), as_json)
 
 
