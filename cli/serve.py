@@ -9,6 +9,7 @@ import typer
 from cli.errors import EXIT_NOT_FOUND, emit_json, fail, service_failure
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug", "trace"]
+MAX_TOKEN_DAYS = 36_600  # a century: past it a date no longer fits in a datetime for long
 db_app = typer.Typer(help="Database schema migrations (Alembic).", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens for the REST API's writes.", no_args_is_help=True)
 
@@ -65,7 +66,7 @@ def run_uvicorn(
 
 def serve(
     host: str = typer.Option(None, help="bind address (default MPCOA_HOST or 127.0.0.1)"),
-    port: int = typer.Option(None, help="port (default MPCOA_PORT or 8000)"),
+    port: int = typer.Option(None, min=1, max=65535, help="port (default MPCOA_PORT or 8000)"),
     migrate: bool = typer.Option(True, help="upgrade the schema to head before serving"),
     log_level: Annotated[LogLevel, typer.Option(help="uvicorn log level")] = "info",
     workers: int = typer.Option(
@@ -151,7 +152,8 @@ def token_create(
     name: str = typer.Argument(..., help="who or what the token is for"),
     scope: Literal["write", "read"] = typer.Option(
         "write", help="'write' (reads and writes) or 'read' (reads only)"),
-    expires_days: float | None = typer.Option(None, min=0.001, help="expires after this long"),
+    expires_days: float | None = typer.Option(
+        None, min=0.001, max=MAX_TOKEN_DAYS, help="expires after this many days"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Create a token and print it once; only its SHA-256 is stored."""
