@@ -77,10 +77,29 @@ def serve(
     """Run the REST API. With no configuration: a SQLite file in the user's data directory."""
     from api.app import create_app
     from service import db
+    from service.settings import is_loopback
 
     settings = _settings()
+    if host and host != settings.host:
+        # The read rule and the Host names follow the address served on; several workers
+        # each build their settings from the environment.
+        import os
+
+        from service.settings import get_settings
+
+        os.environ["MPCOA_HOST"] = host
+        get_settings.cache_clear()
+        settings = _settings()
+    if not settings.reads_need_token and not is_loopback(settings.host):
+        typer.echo(f"mpcoa: warning: reads need no token (MPCOA_READS_NEED_TOKEN=false) on "
+                   f"{settings.host}: anyone who reaches it reads every site and measurement",
+                   err=True)
     if workers > 1 and settings.is_embedded:
         fail("--workers > 1 needs PostgreSQL (MPCOA_DATABASE_URL)")
+    try:
+        settings.session_secret()
+    except ValueError as exc:
+        fail(str(exc))
     if migrate and settings.auto_migrate:
         db.upgrade(settings.effective_database_url)
     where = settings.sqlite_path if settings.is_embedded else "MPCOA_DATABASE_URL"
@@ -88,7 +107,7 @@ def serve(
     # Several workers each build the app from the environment (settings come from it anyway).
     run_uvicorn(
         create_app(settings) if workers == 1 else "api.app:create_app",
-        host=host or settings.host,
+        host=settings.host,
         port=port or settings.port,
         workers=workers,
         log_level=log_level,
