@@ -7,6 +7,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 
 import typer
+from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError, OperationalError
 from typer._click import exceptions as click_errors  # typer ships its own click
 from typer.core import TyperGroup
@@ -57,6 +58,11 @@ class MpcoaGroup(TyperGroup):
         except typer.Abort:
             typer.echo("Aborted!", err=True)
             sys.exit(1)
+        except ValidationError as exc:
+            if exc.title not in ("Settings", "ProbeSettings"):
+                raise
+            typer.echo(PREFIX + settings_problem(exc), err=True)  # the environment or .env
+            sys.exit(EXIT_USAGE)
         except UpgradeFailed as exc:  # any command's automatic upgrade of a SQLite file
             typer.echo(PREFIX + str(exc), err=True)
             sys.exit(EXIT_FAILED)
@@ -66,6 +72,14 @@ class MpcoaGroup(TyperGroup):
             typer.echo(PREFIX + database_problem(exc), err=True)
             sys.exit(EXIT_UNAVAILABLE)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def settings_problem(exc: ValidationError) -> str:
+    """A setting the environment or the .env file got wrong, named as it is set."""
+    return "; ".join(
+        f"MPCOA_{'_'.join(str(p) for p in e['loc']).upper()}: "
+        f"{e['msg'].removeprefix('Value error, ')}" if e["loc"] else e["msg"]
+        for e in exc.errors(include_url=False))
 
 
 def _version(show: bool) -> None:

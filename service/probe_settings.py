@@ -44,7 +44,7 @@ class ProbeSettings(OperatorsSettings):
     @field_validator("netperfmeter")
     @classmethod
     def _netperfmeter_root_may_run(cls, value: str | None) -> str | None:
-        return value if value is None else root_may_run(value, "MPCOA_NETPERFMETER")
+        return value if value is None else root_may_run(value)
 
 
 _probe_settings: tuple[tuple, ProbeSettings] | None = None

@@ -200,7 +200,7 @@ class Settings(OperatorsSettings):
     @field_validator("iperf3_binary")
     @classmethod
     def _iperf3_root_may_run(cls, value: str) -> str:
-        return root_may_run(value, "MPCOA_IPERF3_BINARY")
+        return root_may_run(value)
 
     @field_validator("database_url", "broker_url", "reads_need_token", mode="before")
     @classmethod

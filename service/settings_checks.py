@@ -94,10 +94,10 @@ def _unsafe(st: os.stat_result, directory: bool) -> str | None:
     return None
 
 
-def root_may_run(binary: str, setting: str) -> str:
+def root_may_run(binary: str) -> str:
     """`binary` as it is, when this process may run it: as root, the file it names (a path, or
     a name found on PATH) and every folder above it belong to root and nobody else can write
-    them. A ValueError names the setting, the file and why. Not found: left to the probe, which
+    them. A ValueError names the file and why. Not found: left to the probe, which
     says so when it runs."""
     if os.geteuid() != 0:
         return binary
@@ -112,6 +112,5 @@ def root_may_run(binary: str, setting: str) -> str:
             continue
         why = _unsafe(st, directory=place != path)
         if why is not None:
-            raise ValueError(f"{setting}={binary!r}: refusing to run {path} as root: "
-                             f"{place} is {why}")
+            raise ValueError(f"refusing to run {path} as root: {place} is {why}")
     return binary
