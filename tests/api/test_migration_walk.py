@@ -148,3 +148,27 @@ def test_serve_on_a_populated_database_at_the_first_revision_keeps_every_row(tmp
                 before["measurements"])
     finally:
         engine.dispose()
+
+
+def test_an_upgrade_to_head_from_every_earlier_revision_keeps_every_row(tmp_path):
+    """What `mpcoa serve` does with an embedded database at any earlier revision, full of rows:
+    one upgrade to head (the path every automatic upgrade takes), from each revision in turn."""
+    path = tmp_path / "walk.sqlite3"
+    url = f"sqlite:///{path}"
+    db.upgrade(url)
+    populate(url)
+    revs = revisions()
+    at: dict[str, dict] = {}
+    for older in reversed(revs[:-1]):
+        db.downgrade(url, older)
+        copy = tmp_path / f"at-{older}.sqlite3"
+        with sqlite3.connect(path) as source, sqlite3.connect(copy) as target:
+            source.backup(target)
+        at[older] = snapshot(f"sqlite:///{copy}")
+    for older, before in at.items():
+        copy = f"sqlite:///{tmp_path / f'at-{older}.sqlite3'}"
+        db.upgrade(copy)
+        assert db.current_revision(copy) == revs[-1]
+        moved = MOVED["0003"] if older < "0003" else ()
+        assert lost(before, snapshot(copy), moved) == [], f"from {older}"
+    assert list(tmp_path.glob("*.before-upgrade-*")) == []  # every copy passed and was removed
