@@ -77,7 +77,7 @@ def serve(
     """Run the REST API. With no configuration: a SQLite file in the user's data directory."""
     from api.app import create_app
     from service import db
-    from service.settings import is_loopback
+    from service.settings_checks import is_loopback
 
     settings = _settings()
     if host and host != settings.host:
