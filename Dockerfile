@@ -8,7 +8,7 @@ RUN apt-get update \
       clang bpftool libbpf-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY pyproject.toml README.md alembic.ini ./
+COPY pyproject.toml README.md alembic.ini constraints.txt ./
 COPY service service
 COPY models models
 COPY migrations migrations
@@ -16,7 +16,8 @@ COPY api api
 COPY workers workers
 COPY probes probes
 COPY cli cli
-RUN pip install --no-cache-dir . "celery[redis]>=5.3" "flower>=2.0"
+# Every package, Celery's and Flower's included, at the version constraints.txt pins.
+RUN pip install --no-cache-dir -c constraints.txt ".[flower]"
 # The control host's services run unprivileged; docker-compose.yml's site-worker runs as root
 # with the capabilities it lists (it writes the host's sysctls and registers BPF controls).
 RUN useradd --system --uid 10001 mpcoa

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from api import docs, errors, metrics, openapi
 from api.dashboard import login_router, static_router
@@ -30,9 +31,10 @@ Recommends the MPTCP path manager (OPM), congestion control (OCC) and buffer siz
 multi-homed sites (MPCOA, Chen et al. 2021), and keeps every measurement behind an answer.
 
 Writes need an API token (`mpcoa token create NAME`), sent as `Authorization: Bearer <token>`;
-reads need one too (or the dashboard's login) on a shared server, PostgreSQL or a broker,
-and are open on the embedded demo (a SQLite file, no broker); `MPCOA_READS_NEED_TOKEN`
-overrides. Units: buffer MiB, throughput Mbit/s,
+reads need one too (or the dashboard's login) on a shared server, PostgreSQL or a broker, or
+one that listens beyond loopback, and are open on the embedded demo (a SQLite file, no broker,
+on 127.0.0.1); `MPCOA_READS_NEED_TOKEN` overrides. The server answers only the Host names it is
+known by (loopback's, its address, `MPCOA_ALLOWED_HOSTS`). Units: buffer MiB, throughput Mbit/s,
 bandwidth kbit/s, RTT ms.
 """
 
@@ -112,9 +114,12 @@ def create_app(
     app.state.session_factory = session_factory
     app.state.session_secret = settings.session_secret()
     errors.install(app)
-    # Outermost last: the token gate answers before the body limit, both before any body read.
+    # Outermost last: the token gate answers before the body limit, both before any body read;
+    # before both, a Host the server is not known by (DNS rebinding: a page on another site
+    # whose name now points here) is 400.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(WriteGate)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.trusted_hosts)
 
     app.include_router(recommendations.router)
     app.include_router(inventory.router)

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from api import request_rules
 from api.problems import MEDIA_TYPE
 
 SCHEME = "HTTPBearer"  # the name FastAPI gives api.deps.bearer's scheme
@@ -62,6 +63,7 @@ def build(app: FastAPI) -> dict[str, Any]:
                 op["responses"].setdefault("403", {"description": "a read token cannot write"})
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
+    request_rules.tighten(schemas)
     # refresh every error's content now that 401/403 were added
     for operations in doc.get("paths", {}).values():
         for op in operations.values():

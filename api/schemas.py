@@ -20,6 +20,8 @@ from service.store.campaigns import report
 T = TypeVar("T")
 
 MAX_ID = 2**31 - 1
+#: a stored row's id in a request body: a JSON number only (true is not topology 1)
+BodyId = Annotated[int, Field(ge=1, le=MAX_ID, strict=True)]
 RttMs = Annotated[float, Field(gt=0, le=600_000, allow_inf_nan=False, description="RTT in ms")]
 Delta = Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)]
 Mib = Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]
@@ -114,8 +116,8 @@ class TopologyIn(BaseModel):
         },
     )
 
-    local_site_id: int = Field(ge=1, le=MAX_ID, description="sender site")
-    remote_site_id: int = Field(ge=1, le=MAX_ID, description="receiver site")
+    local_site_id: BodyId = Field(description="sender site")
+    remote_site_id: BodyId = Field(description="receiver site")
     rtts_ms: dict[SubflowName, RttMs] | None = Field(
         default=None, max_length=256, description="optional per-subflow RTT for Eq. 1"
     )
@@ -179,7 +181,7 @@ class RecommendationIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    topology_id: int | None = Field(default=None, ge=1, le=MAX_ID)
+    topology_id: BodyId | None = None
     topology: InlineTopology | None = None
     delta: Delta = DEFAULT_DELTA
     objective: Objective = Field(
@@ -318,7 +320,7 @@ class CampaignIn(CampaignParameters):
         },
     )
 
-    topology_id: int = Field(ge=1, le=MAX_ID)
+    topology_id: BodyId
 
 
 class CampaignOut(BaseModel):

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from api.schemas import MAX_ID
 from cli.errors import EXIT_FAILED, PREFIX, fail, service_failure
 from service.db import session_scope, upgrade
 from service.errors import ServiceError
@@ -48,7 +49,7 @@ def _print_plan(plan: dict) -> None:
 
 
 def apply(
-    topology_id: Annotated[int, typer.Argument(min=1, help="stored topology id")],
+    topology_id: Annotated[int, typer.Argument(min=1, max=MAX_ID, help="stored topology id")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="show the plan, change nothing")]
     = False,
     rollback: Annotated[bool, typer.Option("--rollback", help="restore the sites as before "

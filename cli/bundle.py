@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from sqlalchemy.exc import DBAPIError
 
+from api.schemas import MAX_ID
 from cli.errors import emit_json, fail, service_failure, unavailable
 from service.db import session_scope, upgrade
 from service.errors import ServiceError
@@ -24,7 +25,7 @@ def ready_database() -> None:
 
 
 def export(
-    campaign_id: Annotated[int, typer.Argument(min=1, help="campaign id")],
+    campaign_id: Annotated[int, typer.Argument(min=1, max=MAX_ID, help="campaign id")],
     output: Annotated[Path, typer.Option("-o", "--output", help="the bundle to write (.tar.gz)",
                                          dir_okay=False)],
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,

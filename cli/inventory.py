@@ -5,12 +5,10 @@ validation, the same rows); `--json` prints what the API's GET gives for them.""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 from pydantic import ValidationError
 
 from api.schemas import MAX_ID, InlineTopology, SiteIn, SiteOut, TopologyIn, TopologyOut
@@ -113,19 +111,12 @@ def site_list(limit: LimitOpt = 100, offset: OffsetOpt = 0, as_json: JsonOpt = F
 
 
 def _read_document(path: Path) -> dict:
+    from probes import documents
+
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            fail(f"{path}: larger than {MAX_FILE_BYTES} bytes")
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        fail(f"{path}: not UTF-8 text")
-    except OSError as exc:
-        fail(f"{path}: {exc.strerror or exc}")
-    try:
-        doc = (json.loads(text) if path.suffix == ".json" else yaml.safe_load(text))
-    except (ValueError, yaml.YAMLError) as exc:
-        fail(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: "
-             f"{str(exc).splitlines()[0]}")
+        doc = documents.load(path, MAX_FILE_BYTES)
+    except documents.DocumentError as exc:
+        fail(str(exc))
     if not isinstance(doc, dict):
         fail(f"{path}: expected an object with local and remote (sites) or local_site_id and "
              "remote_site_id")

@@ -7,6 +7,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 
 import typer
+from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError, OperationalError
 from typer._click import exceptions as click_errors  # typer ships its own click
 from typer.core import TyperGroup
@@ -16,12 +17,13 @@ from cli.apply import register as register_apply
 from cli.bundle import register as register_bundle
 from cli.campaigns import app as campaign_app
 from cli.demo import register as register_demo
-from cli.errors import EXIT_UNAVAILABLE, EXIT_USAGE, PREFIX, database_problem
+from cli.errors import EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_USAGE, PREFIX, database_problem
 from cli.inventory import site_app, topology_app
 from cli.report import register as register_report
 from cli.serve import register as register_serve
 from cli.testbed import app as testbed_app
 from cli.workers import register as register_workers
+from service.upgrade_guard import UpgradeFailed
 
 # A crash in native code (an extension, the interpreter's finalisation) prints every thread's
 # Python stack on stderr instead of a bare "Segmentation fault": what an operator can report.
@@ -32,7 +34,8 @@ class MpcoaGroup(TyperGroup):
     """The top-level command: a usage error (unknown option, a value out of range or not one of
     the choices) ends like every other error, `mpcoa: error: ...` after the usage line, status
     2; a database that cannot be reached, wherever a command meets it, is one line and status 4
-    (cli/errors.py), never a traceback."""
+    (cli/errors.py), an automatic upgrade that failed its check one line and status 1, never a
+    traceback."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
@@ -55,12 +58,28 @@ class MpcoaGroup(TyperGroup):
         except typer.Abort:
             typer.echo("Aborted!", err=True)
             sys.exit(1)
+        except ValidationError as exc:
+            if exc.title not in ("Settings", "ProbeSettings"):
+                raise
+            typer.echo(PREFIX + settings_problem(exc), err=True)  # the environment or .env
+            sys.exit(EXIT_USAGE)
+        except UpgradeFailed as exc:  # any command's automatic upgrade of a SQLite file
+            typer.echo(PREFIX + str(exc), err=True)
+            sys.exit(EXIT_FAILED)
         except DBAPIError as exc:
             if not (isinstance(exc, OperationalError) or exc.connection_invalidated):
                 raise
             typer.echo(PREFIX + database_problem(exc), err=True)
             sys.exit(EXIT_UNAVAILABLE)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def settings_problem(exc: ValidationError) -> str:
+    """A setting the environment or the .env file got wrong, named as it is set."""
+    return "; ".join(
+        f"MPCOA_{'_'.join(str(p) for p in e['loc']).upper()}: "
+        f"{e['msg'].removeprefix('Value error, ')}" if e["loc"] else e["msg"]
+        for e in exc.errors(include_url=False))
 
 
 def _version(show: bool) -> None:

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from sqlalchemy.exc import DBAPIError
 
+from api.schemas import MAX_ID
 from cli.bundle import ready_database
 from cli.errors import emit_json, fail, service_failure, unavailable
 from service.db import session_scope
@@ -16,7 +17,7 @@ from service.errors import ServiceError
 
 
 def report(
-    campaign_id: Annotated[int, typer.Argument(min=1, help="campaign id")],
+    campaign_id: Annotated[int, typer.Argument(min=1, max=MAX_ID, help="campaign id")],
     output: Annotated[Path, typer.Option("-o", "--output", help="the PDF to write",
                                          dir_okay=False)],
     png: Annotated[Path | None, typer.Option(

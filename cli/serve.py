@@ -9,6 +9,7 @@ import typer
 from cli.errors import EXIT_NOT_FOUND, emit_json, fail, service_failure
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug", "trace"]
+MAX_TOKEN_DAYS = 36_600  # a century: past it a date no longer fits in a datetime for long
 db_app = typer.Typer(help="Database schema migrations (Alembic).", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens for the REST API's writes.", no_args_is_help=True)
 
@@ -65,7 +66,7 @@ def run_uvicorn(
 
 def serve(
     host: str = typer.Option(None, help="bind address (default MPCOA_HOST or 127.0.0.1)"),
-    port: int = typer.Option(None, help="port (default MPCOA_PORT or 8000)"),
+    port: int = typer.Option(None, min=1, max=65535, help="port (default MPCOA_PORT or 8000)"),
     migrate: bool = typer.Option(True, help="upgrade the schema to head before serving"),
     log_level: Annotated[LogLevel, typer.Option(help="uvicorn log level")] = "info",
     workers: int = typer.Option(
@@ -76,10 +77,29 @@ def serve(
     """Run the REST API. With no configuration: a SQLite file in the user's data directory."""
     from api.app import create_app
     from service import db
+    from service.settings_checks import is_loopback
 
     settings = _settings()
+    if host and host != settings.host:
+        # The read rule and the Host names follow the address served on; several workers
+        # each build their settings from the environment.
+        import os
+
+        from service.settings import get_settings
+
+        os.environ["MPCOA_HOST"] = host
+        get_settings.cache_clear()
+        settings = _settings()
+    if not settings.reads_need_token and not is_loopback(settings.host):
+        typer.echo(f"mpcoa: warning: reads need no token (MPCOA_READS_NEED_TOKEN=false) on "
+                   f"{settings.host}: anyone who reaches it reads every site and measurement",
+                   err=True)
     if workers > 1 and settings.is_embedded:
         fail("--workers > 1 needs PostgreSQL (MPCOA_DATABASE_URL)")
+    try:
+        settings.session_secret()
+    except ValueError as exc:
+        fail(str(exc))
     if migrate and settings.auto_migrate:
         db.upgrade(settings.effective_database_url)
     where = settings.sqlite_path if settings.is_embedded else "MPCOA_DATABASE_URL"
@@ -87,7 +107,7 @@ def serve(
     # Several workers each build the app from the environment (settings come from it anyway).
     run_uvicorn(
         create_app(settings) if workers == 1 else "api.app:create_app",
-        host=host or settings.host,
+        host=settings.host,
         port=port or settings.port,
         workers=workers,
         log_level=log_level,
@@ -102,9 +122,13 @@ def db_upgrade(revision: str = typer.Argument("head"),
                as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Upgrade the schema (default: to the newest revision)."""
     from service import db
+    from service.errors import Invalid
 
     url = _settings().effective_database_url
-    db.upgrade(url, revision)
+    try:
+        db.upgrade(url, revision)
+    except Invalid as exc:
+        service_failure(exc)
     _at(db.current_revision(url), as_json)
 
 
@@ -113,9 +137,13 @@ def db_downgrade(revision: str = typer.Argument(..., help="target revision, e.g.
                  as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Downgrade the schema to REVISION ('base' drops every table)."""
     from service import db
+    from service.errors import Invalid
 
     url = _settings().effective_database_url
-    db.downgrade(url, revision)
+    try:
+        db.downgrade(url, revision)
+    except Invalid as exc:
+        service_failure(exc)
     _at(db.current_revision(url), as_json)
 
 
@@ -143,7 +171,8 @@ def token_create(
     name: str = typer.Argument(..., help="who or what the token is for"),
     scope: Literal["write", "read"] = typer.Option(
         "write", help="'write' (reads and writes) or 'read' (reads only)"),
-    expires_days: float | None = typer.Option(None, min=0.001, help="expires after this long"),
+    expires_days: float | None = typer.Option(
+        None, min=0.001, max=MAX_TOKEN_DAYS, help="expires after this many days"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """Create a token and print it once; only its SHA-256 is stored."""

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from sqlalchemy.exc import IntegrityError
 
+from api.schemas import MAX_ID
 from cli.errors import EXIT_FAILED, emit_json, fail, service_failure, validation_message
 from models import FINAL_CAMPAIGN_STATES
 from service.algorithm.objective import Objective
@@ -38,7 +39,7 @@ def _progress_bar(on_stderr: bool = False) -> Progress:
 
 def calibrate(
     topology_id: Annotated[
-        int | None, typer.Argument(min=1, help="stored topology id (or --batch FILE)")
+        int | None, typer.Argument(min=1, max=MAX_ID, help="stored topology id (or --batch FILE)")
     ] = None,
     ccs: Annotated[
         list[str] | None, typer.Option("--cc", help="congestion control (repeat)")

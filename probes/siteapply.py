@@ -42,6 +42,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -62,7 +63,14 @@ _UNDO_RANK = {"endpoints": 0, "limits": 1, "sysctl": 2, "bpf_cc": 5}
 LEGACY_FILE = "journal.json"
 
 
+#: a network namespace's name as `ip netns` makes them (no path separator, never . or ..): the
+#: name comes from the database and becomes a folder under the state root
+NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
 def state_dir(ns: str | None, root: Path | None = None) -> Path:
+    if ns is not None and not NAMESPACE_PATTERN.fullmatch(ns):
+        raise ProbeError(f"{ns[:80]!r} is not a network namespace's name")
     return (root or STATE_ROOT or Path(environment.get("apply_state", DEFAULT_STATE_ROOT))) / (
         ns or "host")
 

@@ -29,7 +29,6 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -306,16 +305,13 @@ def parse_spec(data: Any) -> TestbedSpec:
 
 
 def load_spec(path: str | Path) -> TestbedSpec:
-    """Load a YAML (.yaml/.yml) or JSON topology file."""
-    p = Path(path)
+    """Load a YAML (.yaml/.yml) or JSON topology file (strictly: `probes.documents`)."""
+    from probes import documents
+
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"topology file {p}: {exc.strerror}") from None
-    try:
-        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise SpecError(f"topology file {p}: not valid {p.suffix or 'YAML'}: {exc}") from None
+        data = documents.load(path)
+    except documents.DocumentError as exc:
+        raise SpecError(f"topology file {exc}") from None
     return parse_spec(data)
 
 

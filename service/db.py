@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,7 +11,9 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from .errors import Invalid
 from .settings import Settings, get_settings
+from .upgrade_guard import guarded_upgrade, sqlite_file
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -81,18 +84,59 @@ def alembic_config(url: str) -> Config:
 
 
 def upgrade(url: str | None = None, revision: str = "head") -> None:
+    """Upgrade the schema to `revision`. A SQLite file with rows at an older revision is copied
+    first and checked afterwards (`service.upgrade_guard`); an unknown revision is `Invalid`."""
     url = url or get_settings().effective_database_url
-    if url.startswith("sqlite"):
-        make_engine(url).dispose()  # creates the file's folder
     from alembic import command
 
-    command.upgrade(alembic_config(url), revision)
+    cfg = alembic_config(url)
+    target = _target(cfg, revision)
+    path = sqlite_file(url)
+    if path is None:
+        _alembic(command.upgrade, cfg, revision)
+        return
+    make_engine(url).dispose()  # creates the file's folder
+    current = current_revision(url) if path.exists() else None
+    guarded_upgrade(path, current, at_target=current is not None and current == target,
+                    run=lambda: _alembic(command.upgrade, cfg, revision))
 
 
 def downgrade(url: str | None = None, revision: str = "base") -> None:
     from alembic import command
 
-    command.downgrade(alembic_config(url or get_settings().effective_database_url), revision)
+    cfg = alembic_config(url or get_settings().effective_database_url)
+    _target(cfg, revision)
+    _alembic(command.downgrade, cfg, revision)
+
+
+def _target(cfg: Config, revision: str) -> str | None:
+    """The revision id `revision` names (None: base, or relative like +1, resolved by Alembic
+    against the database); one that names none is `Invalid`, with the ones there are."""
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
+    if revision == "base" or re.fullmatch(r"[+-]\d{1,4}|\w+@[+-]?\w+", revision):
+        return None
+    script = ScriptDirectory.from_config(cfg)
+    try:
+        found = script.get_revision("head" if revision == "heads" else revision)
+    except CommandError:
+        found = None
+    if found is None or not isinstance(found.revision, str):
+        known = [r.revision for r in script.walk_revisions()]
+        raise Invalid(f"no revision {revision[:40]!r}: give head, base or one of "
+                      f"{known[-1]}..{known[0]}", ("revision",))
+    return found.revision
+
+
+def _alembic(run, cfg: Config, revision: str) -> None:
+    """An Alembic command; its refusals (a relative step past base or head) are `Invalid`."""
+    from alembic.util import CommandError
+
+    try:
+        run(cfg, revision)
+    except CommandError as exc:
+        raise Invalid(str(exc).splitlines()[0][:300], ("revision",)) from None
 
 
 def current_revision(url: str) -> str | None:

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from probes import documents
 from probes.vocabulary import PathManager
 
 from .algorithm.curve import Curve, normalize_cc, normalize_pm
@@ -176,12 +177,30 @@ def _validate(model: type[BaseModel], data: Any) -> Any:
 
 
 def load_json(text: str) -> Any:
+    """Strict JSON: no NaN or Infinity, no key given twice, no absurd nesting."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        data = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_one_each)
     except json.JSONDecodeError as exc:
         raise FormatError(
             f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
+    except RecursionError:
+        raise FormatError(_TOO_DEEP) from None
+    if not documents.nests_within(data, documents.MAX_DEPTH):
+        raise FormatError(_TOO_DEEP)
+    return data
+
+
+_TOO_DEEP = f"invalid JSON: nested deeper than {documents.MAX_DEPTH} levels"
+
+
+def _one_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise FormatError(f"invalid JSON: the key {key!r} is given twice")
+        out[key] = value
+    return out
 
 
 def _refuse_constant(name: str) -> float:

@@ -1,4 +1,5 @@
-"""Runtime settings, from the environment (prefix MPCOA_) or a .env file.
+"""Runtime settings, from the environment (prefix MPCOA_) or the operator's .env file (the
+repository root's, or MPCOA_ENV_FILE's: never the current directory's).
 
 With nothing set, mpcoa runs embedded: a SQLite file under the user's data directory and
 in-process task execution, so that `mpcoa serve` works on a fresh machine with no server.
@@ -16,11 +17,22 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from probes import environment
 from probes.base import MAX_PROBE_S, ProbeTool
 from probes.spec import TESTBED_NAME_PATTERN
+
+from .probe_settings import ProbeSettings as ProbeSettings  # the probes' own, re-exported
+from .probe_settings import probe_setting
+from .settings_checks import (
+    OPERATORS_ENV_FILE,
+    OperatorsSettings,
+    host_name,
+    ip_literal,
+    is_loopback,
+    root_may_run,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +46,9 @@ def default_data_dir() -> Path:
     return Path(base) / "mpcoa"
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MPCOA_", env_file=".env", extra="ignore")
+class Settings(OperatorsSettings):
+    model_config = SettingsConfigDict(env_prefix="MPCOA_", env_file=OPERATORS_ENV_FILE,
+                                      extra="ignore")
 
     environment: Literal["local", "production"] = Field(
         default="local", description="production: refuse to start with placeholder secrets"
@@ -61,7 +74,15 @@ class Settings(BaseSettings):
     reads_need_token: bool | None = Field(
         default=None, validate_default=False,
         description="GET endpoints need a token too (or the dashboard's session cookie); "
-        "unset: yes, unless the server is the embedded kind (a SQLite file, no broker)",
+        "unset: yes, unless the server is the embedded kind (a SQLite file, no broker) and "
+        "listens on a loopback address only",
+    )
+    allowed_hosts: str = Field(
+        default="", max_length=4096,
+        description="comma-separated Host names the API answers besides the loopback ones "
+        "(localhost, 127.0.0.1, [::1]) and the address it is bound to: the name a reverse "
+        "proxy or the sites reach it by; '*': any (a page on another site could then read it "
+        "through DNS rebinding)",
     )
     auto_migrate: bool = Field(default=True, description="`mpcoa serve` upgrades the schema first")
     host: str = "127.0.0.1"
@@ -75,7 +96,8 @@ class Settings(BaseSettings):
     # topology with 2 x 16 ISPs and 256 RTTs is about 20 kB.
     max_body_bytes: int = Field(default=1_048_576, ge=1024, le=1_073_741_824)
     # Defaults of a campaign queued by POST /recommendations (the paper's plan, Section 4).
-    campaign_ccs: list[str] = ["cubic", "olia", "hybla", "reno", "scalable", "vegas"]
+    campaign_ccs: list[str] = Field(
+        default_factory=lambda: ["cubic", "olia", "hybla", "reno", "scalable", "vegas"])
     campaign_runs: int = Field(default=9, ge=1)
     campaign_duration_s: float = Field(default=30.0, gt=0)
     campaign_probe_seconds_budget: float | None = None
@@ -175,18 +197,35 @@ class Settings(BaseSettings):
             entries.append(str(net) if "/" in entry else str(net.network_address))
         return ",".join(entries)
 
+    @field_validator("iperf3_binary")
+    @classmethod
+    def _iperf3_root_may_run(cls, value: str) -> str:
+        return root_may_run(value)
+
     @field_validator("database_url", "broker_url", "reads_need_token", mode="before")
     @classmethod
     def _empty_is_unset(cls, value):
         return None if value == "" else value
 
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: str) -> str:
+        """Each entry a host name, an IP literal ([::1] for IPv6), '*.domain' or '*'."""
+        entries = [e.strip().lower() for e in value.split(",") if e.strip()]
+        for entry in entries:
+            if not host_name(entry):
+                raise ValueError(f"{entry[:80]!r} is not a host name, an IP address ([...] for "
+                                 "IPv6), *.domain or *")
+        return ",".join(entries)
+
     @model_validator(mode="after")
     def _reads_need_token_by_default(self) -> Settings:
         """Reads show the sites' addresses, kernels and every measurement, and some cost CPU: a
-        shared server (PostgreSQL or a broker: several hosts reach it) wants a token for them.
-        The embedded demo (one SQLite file, on 127.0.0.1 by default) stays open."""
+        shared server (PostgreSQL or a broker: several hosts reach it), or any server that
+        listens beyond loopback (`mpcoa serve --host 0.0.0.0`, the image's default), wants a
+        token for them. The embedded demo (one SQLite file, on 127.0.0.1) stays open."""
         if self.reads_need_token is None:
-            self.reads_need_token = not self.is_single_host
+            self.reads_need_token = not (self.is_single_host and is_loopback(self.host))
         return self
 
     @model_validator(mode="after")
@@ -201,9 +240,8 @@ class Settings(BaseSettings):
         if self.flower_basic_auth is not None:
             auth = self.flower_basic_auth.get_secret_value()
             secrets_.append(("Flower password", auth.partition(":")[2], 1))
-        if self.secret_key is not None or self.environment == "production":
-            key = self.secret_key.get_secret_value() if self.secret_key else None
-            secrets_.append(("secret_key", key, 32))
+        if self.secret_key is not None:  # unset in production: the API refuses to start
+            secrets_.append(("secret_key", self.secret_key.get_secret_value(), 32))
         if self.environment == "production":
             problems = [p for w, v, n in secrets_ if (p := _placeholder(w, v, n))]
             if problems:
@@ -249,10 +287,14 @@ class Settings(BaseSettings):
         return min(MAX_PROBE_S, self.broker_visibility_timeout_s / 2)
 
     def session_secret(self) -> bytes:
-        """The key of the dashboard's session cookies: the setting, else one random key per data
-        directory (shared by the processes of one `mpcoa serve --workers N`)."""
+        """The key of the dashboard's session cookies: the setting, else (not in production)
+        one random key per data directory (shared by the processes of one `mpcoa serve
+        --workers N`)."""
         if self.secret_key is not None:
             return self.secret_key.get_secret_value().encode()
+        if self.environment == "production":  # only the API signs: a site host has no key
+            raise ValueError("refusing to start in production: secret_key is unset (set "
+                             "MPCOA_SECRET_KEY, 32+ random characters, on the control host)")
         path = self.data_dir / "secret_key"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -279,6 +321,19 @@ class Settings(BaseSettings):
         return self.effective_database_url.startswith("sqlite") and not self.broker_url
 
     @property
+    def trusted_hosts(self) -> list[str]:
+        """The Host names the API answers (Starlette's TrustedHostMiddleware): loopback's, the
+        bound address when it is one address, and `allowed_hosts`. A page on another site whose
+        name was rebound to this host sends its own name: refused, whatever the read rule."""
+        names = ["localhost", "127.0.0.1", "[::1]"]
+        bound = self.host.strip("[]")
+        if ip_literal(bound) and not ipaddress.ip_address(bound).is_unspecified:
+            address = ipaddress.ip_address(bound)
+            names.append(f"[{address}]" if address.version == 6 else str(address))
+        extra = [e for e in self.allowed_hosts.split(",") if e]
+        return list(dict.fromkeys(names + extra))
+
+    @property
     def scheduler_lease_ttl_s(self) -> float:
         """The embedded scheduler's lease: at least two beats long, or one slow tick loses it."""
         ttl = self.scheduler_lease_s or 3.0 * self.beat_interval_s
@@ -301,69 +356,6 @@ def _placeholder(what: str, value: str | None, min_length: int = 1) -> str | Non
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
-
-
-class ProbeSettings(BaseSettings):
-    """The probes' own settings (probes/environment.py asks for them): as the environment
-    and .env are at each use, as the probes read them at the moment they need them."""
-
-    model_config = SettingsConfigDict(env_prefix="MPCOA_", env_file=".env", extra="ignore")
-
-    netperfmeter: str | None = Field(
-        default=None, description="the NetPerfMeter binary (a path or a name on PATH); unset: "
-        "netperfmeter")
-    apply_state: Path | None = Field(
-        default=None, description="the apply journal's folder (keep it on a volume); unset: "
-        "/run/mpcoa/apply")
-    testbed_state: Path | None = Field(
-        default=None, description="the emulated testbeds' state; unset: /run/mpcoa/testbeds")
-    cc_users_dir: Path | None = Field(
-        default=None, description="running probes' congestion-control claims; unset: "
-        "/run/mpcoa/cc-users")
-    quiet_timeout_s: float | None = Field(
-        default=None, ge=0, le=600, description="how long a probe waits for quiet sites, s; "
-        "unset: 10")
-    bpf_cc_cache: Path | None = Field(
-        default=None, description="compiled BPF congestion controls; unset: "
-        "/var/lib/mpcoa/bpf_cc (root) or $XDG_CACHE_HOME/mpcoa/bpf_cc")
-    excluded_max_bytes: int | None = Field(
-        default=None, ge=0, le=1 << 30, description="bytes an excluded subflow may carry; "
-        "unset: 4096")
-
-
-_probe_settings: tuple[tuple, ProbeSettings] | None = None
-
-
-def _probe_settings_now() -> ProbeSettings:
-    """ProbeSettings as the environment and the .env file are now: built again only when one
-    of them changed (a probe asks about ten times, and building them cost 10 ms each)."""
-    global _probe_settings
-    env = tuple(sorted((k.upper(), v) for k, v in os.environ.items()
-                       if k.upper().startswith("MPCOA_")))
-    try:
-        st = os.stat(".env")
-        dotenv: tuple | None = (os.path.abspath(".env"), st.st_mtime_ns, st.st_size)
-    except OSError:
-        dotenv = None
-    key = (env, dotenv)
-    cached = _probe_settings
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    built = ProbeSettings()  # a bad value raises here, and nothing is kept
-    _probe_settings = (key, built)
-    return built
-
-
-def probe_setting(name: str):
-    """One of ProbeSettings' values; a bad value is a ValueError that names its variable."""
-    from pydantic import ValidationError
-
-    try:
-        return getattr(_probe_settings_now(), name)
-    except ValidationError as exc:
-        bad = "; ".join(f"MPCOA_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']} "
-                        f"(got {e.get('input')!r})" for e in exc.errors(include_url=False))
-        raise ValueError(bad) from None
 
 
 environment.install(probe_setting)

@@ -52,10 +52,10 @@ def test_the_probes_settings_follow_the_environment_and_are_built_once_while_it_
         monkeypatch, tmp_path):
     """A probe asks for its settings about ten times: they are built again only when an
     MPCOA_ variable or the .env file changed, and a change is seen at the next ask."""
-    from service import settings as settings_module
+    from service import probe_settings as settings_module
     from service.settings import probe_setting
 
-    monkeypatch.chdir(tmp_path)  # an .env of this test's own
+    monkeypatch.setenv("MPCOA_ENV_FILE", str(tmp_path / ".env"))  # an .env of this test's own
     monkeypatch.setenv("MPCOA_QUIET_TIMEOUT_S", "7")
     assert probe_setting("quiet_timeout_s") == 7.0
     built = settings_module._probe_settings
@@ -72,3 +72,26 @@ def test_the_probes_settings_follow_the_environment_and_are_built_once_while_it_
         probe_setting("quiet_timeout_s")
     monkeypatch.setenv("MPCOA_QUIET_TIMEOUT_S", "3")
     assert probe_setting("quiet_timeout_s") == 3.0
+
+
+def test_the_env_file_is_the_operators_never_the_current_directorys(monkeypatch, tmp_path):
+    """A root worker started in a folder others can write must not take that folder's .env
+    (its MPCOA_IPERF3_BINARY would run as root): the repository root's, or MPCOA_ENV_FILE's."""
+    from service.probe_settings import ProbeSettings as Probes
+    from service.settings_checks import REPOSITORY_ROOT, env_file
+
+    monkeypatch.delenv("MPCOA_ENV_FILE", raising=False)
+    monkeypatch.delenv("MPCOA_QUIET_TIMEOUT_S", raising=False)
+    monkeypatch.delenv("MPCOA_SESSION_HOURS", raising=False)
+    planted = tmp_path / "writable-by-others"
+    planted.mkdir()
+    (planted / ".env").write_text("MPCOA_QUIET_TIMEOUT_S=1\nMPCOA_SESSION_HOURS=1\n")
+    monkeypatch.chdir(planted)
+    assert env_file() == REPOSITORY_ROOT / ".env"
+    assert Settings().session_hours == 8.0 and Probes().quiet_timeout_s is None
+    mine = tmp_path / "operator.env"
+    mine.write_text("MPCOA_QUIET_TIMEOUT_S=2\nMPCOA_SESSION_HOURS=2\n")
+    monkeypatch.setenv("MPCOA_ENV_FILE", str(mine))
+    assert env_file() == mine
+    assert Settings().session_hours == 2.0 and Probes().quiet_timeout_s == 2.0
+    assert Settings(_env_file=None).session_hours == 8.0  # an explicit choice still wins

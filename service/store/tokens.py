@@ -26,8 +26,10 @@ def create_token(
 ) -> str:
     """Store a new token named `name` and return it; only its hash is kept. `scope` 'read'
     allows reads only; `expires_at` (optional) ends it."""
-    if not name or len(name) > 64:
-        raise Invalid("1 to 64 characters", ("name",))
+    if not name or len(name) > 64 or not name.isprintable() or name != name.strip():
+        # a newline or tab in a name would forge a row of `mpcoa token list`'s table
+        raise Invalid("a token's name is 1 to 64 printable characters (no line break or tab, "
+                      "no space at either end)", ("name",))
     if scope not in TOKEN_SCOPES:
         raise Invalid(f"one of {TOKEN_SCOPES}", ("scope",))
     if session.scalar(select(ApiToken).where(ApiToken.name == name)) is not None:

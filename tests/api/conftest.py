@@ -60,7 +60,7 @@ def app(settings, session_factory):
 
 @pytest.fixture
 def client(app) -> Iterator[TestClient]:
-    with TestClient(app, raise_server_exceptions=False) as c:
+    with TestClient(app, raise_server_exceptions=False, base_url="http://localhost") as c:
         yield c
 
 

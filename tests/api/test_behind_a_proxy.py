@@ -30,7 +30,8 @@ def served(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPCOA_")}
     env.update({"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data"),
                 "MPCOA_READS_NEED_TOKEN": "true", "MPCOA_RUN_CAMPAIGNS": "false",
-                "MPCOA_EMBEDDED_SCHEDULER": "false", "MPCOA_FORWARDED_ALLOW_IPS": PROXY})
+                "MPCOA_EMBEDDED_SCHEDULER": "false", "MPCOA_FORWARDED_ALLOW_IPS": PROXY,
+                "MPCOA_ALLOWED_HOSTS": "mpcoa.example"})  # the name the proxy is reached by
     token = subprocess.run([str(BIN / "mpcoa"), "token", "create", "browser"], env=env,
                            cwd=tmp_path, capture_output=True, text=True, timeout=120,
                            check=True).stdout.strip()

@@ -19,7 +19,7 @@ from service.store import tokens
 from .conftest import HU, SRL
 
 pytestmark = pytest.mark.postgres
-BASE = "http://testserver"
+BASE = "http://localhost"
 
 
 @pytest.fixture

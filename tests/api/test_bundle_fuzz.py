@@ -78,7 +78,8 @@ def test_malformed_bundles_never_leave_a_trace(fuzz_db, tmp_path):
     settings = Settings(database_url=url, data_dir=tmp_path, run_campaigns=False,
                         reads_need_token=False, _env_file=None)
     outcomes: Counter = Counter()
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+    with TestClient(create_app(settings), raise_server_exceptions=False,
+                    base_url="http://localhost") as client:
         for kind, label, case, expect in cases:
             clock = time.monotonic()
             before = _counts(engine)

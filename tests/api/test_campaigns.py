@@ -118,7 +118,8 @@ def test_reads_need_a_token_when_configured(pg_database_url, session_factory, au
     settings = Settings(database_url=pg_database_url, data_dir=tmp_path, reads_need_token=True,
                         run_campaigns=False,
                         _env_file=None)
-    with TestClient(create_app(settings, session_factory=session_factory)) as c:
+    with TestClient(create_app(settings, session_factory=session_factory),
+                    base_url="http://localhost") as c:
         assert c.get("/sites").status_code == 401
         assert c.get("/sites", headers=auth).status_code == 200
         assert c.get("/health", headers=auth).json()["reads_need_token"] is True

@@ -10,8 +10,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _compose() -> dict:
-    return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+def _compose(name: str = "docker-compose.yml") -> dict:
+    return yaml.safe_load((REPO / name).read_text())
 
 
 def _depends(service: dict) -> dict:
@@ -19,7 +19,7 @@ def _depends(service: dict) -> dict:
     return deps if isinstance(deps, dict) else {d: {} for d in deps}
 
 
-MPCOA_SERVICES = ("api", "control-worker", "site-worker", "beat", "flower")
+MPCOA_SERVICES = ("api", "control-worker", "beat", "flower")
 
 
 def test_services_images_and_healthchecks():
@@ -42,8 +42,8 @@ def test_commands_and_queues():
     cmd = services["control-worker"]["command"]
     assert cmd[:4] == ["celery", "-A", "workers.app", "worker"]
     assert cmd[cmd.index("-Q") + 1] == "mpcoa.control"
-    site = [n for n, s in services.items() if "--site" in s.get("command", [])]
-    assert site == ["site-worker"]
+    assert not [n for n, s in services.items() if "--site" in s.get("command", [])]
+    assert list(_compose("docker-compose.site.yml")["services"]) == ["site-worker"]
     beats = [n for n, s in services.items() if "beat" in s.get("command", [])]
     assert beats == ["beat"] and services["beat"]["deploy"]["replicas"] == 1
     assert "flower" in services["flower"]["command"]
@@ -125,12 +125,14 @@ def test_compose_config_fails_without_secrets(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_site_worker_profile():
+def test_site_worker_file():
     """A real site's worker: host networking, the privileges probing and applying need, the ISP
-    map with no default, the journal on the host, only under the `site` profile (the central
-    stack's `up` does not start it)."""
-    site = _compose()["services"]["site-worker"]
-    assert site["profiles"] == ["site"]
+    map with no default, the journal on the host, in a file of its own (the control host's
+    `up` does not start it) that names none of the control host's secrets."""
+    text = (REPO / "docker-compose.site.yml").read_text()
+    for secret in (*SECRETS, "MPCOA_FLOWER_BASIC_AUTH", "POSTGRES_"):
+        assert secret not in text, secret
+    site = _compose("docker-compose.site.yml")["services"]["site-worker"]
     assert site["network_mode"] == "host" and site["user"] == "0"
     assert {"NET_ADMIN", "BPF", "PERFMON"} <= set(site["cap_add"])
     assert "privileged" not in site  # the capabilities it needs, named, not all of them
@@ -145,7 +147,11 @@ def test_site_worker_profile():
     env = site["environment"]
     assert env["MPCOA_APPLY_STATE"].startswith("/run/mpcoa/")
     assert "/run/mpcoa:/run/mpcoa" in site["volumes"]
-    assert env["MPCOA_DATABASE_URL"] == _compose()["x-mpcoa"]["environment"]["MPCOA_DATABASE_URL"]
+    # the control host's URLs, from the site host's .env: no fallback to a local database
+    assert env["MPCOA_DATABASE_URL"].startswith("${MPCOA_DATABASE_URL:?")
+    assert env["MPCOA_BROKER_URL"].startswith("${MPCOA_BROKER_URL:?")
+    assert set(env) == {"MPCOA_ENVIRONMENT", "MPCOA_DATABASE_URL", "MPCOA_BROKER_URL",
+                        "MPCOA_APPLY_STATE", "MPCOA_BPF_CC_CACHE"}
 
 
 def test_image_has_the_bpf_toolchain():
@@ -167,30 +173,44 @@ def test_api_metrics_add_up_across_its_processes():
     assert api["environment"]["MPCOA_SECRET_KEY"].startswith("${MPCOA_SECRET_KEY:?")
 
 
-def test_database_and_broker_are_published_only_where_env_says():
+def test_every_port_is_published_only_where_env_says():
+    """PostgreSQL, Redis, the API and Flower: loopback unless .env names an address (the API
+    and Flower speak plain HTTP: the reverse proxy on the host is what the network reaches)."""
     services = _compose()["services"]
-    for name, port in (("postgres", 5432), ("redis", 6379)):
+    for name, port in (("postgres", 5432), ("redis", 6379), ("api", 8000), ("flower", 5555)):
         (published,) = services[name]["ports"]
         assert published.startswith("${MPCOA_PUBLISH_ADDR:-127.0.0.1}:"), published
         assert published.endswith(f":{port}")
 
 
 @pytest.mark.slow
-def test_compose_config_with_the_site_profile(tmp_path):
+def test_compose_config_of_a_site_host(tmp_path):
+    """The site host's .env holds the site, its ISPs and the two URLs, no secret of the control
+    host's; the worker's environment has none either."""
     import subprocess
 
-    (tmp_path / "docker-compose.yml").write_text((REPO / "docker-compose.yml").read_text())
-    secrets = "\n".join(f"{name}=not-a-placeholder-{k}" for k, name in enumerate(SECRETS))
-    (tmp_path / ".env").write_text(secrets + "\nMPCOA_SITE=HU\nMPCOA_SITE_FIRST_ISP=C=@eth1\n")
-    out = subprocess.run(
-        [*_compose_command(), "-f", str(tmp_path / "docker-compose.yml"), "--env-file",
-         str(tmp_path / ".env"), "--profile", "site", "config"], capture_output=True, text=True,
-        check=False, env={"PATH": "/usr/bin:/bin:/usr/local/bin"}, timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
-    import yaml
+    (tmp_path / "docker-compose.site.yml").write_text(
+        (REPO / "docker-compose.site.yml").read_text())
+    (tmp_path / ".env").write_text(
+        "MPCOA_SITE=HU\nMPCOA_SITE_FIRST_ISP=C=@eth1\n"
+        "MPCOA_DATABASE_URL=postgresql+psycopg://mpcoa_site:pw@control.example.net/mpcoa\n"
+        "MPCOA_BROKER_URL=rediss://:pw@control.example.net:6379/0\n")
 
+    def config():
+        return subprocess.run(
+            [*_compose_command(), "-f", str(tmp_path / "docker-compose.site.yml"),
+             "--env-file", str(tmp_path / ".env"), "config"], capture_output=True, text=True,
+            check=False, env={"PATH": "/usr/bin:/bin:/usr/local/bin"}, timeout=60)
+
+    out = config()
+    assert out.returncode == 0, out.stdout + out.stderr
     site = yaml.safe_load(out.stdout)["services"]["site-worker"]
     assert site["command"][3:7] == ["HU", "--isp", "C=@eth1", "--isp"]
+    assert not {"MPCOA_SECRET_KEY", "MPCOA_FLOWER_BASIC_AUTH"} & set(site["environment"])
+    assert site["environment"]["MPCOA_DATABASE_URL"].startswith("postgresql+psycopg://mpcoa_site:")
+    (tmp_path / ".env").write_text("MPCOA_SITE=HU\n")  # no URL: refused, naming it
+    out = config()
+    assert out.returncode != 0 and "MPCOA_DATABASE_URL" in out.stdout + out.stderr
 
 
 def test_compose_config_with_tls(tmp_path):

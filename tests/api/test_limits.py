@@ -110,7 +110,8 @@ def outage_client(tmp_path):
     # Nothing listens on port 1: every connection attempt is refused, like a stopped PostgreSQL.
     settings = Settings(database_url="postgresql+psycopg://mpcoa@127.0.0.1:1/mpcoa",
                         data_dir=tmp_path, run_campaigns=False, _env_file=None)
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+    with TestClient(create_app(settings), raise_server_exceptions=False,
+                    base_url="http://localhost") as client:
         yield client
 
 

@@ -115,7 +115,8 @@ def test_queue_depths_come_from_the_broker(tmp_path, pg_database_url, session_fa
 
         reader = tokens.create_token(db_session, name="metrics-reader", scope="read")
         db_session.commit()
-        with TestClient(create_app(settings, session_factory=session_factory)) as c:
+        with TestClient(create_app(settings, session_factory=session_factory),
+                        base_url="http://localhost") as c:
             assert c.get("/metrics").status_code == 401
             c.headers["Authorization"] = f"Bearer {reader}"
             samples = scrape(c)

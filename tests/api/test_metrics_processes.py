@@ -27,7 +27,7 @@ from service.settings import Settings
 url = sys.argv[1]
 upgrade(url)
 app = create_app(Settings(database_url=url, run_campaigns=False, _env_file=None))
-with TestClient(app) as c:
+with TestClient(app, base_url="http://localhost") as c:
     text = c.get("/metrics").text
 for f in text_string_to_metric_families(text):
     for s in f.samples:

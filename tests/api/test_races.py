@@ -39,7 +39,8 @@ def race(race_url, tmp_path) -> Iterator[tuple[TestClient, dict[str, str]]]:
         for table in ("recommendations", "campaigns", "topologies", "sites", "api_tokens"):
             s.execute(Site.metadata.tables[table].delete())
         token = tokens.create_token(s, name="race")
-    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+    with TestClient(create_app(settings), raise_server_exceptions=False,
+                    base_url="http://localhost") as client:
         yield client, {"Authorization": f"Bearer {token}"}
 
 

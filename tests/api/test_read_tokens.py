@@ -13,7 +13,7 @@ from service.settings import Settings
 from service.store import tokens
 
 pytestmark = pytest.mark.postgres
-BASE = "http://testserver"
+BASE = "http://localhost"
 # open whatever the policy: liveness, the login page and its assets
 OPEN = ("/health", "/dashboard/login", "/dashboard/static")
 

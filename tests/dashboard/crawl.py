@@ -8,7 +8,7 @@ import re
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
-ORIGIN = "http://testserver"
+ORIGIN = "http://localhost"
 
 
 class _Links(HTMLParser):

@@ -149,7 +149,8 @@ def test_a_report_reaches_the_api(tmp_path):
         # reads open: the report is the point here, the read policy has tests of its own
         settings = Settings(database_url=url, data_dir=tmp_path, run_campaigns=False,
                             reads_need_token=False, _env_file=None)
-        with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        with TestClient(create_app(settings), raise_server_exceptions=False,
+                        base_url="http://localhost") as client:
             r = client.get(f"/sites/{srl}/capabilities")
             assert r.status_code == 200, r.text
             body = r.json()

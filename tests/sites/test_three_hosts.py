@@ -161,7 +161,7 @@ def hosts_api(db, redis_db, tmp_path_factory):
                         data_dir=tmp_path_factory.mktemp("api"), _env_file=None)
     with session_scope(get_engine(settings)) as s:
         token = tokens.create_token(s, name=f"t3h{os.getpid()}")
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         client.headers["Authorization"] = f"Bearer {token}"
         yield client
 

@@ -44,7 +44,7 @@ def broker_api(committed_db, broker_url, tmp_path):
         campaign_probe_seconds_budget=BUDGET, campaign_mode=PLAN["mode"])
     with session_scope(get_engine(settings)) as s:
         token = tokens.create_token(s, name=f"t{os.getpid()}{id(tmp_path)}")
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         client.headers["Authorization"] = f"Bearer {token}"
         yield client
         # A failed test's campaign must not hold the topology the next test posts to (409).

@@ -38,7 +38,7 @@ def calibrated(sites, tmp_path, *options: str) -> Iterator[tuple]:
 
     settings = Settings(database_url=env["MPCOA_DATABASE_URL"], data_dir=tmp_path,
                         run_campaigns=False, _env_file=None)
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         campaign = client.get("/campaigns?limit=1").json()["items"][0]
         assert campaign["state"] == "done", campaign
         listed = client.get(f"/recommendations?topology_id={topology_id}&kind=calibrated")

@@ -60,7 +60,7 @@ def test_queued_while_the_broker_is_down_then_sent_once(committed_db, broker_url
     up = down.model_copy(update={"broker_url": broker_url})
     with session_scope(get_engine(down)) as s:
         token = tokens.create_token(s, name=f"outbox{os.getpid()}")
-    with TestClient(create_app(down)) as api:
+    with TestClient(create_app(down), base_url="http://localhost") as api:
         api.headers["Authorization"] = f"Bearer {token}"
         body = topology_body(local, remote)
         r = api.post("/recommendations", json={"topology": body})

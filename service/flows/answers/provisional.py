@@ -48,6 +48,14 @@ def provisional_answer(
         obs = eq1.fallback_mib
         eq1.obs_ratio = 0.5
         notes.append("OBS = 50 % of the traditional buffer (Eq. 1), the paper's fallback")
+        if not lo <= obs <= hi:
+            # the answer stays within the bounds it reports, as a calibrated one does
+            edge = "bs_min_mib" if obs < lo else "bs_max_mib"
+            notes.append(f"50 % of Eq. 1 is {obs:.6g} MiB, outside [{lo:g}, {hi:g}] MiB: OBS "
+                         f"is {edge}")
+            flags.append("obs_at_bound")
+            obs = min(max(obs, lo), hi)
+            eq1.obs_ratio = obs / eq1.buffer_mib if eq1.buffer_mib else None
     else:
         flags.append("eq1_rtt_unknown")
         notes.append("OBS unknown: Eq. 1 needs the subflows' RTTs")

@@ -105,6 +105,14 @@ def _site_entry(plan: dict[str, Any], site: str) -> dict[str, Any]:
     raise ProbeError(f"site {site!r} is not in this apply's plan")
 
 
+def _journal(ns: str | None) -> dict[str, Any]:
+    """The site's journal as the failed step left it ({}: none, or no place for one)."""
+    try:
+        return siteapply.read_journal(siteapply.state_dir(ns)) or {}
+    except ProbeError:
+        return {}
+
+
 def apply_site(apply_id: int, site: str, *, namespace: str | None = "plan") -> dict[str, Any]:
     """One site's side: apply its target, report the journal's outcome into the row.
     `namespace`: "plan" = where the plan says (the testbed's namespace); None = this host."""
@@ -118,8 +126,8 @@ def apply_site(apply_id: int, site: str, *, namespace: str | None = "plan") -> d
                          f"ID --site {site}` on it) applies there")
     if state not in ("applying", "failed"):  # delivered again after the row was settled
         return {"state": "skipped", "namespace": ns, "why": f"apply {apply_id} is {state}"}
-    mine = apply_settle.site_journal(ns, apply_id)
     try:
+        mine = apply_settle.site_journal(ns, apply_id)  # refuses a namespace no netns can have
         if mine is not None and mine["phase"] == "applied":
             journal = mine  # delivered again after its worker died: as planned already
         else:
@@ -129,7 +137,7 @@ def apply_site(apply_id: int, site: str, *, namespace: str | None = "plan") -> d
                                       hold_after=get_settings().apply_hold_after_steps)
         report = _report(journal, ns, "applied")
     except (ProbeError, OSError) as exc:
-        state = siteapply.read_journal(siteapply.state_dir(ns)) or {}
+        state = _journal(ns)
         report = {"state": "failed", "error": str(exc), "namespace": ns,
                   "left": state.get("phase"), "recovered": state.get("recovered"),
                   "in_force": _in_force(state)}

@@ -1,0 +1,139 @@
+"""Bad input that once ended in a traceback: each now gets one `mpcoa: error:` line and the
+documented status (2: usage or invalid input), and nothing is stored. The command's own app in
+this process (Typer's runner), on a migrated SQLite copy; the files are made here."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from probes import siteapply
+from probes.base import ProbeError
+from probes.spec import SpecError, load_spec
+from service.db import _engines
+from service.settings import get_settings
+
+
+@pytest.fixture
+def mpcoa(database_url, tmp_path, monkeypatch):
+    """Run `mpcoa ARGS...` on the test's database; (status, stdout, stderr)."""
+    for key in [k for k in os.environ if k.startswith("MPCOA_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("MPCOA_DATABASE_URL", database_url)
+    monkeypatch.setenv("MPCOA_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("MPCOA_RUN_CAMPAIGNS", "false")
+    get_settings.cache_clear()
+
+    def run(*args: str) -> tuple[int, str, str]:
+        r = CliRunner().invoke(app, list(args), catch_exceptions=False)
+        return r.exit_code, r.stdout, r.stderr
+
+    yield run
+    get_settings.cache_clear()
+    engine = _engines.pop(database_url, None)
+    if engine is not None:
+        engine.dispose()
+
+
+def one_error(stderr: str) -> str:
+    """The one `mpcoa: error:` line (a usage error prints the usage above it), no traceback."""
+    assert "Traceback" not in stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("mpcoa: error: ")]
+    assert len(errors) == 1, stderr
+    return errors[0]
+
+
+def _deep(tmp_path: Path, suffix: str, depth: int = 5000) -> Path:
+    path = tmp_path / f"deep{suffix}"
+    path.write_text('{"a":' * depth + "1" + "}" * depth if suffix == ".json"
+                    else "[" * depth + "]" * depth)
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_topology_add_of_a_file_nested_5000_deep(mpcoa, tmp_path, suffix):
+    path = _deep(tmp_path, suffix)
+    code, _out, err = mpcoa("topology", "add", str(path))
+    assert code == 2
+    assert one_error(err) == f"mpcoa: error: {path}: nested deeper than 32 levels"
+    code, out, _err = mpcoa("topology", "list")
+    assert code == 0 and "SRL" not in out
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_load_spec_of_a_file_nested_5000_deep(tmp_path, suffix):
+    path = _deep(tmp_path, suffix)
+    with pytest.raises(SpecError, match=r"nested deeper than 32 levels$"):
+        load_spec(path)
+
+
+def test_load_spec_and_topology_add_of_a_file_that_is_not_utf8(mpcoa, tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("name: Tromsø\n".encode("latin-1"))
+    with pytest.raises(SpecError, match=r"latin1.yaml: not UTF-8 text$"):
+        load_spec(path)
+    code, _out, err = mpcoa("topology", "add", str(path))
+    assert code == 2 and one_error(err) == f"mpcoa: error: {path}: not UTF-8 text"
+
+
+def test_duplicate_yaml_keys_are_refused(mpcoa, tmp_path):
+    topology = tmp_path / "dup.yaml"
+    topology.write_text("local: {name: A, isps: [{name: a, label: a, down_kbps: 1000, "
+                        "up_kbps: 1000}]}\nremote: {name: B, isps: [{name: b, label: b, "
+                        "down_kbps: 1000, up_kbps: 1000}]}\nremote: {name: C}\n")
+    code, _out, err = mpcoa("topology", "add", str(topology))
+    assert code == 2
+    assert one_error(err) == f"mpcoa: error: {topology}: line 3: the key 'remote' is given twice"
+    testbed = tmp_path / "bed.yaml"
+    testbed.write_text("name: dup\nsites: []\nname: other\n")
+    with pytest.raises(SpecError, match=r"line 3: the key 'name' is given twice$"):
+        load_spec(testbed)
+
+
+def test_calibrate_a_topology_id_past_any_integer_column(mpcoa):
+    code, _out, err = mpcoa("calibrate", "99999999999999999999")
+    assert code == 2
+    assert "less than or equal to 2147483647" in one_error(err)
+
+
+def test_token_expiry_past_any_date(mpcoa):
+    code, _out, err = mpcoa("token", "create", "x", "--expires-days", "1e308")
+    assert code == 2
+    assert "'--expires-days': Input should be less than or equal to 36600" in one_error(err)
+    code, out, _err = mpcoa("token", "list")
+    assert code == 0 and out == ""
+
+
+@pytest.mark.parametrize("name", ["a\nforged\tactive\twrite", "tab\there", " padded", "bell\a"])
+def test_token_names_that_would_forge_a_row_of_token_list(mpcoa, name):
+    code, _out, err = mpcoa("token", "create", name)
+    assert code == 2
+    assert one_error(err) == ("mpcoa: error: a token's name is 1 to 64 printable characters (no "
+                              "line break or tab, no space at either end)")
+    code, out, _err = mpcoa("token", "list")
+    assert code == 0 and out == ""
+
+
+def test_db_upgrade_to_a_revision_that_does_not_exist(mpcoa):
+    code, _out, err = mpcoa("db", "upgrade", "nosuchrev")
+    assert code == 2
+    assert one_error(err).startswith(
+        "mpcoa: error: no revision 'nosuchrev': give head, base or one of 0001..")
+    code, _out, err = mpcoa("db", "downgrade", "nosuchrev")
+    assert code == 2 and "no revision 'nosuchrev'" in one_error(err)
+
+
+@pytest.mark.parametrize("ns", ["../../etc/cron.d", "..", ".", "a/b", "", "x" * 65, "ns\n"])
+def test_siteapply_refuses_a_namespace_that_is_a_path(tmp_path, ns):
+    """The namespace comes from the apply's plan in the database: never a folder elsewhere."""
+    root = tmp_path / "state" / "apply"
+    with pytest.raises(ProbeError, match="is not a network namespace's name"):
+        siteapply.state_dir(ns, root)
+    with pytest.raises(ProbeError, match="is not a network namespace's name"):
+        siteapply.status(ns=ns, root=root)
+    assert not (tmp_path / "etc").exists() and not root.exists()
+    assert siteapply.state_dir("mpcoa-demo-site-A", root) == root / "mpcoa-demo-site-A"
