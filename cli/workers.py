@@ -329,7 +329,7 @@ def worker(
     if report is not None and report["problems"]:
         fail("this host cannot probe for site " + site[0] + ": " + "; ".join(report["problems"]))
     if isp:  # this worker runs its own end of every probe (two-sided probes)
-        from probes.localsite import resolve_local_site
+        from probes.site.local import resolve_local_site
         from workers.site import set_local_site
 
         set_local_site(resolve_local_site(site[0], list(isp)))  # validated by the report
@@ -351,8 +351,8 @@ def _site_report(name: str, isp_options: list[str], passive_node: bool = False) 
     is here, and name its ports in the report."""
     import json
 
-    from probes.localsite import capability_report
-    from probes.netperfmeter import default_binary
+    from probes.site.local import capability_report
+    from probes.tools.netperfmeter import default_binary
     from service.store import artifacts as artifact_store
 
     local = _resolve(name, isp_options)
@@ -381,7 +381,7 @@ def _site_report(name: str, isp_options: list[str], passive_node: bool = False) 
 
 
 def _resolve(name: str, isp_options: list[str]):
-    from probes.localsite import resolve_local_site
+    from probes.site.local import resolve_local_site
 
     try:
         return resolve_local_site(name, isp_options)
@@ -395,8 +395,8 @@ def _start_passive_node(local) -> dict | None:
     import atexit
 
     from probes.base import ProbeError
-    from probes.netperfmeter import default_binary
-    from probes.npm_twosided import PassiveNode
+    from probes.tools.netperfmeter import default_binary
+    from probes.tools.npm_twosided import PassiveNode
 
     try:
         node = PassiveNode(default_binary(), local.isps).start()
@@ -410,7 +410,7 @@ def _start_passive_node(local) -> dict | None:
 
 def _current_config() -> dict | None:
     from probes.base import ProbeError
-    from probes.siteconfig import read_state_for_plan
+    from probes.site.config import read_state_for_plan
 
     try:
         return read_state_for_plan(None)

@@ -200,7 +200,7 @@ class Campaign(Base):
     objective: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     objective_key: Mapped[str] = mapped_column(String(120), default="bulk",
                                                server_default="bulk", index=True)
-    # the probe tool every phase runs on: auto | netperfmeter | iperf3 (probes.tools.choose)
+    # the probe tool every phase runs on: auto | netperfmeter | iperf3 (probes.tools.choice.choose)
     probe_tool: Mapped[str] = mapped_column(String(16), default="auto", server_default="auto")
     executor: Mapped[str | None] = mapped_column(String(32), nullable=True)
     # The outbox: when the executor last accepted a hand-over; NULL = one is owed (the broker

@@ -56,7 +56,7 @@ MAX_ARTIFACTS = 32
 ARTIFACT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
 
 
-#: The probe tool a campaign asks for (`probes.tools.choose` picks the backend from it).
+#: The probe tool a campaign asks for (`probes.tools.choice.choose` picks the backend from it).
 ProbeTool = Literal["auto", "netperfmeter", "iperf3"]
 PROBE_TOOLS: tuple[str, ...] = ("auto", "netperfmeter", "iperf3")
 
@@ -138,7 +138,7 @@ class MeasurementRequest(BaseModel):
     profile: TrafficProfile = Field(default_factory=TrafficProfile.bulk)
     path_manager: PathManager = FULLMESH
     #: the campaign's probe tool: auto takes NetPerfMeter 2.x where both ends have it, else
-    #: iperf3 for bulk and the paced tool for streams (`probes.tools.choose`)
+    #: iperf3 for bulk and the paced tool for streams (`probes.tools.choice.choose`)
     tool: ProbeTool = "auto"
     #: seconds at the start left out of goodput_mbps; default min(2 s, duration / 2)
     warmup_s: float = Field(default=None, ge=0, le=3600, allow_inf_nan=False)  # type: ignore[assignment]

@@ -20,7 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from probes import environment
 from probes.base import MAX_PROBE_S, ProbeTool
-from probes.spec import TESTBED_NAME_PATTERN
+from probes.testbed.spec import TESTBED_NAME_PATTERN
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class Settings(BaseSettings):
     # broker_visibility_timeout_s, so a redelivered task gets its chance first.
     apply_deadline_s: float = Field(default=900.0, ge=5, le=86400)
     # For the killed-apply tests only: a site's applier stops after this many journal steps
-    # and waits to be killed (`probes.siteapply`'s --hold-after). Never set in production.
+    # and waits to be killed (`probes.site.apply`'s --hold-after). Never set in production.
     apply_hold_after_steps: int | None = Field(default=None, ge=1, le=64)
     # When a recalibration (a schedule's, or one a failover queued) gives a new answer and the
     # apply in force asked for it (`auto_reapply`), the new answer is applied through the same

@@ -177,7 +177,7 @@ def serve_probe(campaign_id: int, step_data: dict, lease: str, key: str) -> str:
         return "nothing to serve"
     site = local_site()
     if site is None:
-        from probes.localsite import LocalSite
+        from probes.site.local import LocalSite
 
         site = LocalSite(request.receiver, {})  # fails the session with a clear error below
     try:

@@ -1,4 +1,4 @@
-"""Which probe tool runs a probe (`probes.tools`): what each tool allows on a host, and the
+"""Which probe tool runs a probe (`probes.tools.choice`): what each tool allows on a host, and the
 campaign's choice (auto, netperfmeter, iperf3) for bulk and stream probes."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from probes.base import CapabilityError
-from probes.paced_tool import VERSION
-from probes.tools import allows, choose, inventory, is_netperfmeter_2, notes
+from probes.tools.choice import allows, choose, inventory, is_netperfmeter_2, notes
+from probes.tools.paced_tool import VERSION
 
 DEBIAN = {"iperf3": "3.12", "mptcpize": "present", "netperfmeter": None, "mpcoa-paced": VERSION}
 NPM2 = {**DEBIAN, "netperfmeter": "2.0.10"}

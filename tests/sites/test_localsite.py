@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from probes import paced_tool
-from probes.localsite import LocalSite, capability_report, parse_isp_option, resolve_local_site
+from probes.site.local import LocalSite, capability_report, parse_isp_option, resolve_local_site
+from probes.tools import paced_tool
 from service import db
 from service.algorithm.topology import TopologySpec
 from service.flows.campaign.calibration import next_step

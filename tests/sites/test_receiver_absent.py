@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from probes.base import MeasurementRequest, ProbeError, ReceiverAbsent
-from probes.localsite import LocalSite
+from probes.site.local import LocalSite
 from service.algorithm.topology import TopologySpec
 from service.db import session_scope
 from service.flows.campaign import twosided

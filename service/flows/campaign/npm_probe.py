@@ -1,5 +1,5 @@
 """NetPerfMeter probes across real sites: the sender's worker runs the active side against the
-receiving site's long-lived passive node (`probes.npm_twosided`), whose port and addresses the
+receiving site's long-lived passive node (`probes.tools.npm_twosided`), whose port and addresses the
 receiving site's capability report names. No session with the receiver is needed: its node
 serves every probe and sends its results back over the control connection.
 
@@ -12,11 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from probes import cc_users
-from probes import tools as probe_tools
 from probes.base import CapabilityError, MeasurementRequest, MeasurementResult, ProbeError
-from probes.localsite import LocalSite
-from probes.netperfmeter import default_binary
-from probes.npm_twosided import active_measure
+from probes.site.local import LocalSite
+from probes.tools import choice as probe_tools
+from probes.tools.netperfmeter import default_binary
+from probes.tools.npm_twosided import active_measure
 
 from ...db import session_scope
 from ...store import campaigns as campaign_store

@@ -2,9 +2,9 @@
 cannot run on the sites' tools.
 
 Real sites have capability reports (`mpcoa worker --site --isp`): each names the tools its host
-has and what each allows (`probes.tools`). NetPerfMeter counts at a site only where its worker
-runs the long-lived passive node (`netperfmeter_passive` in the report): the active side needs
-a server at the receiving site. The emulated testbed's sites have no reports: there the prober
+has and what each allows (`probes.tools.choice`). NetPerfMeter counts at a site only where its
+worker runs the long-lived passive node (`netperfmeter_passive` in the report): the active side
+needs a server at the receiving site. The emulated testbed's sites have no reports: there the prober
 decides per probe from this host's tools (`flows.campaign.probing.TestbedProber`).
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from models import Topology
-from probes import tools as probe_tools
 from probes.base import CapabilityError
+from probes.tools import choice as probe_tools
 
 from ...errors import Invalid
 from ...store import artifacts as artifact_store
@@ -24,8 +24,8 @@ from .plan import Plan
 
 
 def site_tools(report: dict[str, Any]) -> dict[str, Any]:
-    """A capability report's tools as `probes.tools.choose` takes them: NetPerfMeter only with
-    its passive node running (two-sided probes need the receiving site's server)."""
+    """A capability report's tools as `probes.tools.choice.choose` takes them: NetPerfMeter only
+    with its passive node running (two-sided probes need the receiving site's server)."""
     tools = dict(report.get("tools") or {})
     if not report.get("netperfmeter_passive"):
         tools["netperfmeter"] = None

@@ -14,10 +14,10 @@ from typing import Protocol
 
 from sqlalchemy import Engine
 
-from probes import testbed as tb
-from probes import tools as probe_tools
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError
-from probes.netperfmeter import default_binary as default_netperfmeter
+from probes.testbed import lifecycle as tb
+from probes.tools import choice as probe_tools
+from probes.tools.netperfmeter import default_binary as default_netperfmeter
 
 from ...db import session_scope
 from ...settings import Settings
@@ -39,7 +39,7 @@ class TestbedProber:
     """Measurements on a running emulated testbed, each side inside its site's namespace.
 
     Both sites are namespaces of this host: this host's tools are both ends' tools. The
-    backend of each probe follows its request's `tool` (`probes.tools.choose`)."""
+    backend of each probe follows its request's `tool` (`probes.tools.choice.choose`)."""
 
     testbed: str
     iperf3_binary: str | None = None
@@ -73,7 +73,7 @@ class TestbedProber:
         if backend == "netperfmeter":
             if self.netperfmeter_binary:
                 kwargs["binary"] = self.netperfmeter_binary
-            # the next probe's passive side started as this one ends (`probes.npm_spare`)
+            # the next probe's passive side started as this one ends (`probes.tools.npm_spare`)
             kwargs["spare"] = True
         if backend == "paced":
             kwargs["resident"] = True  # a receiver kept between probes saves a start each

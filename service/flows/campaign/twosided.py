@@ -14,7 +14,7 @@ worker: it died or restarts) is `ReceiverAbsent`: the step is run again once the
 for `receiver_absent_timeout_s` in all, and not used up by its retries meanwhile.
 
 A paced probe (a stream's buffer probe: iperf3 measures no frame) runs on the paced tool. Its
-passive side serves it with the site's long-lived receiver (`probes.paced_server`, started at
+passive side serves it with the site's long-lived receiver (`probes.tools.paced_server`, started at
 the site's first paced probe and kept): it writes `ready` with that receiver's port and `done`
 with the site's MPTCP settings at once, since the frames reach the sender on the probe's own
 control connection and nothing is left to wait for or end.
@@ -30,13 +30,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from models import utcnow
-from probes import cc_users, paced_server
-from probes import twosided as ts
-from probes import twosided_paced as paced_ts
+from probes import cc_users
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError, ReceiverAbsent
-from probes.context import mptcp_settings
-from probes.localsite import LocalSite
-from probes.testbed import available_congestion_controls
+from probes.site.local import LocalSite
+from probes.testbed.lifecycle import available_congestion_controls
+from probes.tools import paced_server
+from probes.tools import twosided as ts
+from probes.tools import twosided_paced as paced_ts
+from probes.tools.context import mptcp_settings
 
 from ...db import session_scope
 from ...settings import Settings
