@@ -216,11 +216,11 @@ def _check_probe_tool(choice: str, stream: bool) -> None:
     """Refuse a probe tool this host cannot run before anything is built (both sites of the
     emulated testbed are this host)."""
     from probes.base import CapabilityError
-    from probes.tools.choice import PROBE_TOOLS, choose, inventory
+    from probes.tools.choice import askable, choose, inventory
     from probes.tools.netperfmeter import default_binary
 
-    if choice not in PROBE_TOOLS:
-        fail(f"--probe-tool: {choice!r} is not one of {', '.join(PROBE_TOOLS)}")
+    if choice not in askable():
+        fail(f"--probe-tool: {choice!r} is not one of {', '.join(askable())}")
     tools = inventory(netperfmeter=default_binary())["tools"]
     kinds = ["bulk"] + (["paced"] if stream else [])
     try:

@@ -19,8 +19,9 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from probes import environment
-from probes.base import MAX_PROBE_S, ProbeTool
+from probes.base import MAX_PROBE_S
 from probes.testbed.spec import TESTBED_NAME_PATTERN
+from probes.tools.choice import AskedTool
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ class Settings(BaseSettings):
     iperf3_binary: str = "iperf3"
     # The campaigns' probe tool (a campaign's plan may name another): auto takes NetPerfMeter
     # 2.x where both sites have it, else iperf3 for bulk and the paced tool for streams.
-    probe_tool: ProbeTool = "auto"
+    probe_tool: AskedTool = "auto"
     # Several emulated testbeds may run the same two sites (a demo beside an experiment): this
     # one is probed; unset, the first healthy testbed that has both sites.
     testbed: str | None = Field(default=None, pattern=TESTBED_NAME_PATTERN)

@@ -57,8 +57,8 @@ SLOW_MARKERS = ("netns", "postgres", "broker", "slow", "netperfmeter")
 def netperfmeter_2() -> str | None:
     """The version of the NetPerfMeter MPCOA_NETPERFMETER names (or PATH's), when it is 2.x."""
     from probes.tools.capabilities import NETPERFMETER_VERSION, tool_version
-    from probes.tools.choice import is_netperfmeter_2
     from probes.tools.netperfmeter import default_binary
+    from probes.tools.plugins.netperfmeter import is_netperfmeter_2
 
     version = tool_version(default_binary(), ["--version"], NETPERFMETER_VERSION)
     return version if is_netperfmeter_2(version) else None

@@ -143,8 +143,8 @@ def capability_report(site: LocalSite | None, ns: str | None = None,
         problems.append("no congestion control offered (net.ipv4.tcp_available_congestion_"
                         "control)")
     if probe_tools.BULK not in probe_tools.measures(tools):
-        problems.append(f"no probe tool that runs here: install {probe_tools.INSTALL_IPERF3} "
-                        f"or {probe_tools.INSTALL_NETPERFMETER}"
+        problems.append("no probe tool that runs here: "
+                        + probe_tools.install_hint(probe_tools.BULK)
                         + "".join(f"; {n}" for n in found["notes"]))
     return {
         "site": site.name if site else None,

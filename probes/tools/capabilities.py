@@ -74,3 +74,15 @@ def require(
                 f"(have: {', '.join(host['congestion_controls'])})")
     if sctp and not host["sctp"]:
         raise CapabilityError(f"kernel SCTP: not available{where} (NetPerfMeter 1.9 needs it)")
+
+
+def require_pair(caps: dict[str, Any], cc: str) -> None:
+    """Both ends of a probe can run it: kernel MPTCP enabled and its congestion control offered
+    (`caps`: a backend's capabilities, with each end's ``check_host`` as sender and receiver)."""
+    for side in ("sender", "receiver"):
+        if not caps[side]["mptcp_enabled"]:
+            raise CapabilityError(f"{side}: kernel MPTCP is not enabled (net.mptcp.enabled)")
+        if cc not in caps[side]["congestion_controls"]:
+            raise CapabilityError(
+                f"{side}: congestion control {cc!r} not available "
+                f"(have: {', '.join(caps[side]['congestion_controls'])})")

@@ -159,14 +159,10 @@ class Iperf3Backend:
     # ---- measuring -----------------------------------------------------------------------------
     def check_request(self, request: MeasurementRequest) -> str:
         """The tool's version, after checking both hosts can run the request."""
+        from probes.tools.capabilities import require_pair  # where check_host is patched too
+
         caps = self.capabilities()
-        for side in ("sender", "receiver"):
-            if not caps[side]["mptcp_enabled"]:
-                raise CapabilityError(f"{side}: kernel MPTCP is not enabled (net.mptcp.enabled)")
-            if request.cc not in caps[side]["congestion_controls"]:
-                raise CapabilityError(
-                    f"{side}: congestion control {request.cc!r} not available "
-                    f"(have: {', '.join(caps[side]['congestion_controls'])})")
+        require_pair(caps, request.cc)
         return caps["version"]
 
     def measure(self, request: MeasurementRequest) -> MeasurementResult:

@@ -43,7 +43,7 @@ from probes.base import CapabilityError, MeasurementRequest, MeasurementResult, 
 from probes.frames import FRAMES_ARTIFACT, FrameRecord, frame_stats, frames_csv
 from probes.netns import run
 from probes.tools import binver, npm_spare
-from probes.tools.capabilities import NETPERFMETER_VERSION, check_host, require
+from probes.tools.capabilities import NETPERFMETER_VERSION, check_host, require, require_pair
 from probes.tools.context import HostPair
 from probes.tools.ports import choose_port_triple
 from probes.tools.runner import ToolRun, assemble, run_probe
@@ -493,8 +493,7 @@ class NetPerfMeterBackend:
 
     def measure(self, request: MeasurementRequest) -> MeasurementResult:
         caps = self.capabilities()
-        for side in ("sender", "receiver"):
-            require(caps[side], ccs=[request.cc])
+        require_pair(caps, request.cc)
         version = caps["version"]
         plan = plan_subflows(self.pair, request, self.leave_active)
         key = (self.pair.sender_ns, self.pair.receiver_ns, self.binary)

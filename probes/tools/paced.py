@@ -24,7 +24,6 @@ from typing import Any
 
 from probes import clocksync
 from probes.base import (
-    CapabilityError,
     MeasurementRequest,
     MeasurementResult,
     ProbeError,
@@ -32,7 +31,7 @@ from probes.base import (
 )
 from probes.clocksync import ClockOffset
 from probes.frames import FRAMES_ARTIFACT, FrameRecord, frame_stats, frames_csv, goodput_series
-from probes.tools.capabilities import check_host
+from probes.tools.capabilities import check_host, require_pair
 from probes.tools.context import HostPair
 from probes.tools.paced_tool import DEFAULT_SYNC, VERSION
 from probes.tools.ports import choose_port_triple
@@ -135,7 +134,7 @@ def build_result(request: MeasurementRequest, pair: HostPair, plan: SubflowPlan,
                             "sender_rcvbuf": sender["buffers"]["rcvbuf"],
                             "receiver_sndbuf": receiver["buffers"]["sndbuf"],
                             "receiver_rcvbuf": receiver["buffers"]["rcvbuf"]}}
-    result = assemble(request, pair, plan, out, tool="mpcoa-paced", version=VERSION,
+    result = assemble(request, pair, plan, out, tool="paced", version=VERSION,
                       series=series, total_mbps=received * 8 / seconds / 1e6,
                       bytes_received=received,
                       kernel_extra={"sender_cc_used": sender.get("cc")}, raw=raw,
@@ -172,17 +171,10 @@ class PacedBackend:
 
     def capabilities(self) -> dict[str, Any]:
         s, r = check_host(self.pair.sender_ns), check_host(self.pair.receiver_ns)
-        return {"tool": "mpcoa-paced", "version": VERSION, "sender": s, "receiver": r}
+        return {"tool": "paced", "version": VERSION, "sender": s, "receiver": r}
 
     def measure(self, request: MeasurementRequest) -> MeasurementResult:
-        caps = self.capabilities()
-        for side in ("sender", "receiver"):
-            if not caps[side]["mptcp_enabled"]:
-                raise CapabilityError(f"{side}: kernel MPTCP is not enabled (net.mptcp.enabled)")
-            if request.cc not in caps[side]["congestion_controls"]:
-                raise CapabilityError(
-                    f"{side}: congestion control {request.cc!r} not available "
-                    f"(have: {', '.join(caps[side]['congestion_controls'])})")
+        require_pair(self.capabilities(), request.cc)
         plan = plan_subflows(self.pair, request, self.leave_active)
         port = self.receiver_port or choose_port_triple([self.pair.sender_ns,
                                                          self.pair.receiver_ns])
@@ -192,7 +184,7 @@ class PacedBackend:
         if self.receiver_port is not None:
             server_argv = []  # the resident receiver takes the probe's buffer from its hello
         out = run_probe(self.pair, plan, ToolRun(
-            tool="mpcoa-paced",
+            tool="paced",
             server_argv=[*self.receiver_wrapper, *server_argv] if server_argv else [],
             client_argv=client_argv, data_port=port, listen_port=port,
             ports=[port - 1, port, port + 1],

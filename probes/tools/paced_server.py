@@ -54,10 +54,10 @@ def ensure(ns: str | None = None, python: str = sys.executable) -> tuple[PacedRe
             die_with_parent(in_ns(ns, argv)), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
-        server = Server(proc, ns, "mpcoa-paced")
+        server = Server(proc, ns, "paced")
         try:
-            wait_listening(ns, port, proc, "mpcoa-paced")
-            wait_listening(ns, port + 1, proc, "mpcoa-paced")
+            wait_listening(ns, port, proc, "paced")
+            wait_listening(ns, port + 1, proc, "paced")
         except BaseException:
             server.kill()
             raise

@@ -244,7 +244,7 @@ def serve_one(lis: Listeners, deadline_s: float, accept_s: float) -> dict[str, A
     end: float | None = None  # the data connection's deadline, once it came
 
     def report() -> dict[str, Any]:
-        return {"tool": "mpcoa-paced", "version": VERSION, "side": "receiver", "peer": peer,
+        return {"tool": "paced", "version": VERSION, "side": "receiver", "peer": peer,
                 "eof": eof, "frames": reader.frames, "buffers": buffers}
 
     try:
@@ -405,7 +405,7 @@ def send(address: str, port: int, *, rate_hz: float, size: int, duration_s: floa
     sock.close()
     after = _exchanges(ctrl, sync, 10.0)
     cs.close()
-    return {"tool": "mpcoa-paced", "version": VERSION, "side": "sender", "frames_sent": n,
+    return {"tool": "paced", "version": VERSION, "side": "sender", "frames_sent": n,
             "rate_hz": rate_hz, "size": size, "nodelay": bool(nodelay),
             "first_send_us": t0, "last_write_done_us": done, "sent_late": behind, "cc": used_cc,
             "stalled": stalled,

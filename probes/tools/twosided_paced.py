@@ -32,7 +32,7 @@ def active_measure(request: MeasurementRequest, *, sender_addrs: dict[str, str],
     plan = plan_subflows(pair, request)
     _, client_argv = build_commands(request, port=port, server_addr=plan.server_addr,
                                     bind_addr=plan.bind_addr, python=python)
-    cmd = ToolRun(tool="mpcoa-paced", server_argv=[], client_argv=client_argv, data_port=port,
+    cmd = ToolRun(tool="paced", server_argv=[], client_argv=client_argv, data_port=port,
                   listen_port=port, ports=[port - 1, port, port + 1],
                   client_timeout_s=request.duration_s + DRAIN_S + 40)
     out = RunOutput(settings={"sender": mptcp_settings(ns)})
