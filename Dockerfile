@@ -1,7 +1,7 @@
 # The one image of mpcoa: API, workers, beat (docker-compose.yml picks the command).
 FROM python:3.11-slim-bookworm
 # Probe tools, and the BPF toolchain a site worker compiles and registers its congestion
-# controls with (probes/bpf_cc: clang, bpftool, libbpf's headers); the same list as
+# controls with (probes/bpf/src: clang, bpftool, libbpf's headers); the same list as
 # scripts/debian-packages.txt's for the product (not its tests').
 RUN apt-get update \
  && apt-get install -y --no-install-recommends iproute2 procps kmod iperf3 mptcpize \

@@ -1,8 +1,8 @@
 """Is the recommendation right? An exhaustive oracle against a campaign as users run it.
 
-    .venv/bin/python benchmarks/accuracy.py probes/scenarios/uit-haw.yaml [more.yaml ...]
+    .venv/bin/python benchmarks/accuracy.py probes/testbed/scenarios/uit-haw.yaml [more.yaml ...]
 
-Per scenario (a testbed file; files outside probes/scenarios/ work too):
+Per scenario (a testbed file; files outside probes/testbed/scenarios/ work too):
 1. **Oracle**: every PM x CC the kernel offers x a dense buffer grid x `--oracle-runs` runs of
    `--oracle-duration` s (steady probes). FullMesh runs every subflow; PCDC runs the subset that
    is best for that CC (every proper subset when there are at most 4 subflows, else forward
@@ -273,8 +273,8 @@ def phase_jitter_s(spec, args) -> float:
 
 
 def scenario(path: Path, args, log) -> dict:
-    from probes import testbed
-    from probes.spec import load_spec
+    from probes.testbed import lifecycle as testbed
+    from probes.testbed.spec import load_spec
 
     spec = load_spec(path)
     sender, receiver = (s.name for s in spec.sites)
@@ -579,6 +579,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    from probes.interrupts import run_stoppable  # SIGTERM tears the testbed down too
+    from probes.testbed.interrupts import run_stoppable  # SIGTERM tears the testbed down too
 
     raise SystemExit(run_stoppable(main))

@@ -1,11 +1,11 @@
 """The userspace-PM probe against the in-kernel endpoints an apply sets, on one scenario.
 
-    .venv/bin/python benchmarks/apply_confirm.py probes/scenarios/unis-hin.yaml \\
+    .venv/bin/python benchmarks/apply_confirm.py probes/testbed/scenarios/unis-hin.yaml \\
         --subset K-C,K-D --cc reno --buffer-mib 0.5 [--runs 2] [--duration 8]
 
 Per run, back to back: the campaign's probe (iperf3 under the userspace path manager, the
 subset's other subflows excluded as backup, SO_SNDBUF/SO_RCVBUF = the buffer), then the
-answer applied to the site namespaces (`probes.siteapply`: endpoints, limits, CC, buffers) and
+answer applied to the site namespaces (`probes.site.apply`: endpoints, limits, CC, buffers) and
 a plain MPTCP application measured twice on the kernel's own path manager: autotuned (what an
 application that sets nothing gets) and with SO_SNDBUF = the buffer (one that sets its own);
 then the sites rolled back. Prints a table and one JSON line; the testbed is taken down.
@@ -37,10 +37,12 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=8.0)
     args = ap.parse_args()
 
-    from probes import mptcpapp, siteapply, testbed
-    from probes import siteconfig as sc
-    from probes.ports import choose_port_triple
-    from probes.spec import load_spec
+    from probes.site import apply as siteapply
+    from probes.site import config as sc
+    from probes.site import mptcpapp
+    from probes.testbed import lifecycle as testbed
+    from probes.testbed.spec import load_spec
+    from probes.tools.ports import choose_port_triple
     from service.algorithm.topology import TopologySpec
     from service.flows.applying import site_plan
 

@@ -39,8 +39,8 @@ def main() -> None:
 
     from cli.demo import DEMO_BUFFERS_MIB
     from models import Measurement
-    from probes import testbed
-    from probes.spec import load_spec, scenario_path
+    from probes.testbed import lifecycle as testbed
+    from probes.testbed.spec import load_spec, scenario_path
     from service.algorithm.topology import TopologySpec
     from service.db import session_scope, upgrade
     from service.flows.campaign import dispatch
@@ -118,6 +118,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from probes.interrupts import run_stoppable  # SIGTERM tears the testbed down too
+    from probes.testbed.interrupts import run_stoppable  # SIGTERM tears the testbed down too
 
     raise SystemExit(run_stoppable(main))

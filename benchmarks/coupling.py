@@ -3,7 +3,7 @@ RFC 6356's three goals.
 
 Run as root: ``.venv/bin/python benchmarks/coupling.py [--runs 2] [--duration 15]``. Registers
 the BPF controls it needs (and unregisters exactly those at the end), brings up the three small
-testbeds of ``probes/bpf_cc_coupling.py`` one after the other, and prints a markdown table, one
+testbeds of ``probes/bpf/coupling.py`` one after the other, and prints a markdown table, one
 row per congestion control, each cell the mean of ``--runs`` runs (the single runs follow in
 JSON on stderr):
 
@@ -28,9 +28,9 @@ import secrets
 import statistics
 import sys
 
-from probes import bpf_cc
-from probes import bpf_cc_coupling as C
 from probes.base import CC_PATTERN
+from probes.bpf import cc as bpf_cc
+from probes.bpf import coupling as C
 
 ROWS = ("lia", "olia", "balia", "wvegas", "ewtcp", "cs218", "reno", "vegas")
 
@@ -141,6 +141,6 @@ def _harm_order(res: dict[str, dict[str, list[dict]]], ccs: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    from probes.interrupts import run_stoppable  # SIGTERM tears the testbed down too
+    from probes.testbed.interrupts import run_stoppable  # SIGTERM tears the testbed down too
 
     raise SystemExit(run_stoppable(main))

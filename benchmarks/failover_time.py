@@ -4,7 +4,7 @@
 
 A 2 x 2 testbed: site A with ISPs U (8 Mbit/s) and K (4), site B with C (20) and D (2). The
 answer uses U (U-C, U-D) with K standing by; it is applied to both namespaces
-(`probes.siteapply`) and A's watcher runs as this process's child (`probes.failover
+(`probes.site.apply`) and A's watcher runs as this process's child (`probes.site.failover
 --parent-pid`, as a site worker starts it). Per repeat: a plain MPTCP transfer A -> B; U's ISP
 is cut in the testbed's core after a few seconds and returns later; then the sites are rolled
 back. Printed per repeat and as median / max: the time from the cut until the goodput is back at
@@ -48,9 +48,10 @@ def _interrupted(signum, _frame):
 
 
 def one_repeat(bed, plan, root: Path, hold_s: float) -> dict:
-    from probes import mptcpapp, siteapply
-    from probes import siteconfig as sc
-    from probes.ports import choose_port_triple
+    from probes.site import apply as siteapply
+    from probes.site import config as sc
+    from probes.site import mptcpapp
+    from probes.tools.ports import choose_port_triple
     from service.flows.applying import site_plan as ap
 
     sender = plan.sites[0]
@@ -63,7 +64,7 @@ def one_repeat(bed, plan, root: Path, hold_s: float) -> dict:
                                "hold_s": hold_s}))
     events.write_text("")
     watcher = subprocess.Popen(
-        [sys.executable, "-m", "probes.failover", "--ns", bed.ns("A"), "--config", str(cfg),
+        [sys.executable, "-m", "probes.site.failover", "--ns", bed.ns("A"), "--config", str(cfg),
          "--events", str(events), "--parent-pid", str(os.getpid())],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
     core_dev = next(lk.core_dev for lk in bed.site_links("A") if lk.label == "U")
@@ -135,8 +136,8 @@ def main() -> None:
     if not 0.5 <= args.hold_s <= 60:
         ap_.error("--hold-s: 0.5..60 s")
 
-    from probes import testbed
-    from probes.spec import parse_spec
+    from probes.testbed import lifecycle as testbed
+    from probes.testbed.spec import parse_spec
     from service.algorithm.topology import TopologySpec
     from service.flows.applying import site_plan as ap
 

@@ -39,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.scratch import scratch_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_SCENARIOS = [ROOT / "probes/scenarios/uit-haw.yaml", ROOT / "probes/scenarios/srl-hu.yaml",
+DEFAULT_SCENARIOS = [ROOT / "probes/testbed/scenarios/uit-haw.yaml",
+                     ROOT / "probes/testbed/scenarios/srl-hu.yaml",
                      ROOT / "benchmarks/scenarios/every-path.yaml"]
 PREFIX = "ovh"
 
@@ -48,7 +49,7 @@ def own_copy(path: Path, folder: Path, prefix: str = PREFIX):
     """The scenario under a testbed name of this benchmark's own."""
     import yaml
 
-    from probes.spec import parse_spec
+    from probes.testbed.spec import parse_spec
 
     data = yaml.safe_load(path.read_text())
     data["name"] = (prefix + str(data["name"]).replace("-", ""))[:12]
@@ -165,7 +166,7 @@ def main() -> None:
     os.environ.update({"MPCOA_DATA_DIR": str(folder),
                        "MPCOA_DATABASE_URL": f"sqlite:///{folder / 'bench.sqlite3'}"})
 
-    from probes import testbed
+    from probes.testbed import lifecycle as testbed
     from service.db import upgrade
     from service.settings import get_settings
 
@@ -185,6 +186,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from probes.interrupts import run_stoppable  # SIGTERM tears the testbed down too
+    from probes.testbed.interrupts import run_stoppable  # SIGTERM tears the testbed down too
 
     raise SystemExit(run_stoppable(main))

@@ -1,7 +1,7 @@
 """Does one long connection switched through phases (the paper's Fig. 3) measure what separate
 probes measure?
 
-    .venv/bin/python benchmarks/phased_impact.py probes/scenarios/unis-hin.yaml \\
+    .venv/bin/python benchmarks/phased_impact.py probes/testbed/scenarios/unis-hin.yaml \\
         --ccs cubic bbr --reps 3 --settle 3 --measure 5
 
 Per CC and repetition, interleaved (the order alternates between repetitions): one phased run
@@ -70,9 +70,9 @@ def main() -> int:
     ap.add_argument("--measure", type=float, default=5.0)
     args = ap.parse_args()
 
-    from probes import testbed
-    from probes.phased_impact import TAIL_S, PhasedRequest, impact_phases, measure_phased
-    from probes.spec import load_spec
+    from probes.testbed import lifecycle as testbed
+    from probes.testbed.spec import load_spec
+    from probes.tools.phased_impact import TAIL_S, PhasedRequest, impact_phases, measure_phased
 
     spec = load_spec(args.scenario)
     sender, receiver = (s.name for s in spec.sites)

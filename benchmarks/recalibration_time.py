@@ -8,7 +8,7 @@ with U (20). Per repeat, on the embedded default (a SQLite file, campaigns and a
 this process by the production code): a calibration (reno, buffers 0.0625/0.125/0.25 MiB, one
 run of `--duration-s` each, grid), applied with auto_reapply (no confirmation unless
 `--confirm`, no watcher); a recalibration schedule; then F's uplink is stepped from 12 to
-3 Mbit/s for good (`probes.capacity`, as `mpcoa testbed capacity`), the schedule fires
+3 Mbit/s for good (`probes.testbed.capacity`, as `mpcoa testbed capacity`), the schedule fires
 `--fire-after-s` later (in production: at its next cron time, so add up to one period), the
 in-process executor runs the warm recalibration and, on drift, the full sweep; its hook
 re-applies the new answer through the apply plan. Printed per repeat and as median / max, all
@@ -69,7 +69,7 @@ def _wait(predicate, timeout: float, what: str):
 
 
 def one_repeat(bed, topology_id: int, params: dict, confirm: bool, fire_after_s: float) -> dict:
-    from probes import capacity
+    from probes.testbed import capacity
     from service.db import session_scope
     from service.flows.applying import apply as apply_flow
     from service.flows.campaign.dispatch import start_campaign
@@ -160,8 +160,8 @@ def main() -> None:
     os.environ.update({"MPCOA_DATABASE_URL": f"sqlite:///{work / 'mpcoa.sqlite3'}",
                        "MPCOA_DATA_DIR": str(work), "MPCOA_TESTBED": name,
                        "MPCOA_APPLY_STATE": str(work / "apply")})
-    from probes import testbed
-    from probes.spec import parse_spec
+    from probes.testbed import lifecycle as testbed
+    from probes.testbed.spec import parse_spec
     from service.algorithm.topology import TopologySpec
     from service.db import session_scope, upgrade
     from service.store.inventory import ensure_topology

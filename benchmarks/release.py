@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def main() -> int:
     from benchmarks.oracle import probe_result, topology_of
-    from probes import testbed
-    from probes.spec import load_spec
+    from probes.testbed import lifecycle as testbed
+    from probes.testbed.spec import load_spec
     from service.algorithm.capacity import LinkCapacity, capped_mean
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -53,6 +53,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    from probes.interrupts import run_stoppable  # SIGTERM tears the testbed down too
+    from probes.testbed.interrupts import run_stoppable  # SIGTERM tears the testbed down too
 
     raise SystemExit(run_stoppable(main))

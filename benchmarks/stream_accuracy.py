@@ -237,8 +237,8 @@ def stream_objective(args):
 
 
 def scenario(path: Path, args, log) -> dict:
-    from probes import testbed
-    from probes.spec import load_spec
+    from probes.testbed import lifecycle as testbed
+    from probes.testbed.spec import load_spec
 
     started = time.monotonic()
     objective = stream_objective(args)
@@ -383,6 +383,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from probes.interrupts import run_stoppable  # SIGTERM tears the testbed down too
+    from probes.testbed.interrupts import run_stoppable  # SIGTERM tears the testbed down too
 
     raise SystemExit(run_stoppable(main))

@@ -23,10 +23,10 @@ import secrets
 import statistics
 import sys
 
-from probes import bpf_cc
-from probes import bpf_cc_coupling as C
 from probes.base import MeasurementRequest, TrafficProfile
-from probes.spec import parse_spec
+from probes.bpf import cc as bpf_cc
+from probes.bpf import coupling as C
+from probes.testbed.spec import parse_spec
 
 FIGURES = ("delay_mean_ms", "delay_p99_ms", "hol_mean_ms", "hol_max_ms", "jitter_mean_ms",
            "lost_fraction")

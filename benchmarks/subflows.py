@@ -1,6 +1,7 @@
 """Each subflow alone against all of them: what a thin subflow costs MPTCP on this kernel.
 
-    .venv/bin/python benchmarks/subflows.py probes/scenarios/srl-hu.yaml [--cc bbr] [--buffer-mib 1]
+    .venv/bin/python benchmarks/subflows.py probes/testbed/scenarios/srl-hu.yaml \\
+        [--cc bbr] [--buffer-mib 1]
 
 Brings the scenario up, measures PCDC over every single subflow and FullMesh over all of them
 (`--runs` x `--duration` s each, the same probe and checks as `accuracy.py`), prints a table and
@@ -30,8 +31,8 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=6.0)
     args = ap.parse_args()
 
-    from probes import testbed
-    from probes.spec import load_spec
+    from probes.testbed import lifecycle as testbed
+    from probes.testbed.spec import load_spec
 
     spec = load_spec(args.scenario)
     sender, receiver = (s.name for s in spec.sites)
@@ -60,6 +61,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from probes.interrupts import run_stoppable  # SIGTERM tears the testbed down too
+    from probes.testbed.interrupts import run_stoppable  # SIGTERM tears the testbed down too
 
     raise SystemExit(run_stoppable(main))

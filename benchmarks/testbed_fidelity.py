@@ -24,10 +24,10 @@ import statistics
 import subprocess
 import time
 
-from probes import testbed as tbmod
 from probes.base import MeasurementRequest
 from probes.netns import in_ns
-from probes.spec import parse_spec
+from probes.testbed import lifecycle as tbmod
+from probes.testbed.spec import parse_spec
 
 
 def spec_1x1(name: str, rate_kbps: float, delay_ms: float, extra_isp: bool = False):
@@ -219,6 +219,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    from probes.interrupts import run_stoppable  # SIGTERM tears the testbed down too
+    from probes.testbed.interrupts import run_stoppable  # SIGTERM tears the testbed down too
 
     raise SystemExit(run_stoppable(main))

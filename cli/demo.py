@@ -24,7 +24,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from cli.errors import fail
-from probes.spec import shipped_scenarios
+from probes.testbed.spec import shipped_scenarios
 
 console = Console()
 
@@ -98,7 +98,7 @@ def demo(
     ] = "auto",
 ) -> None:
     """Testbed + API + a reduced calibration campaign + the recommendation, in one command."""
-    from probes.spec import SpecError, load_spec, scenario_path
+    from probes.testbed.spec import SpecError, load_spec, scenario_path
 
     if os.geteuid() != 0:
         fail("the emulated testbed needs root (network namespaces, qdiscs, a TUN device)")
@@ -112,8 +112,9 @@ def demo(
     data = data_dir or Path(tempfile.mkdtemp(prefix="mpcoa-demo-"))
     _configure(data, runs, duration, port, spec.name, probe_tool)
 
-    from probes import bpf_cc, testbed
-    from probes.interrupts import Stopped, shielded, stop_on_signals
+    from probes.bpf import cc as bpf_cc
+    from probes.testbed import lifecycle as testbed
+    from probes.testbed.interrupts import Stopped, shielded, stop_on_signals
 
     loaded: dict[str, int] = {}
     server: _Api | None = None
@@ -215,11 +216,11 @@ def _check_probe_tool(choice: str, stream: bool) -> None:
     """Refuse a probe tool this host cannot run before anything is built (both sites of the
     emulated testbed are this host)."""
     from probes.base import CapabilityError
-    from probes.netperfmeter import default_binary
-    from probes.tools import PROBE_TOOLS, choose, inventory
+    from probes.tools.choice import askable, choose, inventory
+    from probes.tools.netperfmeter import default_binary
 
-    if choice not in PROBE_TOOLS:
-        fail(f"--probe-tool: {choice!r} is not one of {', '.join(PROBE_TOOLS)}")
+    if choice not in askable():
+        fail(f"--probe-tool: {choice!r} is not one of {', '.join(askable())}")
     tools = inventory(netperfmeter=default_binary())["tools"]
     kinds = ["bulk"] + (["paced"] if stream else [])
     try:

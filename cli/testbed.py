@@ -9,10 +9,10 @@ from pathlib import Path
 import typer
 
 from cli.errors import EXIT_USAGE, PREFIX, emit_json, fail
-from probes import testbed as tb
 from probes.base import ProbeError
-from probes.interrupts import Stopped, stop_on_signals
-from probes.spec import SpecError, load_spec, scenario_path
+from probes.testbed import lifecycle as tb
+from probes.testbed.interrupts import Stopped, stop_on_signals
+from probes.testbed.spec import SpecError, load_spec, scenario_path
 
 app = typer.Typer(help="Emulated multi-homed MPTCP testbed (namespaces, shaping, delay line).",
                   no_args_is_help=True)
@@ -100,8 +100,8 @@ def capacity_cmd(
     down or they are set again."""
     import re
 
-    from probes import capacity
-    from probes.spec import TESTBED_NAME_PATTERN
+    from probes.testbed import capacity
+    from probes.testbed.spec import TESTBED_NAME_PATTERN
 
     if not re.fullmatch(TESTBED_NAME_PATTERN, name):
         fail(f"name: {name!r} is not a testbed name")
@@ -122,7 +122,7 @@ def down_cmd(name: str = typer.Argument(..., help="testbed name")) -> None:
     """Remove every namespace, device and process of a testbed."""
     import re
 
-    from probes.spec import TESTBED_NAME_PATTERN
+    from probes.testbed.spec import TESTBED_NAME_PATTERN
 
     if not re.fullmatch(TESTBED_NAME_PATTERN, name):
         fail(f"name: {name!r} is not a testbed name")
@@ -154,7 +154,7 @@ def status_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON"))
             typer.echo(line)
 
 
-# ---- congestion controls the kernel lacks, as BPF struct_ops (probes/bpf_cc) -----------------
+# ---- congestion controls the kernel lacks, as BPF struct_ops (probes/bpf/src) -----------------
 cc_app = typer.Typer(help="BPF congestion controls (scalable, hybla, vegas; coupled MPTCP "
                      "lia, olia, balia, wvegas); host-wide.",
                      no_args_is_help=True)
@@ -174,7 +174,7 @@ def _cc_call(fn, *args, **kw):
 def cc_load_cmd(names: list[str] | None = CC_NAMES_ARG,
                 as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Build (cached) and register BPF congestion controls; present ones are left alone."""
-    from probes import bpf_cc
+    from probes.bpf import cc as bpf_cc
 
     loaded = _cc_call(bpf_cc.load, names or None)
     if as_json:  # name -> the map id this call registered, or null: it was there already
@@ -194,7 +194,8 @@ def cc_unload_cmd(
 ) -> None:
     """Unregister OUR BPF congestion controls (struct_ops maps named mpcoa_<cc>) only; refused
     while a running probe or a socket uses one of them."""
-    from probes import bpf_cc, cc_users
+    from probes import cc_users
+    from probes.bpf import cc as bpf_cc
 
     wanted = [_cc_call(bpf_cc.check_name, n) for n in names] if names else bpf_cc.SUPPORTED
     mine = [n for n in wanted if n in _cc_call(bpf_cc.ours)]
@@ -213,7 +214,7 @@ def cc_unload_cmd(
 @cc_app.command("status")
 def cc_status_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Which BPF congestion controls are available, and which are registered by mpcoa."""
-    from probes import bpf_cc
+    from probes.bpf import cc as bpf_cc
 
     rows = _cc_call(bpf_cc.status)
     if as_json:

@@ -80,9 +80,9 @@ def calibrate(
     delay_budget_ms: Annotated[
         float | None, typer.Option(help="stream: a frame later than this is late")] = None,
     probe_tool: Annotated[
-        Literal["auto", "netperfmeter", "iperf3"] | None,
-        typer.Option(help="the tool every phase's probes run on (default: MPCOA_PROBE_TOOL, "
-                     "auto)"),
+        str | None,
+        typer.Option(help="the tool every phase's probes run on: auto, netperfmeter or iperf3 "
+                     "(or a registered tool; default: MPCOA_PROBE_TOOL, auto)"),
     ] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="print the campaign and its answer as JSON (progress on stderr)")] = False,
@@ -330,7 +330,7 @@ def worker(
     if report is not None and report["problems"]:
         fail("this host cannot probe for site " + site[0] + ": " + "; ".join(report["problems"]))
     if isp:  # this worker runs its own end of every probe (two-sided probes)
-        from probes.localsite import resolve_local_site
+        from probes.site.local import resolve_local_site
         from workers.site import set_local_site
 
         set_local_site(resolve_local_site(site[0], list(isp)))  # validated by the report
@@ -348,18 +348,20 @@ def worker(
 def _site_report(name: str, isp_options: list[str], passive_node: bool = False) -> dict:
     """Resolve the site's ISPs on this host, print its capability report and store it (when the
     site is registered and the database reachable: a report is never a reason not to start).
-    `passive_node`: start the site's NetPerfMeter passive node first, where NetPerfMeter 2.x
-    is here, and name its ports in the report."""
+    `passive_node`: start the site's long-lived passive node of each tool served by one
+    (NetPerfMeter 2.x), where the tool runs here, and name its ports in the report."""
     import json
 
-    from probes.localsite import capability_report
-    from probes.netperfmeter import default_binary
+    from probes.site.local import capability_report
+    from probes.tools.netperfmeter import default_binary
+    from probes.tools.registry import TOOLS
     from service.store import artifacts as artifact_store
 
     local = _resolve(name, isp_options)
     report = capability_report(local, netperfmeter=default_binary())
-    if passive_node and report["allows"].get("netperfmeter"):
-        report["netperfmeter_passive"] = _start_passive_node(local)
+    for tool in TOOLS.values() if passive_node else ():
+        if tool.node_key is not None and report["allows"].get(tool.name):
+            report[tool.node_key] = _start_passive_node(tool, local)
     report["config"] = _current_config()  # what an apply would replace (GET .../apply-plan)
     typer.echo(json.dumps(report, indent=2))
     for tool, version in report["tools"].items():
@@ -382,7 +384,7 @@ def _site_report(name: str, isp_options: list[str], passive_node: bool = False) 
 
 
 def _resolve(name: str, isp_options: list[str]):
-    from probes.localsite import resolve_local_site
+    from probes.site.local import resolve_local_site
 
     try:
         return resolve_local_site(name, isp_options)
@@ -390,28 +392,26 @@ def _resolve(name: str, isp_options: list[str]):
         fail(str(exc), EXIT_FAILED)
 
 
-def _start_passive_node(local) -> dict | None:
-    """The site's NetPerfMeter passive node, for the worker's life (it dies with the worker:
+def _start_passive_node(tool, local) -> dict | None:
+    """The site's passive node of `tool`, for the worker's life (it dies with the worker:
     PR_SET_PDEATHSIG); None, said, when it does not start (the site then probes on iperf3)."""
     import atexit
 
     from probes.base import ProbeError
-    from probes.netperfmeter import default_binary
-    from probes.npm_twosided import PassiveNode
 
     try:
-        node = PassiveNode(default_binary(), local.isps).start()
+        node = tool.start_node(local.isps)
     except ProbeError as exc:
-        typer.echo(f"netperfmeter passive node not started: {exc}", err=True)
+        typer.echo(f"{tool.name} passive node not started: {exc}", err=True)
         return None
     atexit.register(node.stop)
-    typer.echo(f"netperfmeter passive node on port {node.port} (pid {node.pid})", err=True)
+    typer.echo(f"{tool.name} passive node on port {node.port} (pid {node.pid})", err=True)
     return node.describe()
 
 
 def _current_config() -> dict | None:
     from probes.base import ProbeError
-    from probes.siteconfig import read_state_for_plan
+    from probes.site.config import read_state_for_plan
 
     try:
         return read_state_for_plan(None)

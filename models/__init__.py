@@ -41,7 +41,6 @@ from .sweep_decision import (
 from .tables import (
     ACTIVE_CAMPAIGN_STATES,
     CAMPAIGN_MODES,
-    CAMPAIGN_PROBE_TOOLS,
     CAMPAIGN_STATES,
     FINAL_CAMPAIGN_STATES,
     ISP,
@@ -68,7 +67,6 @@ __all__ = [
     "ACTIVE_CAMPAIGN_STATES",
     "APPLY_STATES",
     "CAMPAIGN_MODES",
-    "CAMPAIGN_PROBE_TOOLS",
     "CAMPAIGN_STATES",
     "EVENT_KINDS",
     "FINAL_CAMPAIGN_STATES",

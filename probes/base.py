@@ -56,9 +56,9 @@ MAX_ARTIFACTS = 32
 ARTIFACT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
 
 
-#: The probe tool a campaign asks for (`probes.tools.choose` picks the backend from it).
-ProbeTool = Literal["auto", "netperfmeter", "iperf3"]
-PROBE_TOOLS: tuple[str, ...] = ("auto", "netperfmeter", "iperf3")
+#: A probe tool's name (`probes.tools.protocol`: the registry knows which exist), or "auto": the
+#: campaigns table keeps it in 16 characters.
+TOOL_NAME_PATTERN = r"^[a-z][a-z0-9-]{0,15}$"
 
 
 def excluded_max_bytes() -> int:
@@ -138,8 +138,9 @@ class MeasurementRequest(BaseModel):
     profile: TrafficProfile = Field(default_factory=TrafficProfile.bulk)
     path_manager: PathManager = FULLMESH
     #: the campaign's probe tool: auto takes NetPerfMeter 2.x where both ends have it, else
-    #: iperf3 for bulk and the paced tool for streams (`probes.tools.choose`)
-    tool: ProbeTool = "auto"
+    #: iperf3 for bulk and the paced tool for streams (`probes.tools.choice.choose`, which
+    #: refuses a name the registry does not know)
+    tool: str = Field(default="auto", pattern=TOOL_NAME_PATTERN)
     #: seconds at the start left out of goodput_mbps; default min(2 s, duration / 2)
     warmup_s: float = Field(default=None, ge=0, le=3600, allow_inf_nan=False)  # type: ignore[assignment]
 

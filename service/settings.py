@@ -20,8 +20,9 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from probes import environment
-from probes.base import MAX_PROBE_S, ProbeTool
-from probes.spec import TESTBED_NAME_PATTERN
+from probes.base import MAX_PROBE_S
+from probes.testbed.spec import TESTBED_NAME_PATTERN
+from probes.tools.choice import AskedTool
 
 from .probe_settings import ProbeSettings as ProbeSettings  # the probes' own, re-exported
 from .probe_settings import probe_setting
@@ -120,7 +121,7 @@ class Settings(OperatorsSettings):
     iperf3_binary: str = "iperf3"
     # The campaigns' probe tool (a campaign's plan may name another): auto takes NetPerfMeter
     # 2.x where both sites have it, else iperf3 for bulk and the paced tool for streams.
-    probe_tool: ProbeTool = "auto"
+    probe_tool: AskedTool = "auto"
     # Several emulated testbeds may run the same two sites (a demo beside an experiment): this
     # one is probed; unset, the first healthy testbed that has both sites.
     testbed: str | None = Field(default=None, pattern=TESTBED_NAME_PATTERN)
@@ -168,7 +169,7 @@ class Settings(OperatorsSettings):
     # broker_visibility_timeout_s, so a redelivered task gets its chance first.
     apply_deadline_s: float = Field(default=900.0, ge=5, le=86400)
     # For the killed-apply tests only: a site's applier stops after this many journal steps
-    # and waits to be killed (`probes.siteapply`'s --hold-after). Never set in production.
+    # and waits to be killed (`probes.site.apply`'s --hold-after). Never set in production.
     apply_hold_after_steps: int | None = Field(default=None, ge=1, le=64)
     # When a recalibration (a schedule's, or one a failover queued) gives a new answer and the
     # apply in force asked for it (`auto_reapply`), the new answer is applied through the same

@@ -37,7 +37,7 @@ sys.dont_write_bytecode = False
 
 
 def _stop(signum, _frame) -> None:
-    from probes.interrupts import Stopped
+    from probes.testbed.interrupts import Stopped
 
     raise Stopped(signum)
 
@@ -56,9 +56,9 @@ SLOW_MARKERS = ("netns", "postgres", "broker", "slow", "netperfmeter")
 
 def netperfmeter_2() -> str | None:
     """The version of the NetPerfMeter MPCOA_NETPERFMETER names (or PATH's), when it is 2.x."""
-    from probes.capabilities import NETPERFMETER_VERSION, tool_version
-    from probes.netperfmeter import default_binary
-    from probes.tools import is_netperfmeter_2
+    from probes.tools.capabilities import NETPERFMETER_VERSION, tool_version
+    from probes.tools.netperfmeter import default_binary
+    from probes.tools.plugins.netperfmeter import is_netperfmeter_2
 
     version = tool_version(default_binary(), ["--version"], NETPERFMETER_VERSION)
     return version if is_netperfmeter_2(version) else None
@@ -186,7 +186,7 @@ def pytest_runtest_protocol(item, nextitem):
 def _testbeds_need_the_netns_marker():
     """Every testbed the tests bring up (fixtures, the demo run in-process) goes through
     `Testbed.up`: an unmarked test that reaches it fails instead of needing root unseen."""
-    from probes.testbed import Testbed
+    from probes.testbed.lifecycle import Testbed
 
     real_up = Testbed.up
 

@@ -83,8 +83,8 @@ def host_lock(name: str, *, exclusive: bool) -> Iterator[None]:
 def running_testbed(spec) -> Iterator:
     """The emulated testbed `spec` up for the block, then down, with none of its namespaces
     left behind (also when the block fails)."""
-    from probes import testbed as tbmod
     from probes.netns import list_netns
+    from probes.testbed import lifecycle as tbmod
 
     require("netns", "the emulated testbed")
     try:

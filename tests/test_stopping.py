@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from probes.netns import list_netns, netns_pids, pid_alive
-from probes.spec import load_spec, scenario_path
+from probes.testbed.spec import load_spec, scenario_path
 from tests.processes import kill_group, tail_logs
 from tests.support import free_port, wait_for
 

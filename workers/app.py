@@ -79,6 +79,6 @@ def _stop_watchers(**_kwargs) -> None:
 @worker_shutdown.connect
 def _stop_paced_receivers(**_kwargs) -> None:
     """The site's long-lived paced receiver stops with its worker (SIGKILL: PR_SET_PDEATHSIG)."""
-    from probes import paced_server
+    from probes.tools import paced_server
 
     paced_server.stop_all()

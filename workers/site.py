@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from probes.localsite import LocalSite
+from probes.site.local import LocalSite
 
 _local: LocalSite | None = None
 

@@ -23,9 +23,8 @@ import logging
 
 from sqlalchemy.exc import OperationalError
 
-from probes.base import ProbeError
 from service.db import session_scope
-from service.flows.campaign import dispatch, executor, npm_probe, twosided
+from service.flows.campaign import dispatch, executor, site_probe, twosided
 from service.flows.campaign.plan import ProbeStep
 from service.flows.campaign.probing import default_prober_factory
 from service.flows.scheduling import reapply, recalibration
@@ -126,38 +125,19 @@ def run_probe(self, campaign_id: int, step_data: dict, lease: str,
 
 
 def foreign_site(site: str, what: str) -> str | None:
-    """Why a real site's worker must not run `what` for `site` (another site's task reached
-    it: a misrouted queue, or two hosts started as one site), or None when it is its own."""
-    own = local_site()
-    if own is None or own.name == site:
-        return None
-    reason = f"refused {what} for site {site!r}: this worker is site {own.name!r}'s"
-    log.error("%s", reason)
-    return reason
+    """Why this worker must not run `what` for `site` (`site_probe.refusal`), or None."""
+    return site_probe.refusal(local_site(), site, what)
 
 
 def _measure(task, campaign_id: int, sites: tuple[str, str], step: ProbeStep, request,
              lease: str, settings):
-    site = local_site()
-    if site is None:  # the emulated testbed: this worker runs both ends
-        return _prober(sites).measure(request)
-    if (refused := foreign_site(request.sender, "a probe's sending side")) is not None:
-        raise ProbeError(refused)
-    # a real site: the receiver site's worker runs the other end
-    key = twosided.next_session_key(campaign_id, step)
-    backend, receiver_report = npm_probe.backend_for(campaign_id, request)
-    if backend == "netperfmeter":  # against the receiving site's long-lived passive node
-        return npm_probe.active_side(request=request, site=site,
-                                     receiver_report=receiver_report or {}, key=key)
-    remote = sites[1]
+    def send_passive(key: str, tool: str) -> None:  # to the receiving site's queue
+        serve_probe.apply_async((campaign_id, step.to_dict(), lease, key, tool),
+                                queue=site_queue(sites[1]))
 
-    def send_passive() -> None:
-        serve_probe.apply_async((campaign_id, step.to_dict(), lease, key),
-                                queue=site_queue(remote))
-
-    return twosided.active_side(campaign_id=campaign_id, lease_id=lease, key=key,
-                                request=request, site=site, settings=settings,
-                                send_passive=send_passive)
+    return site_probe.measure(campaign_id=campaign_id, step=step, request=request, lease=lease,
+                              site=local_site(), settings=settings,
+                              prober=lambda: _prober(sites), send_passive=send_passive)
 
 
 @app.task(
@@ -167,25 +147,17 @@ def _measure(task, campaign_id: int, sites: tuple[str, str], step: ProbeStep, re
     retry_backoff_max=60,
     max_retries=None,
 )
-def serve_probe(campaign_id: int, step_data: dict, lease: str, key: str) -> str:
-    """The receiver site's passive half of one two-sided probe attempt
-    (`flows.campaign.twosided`)."""
+def serve_probe(campaign_id: int, step_data: dict, lease: str, key: str,
+                tool: str | None = None) -> str:
+    """The receiver site's passive half of one two-sided probe attempt on `tool`
+    (`flows.campaign.site_probe.serve`)."""
     step = ProbeStep.from_dict(step_data)
     with session_scope() as s:
         request = executor.pending_request(s, campaign_id=campaign_id, step=step)
     if request is None:
         return "nothing to serve"
-    site = local_site()
-    if site is None:
-        from probes.localsite import LocalSite
-
-        site = LocalSite(request.receiver, {})  # fails the session with a clear error below
-    try:
-        return twosided.passive_side(campaign_id=campaign_id, lease_id=lease, key=key,
-                                     request=request, site=site, settings=get_settings())
-    except ProbeError as exc:
-        return twosided.fail_session(campaign_id=campaign_id, lease_id=lease, key=key,
-                                     error=str(exc))
+    return site_probe.serve(campaign_id=campaign_id, request=request, lease=lease, key=key,
+                            tool=tool, site=local_site(), settings=get_settings())
 
 
 @app.task(

@@ -7,7 +7,7 @@ import time
 from argparse import Namespace
 
 from benchmarks.accuracy import PhasedBed, field_conditions, phase_jitter_s
-from probes.spec import load_spec, scenario_path
+from probes.testbed.spec import load_spec, scenario_path
 
 
 def _args(**over) -> Namespace:

@@ -20,7 +20,7 @@ from benchmarks.accuracy import (
     recorded_oracle,
 )
 from benchmarks.oracle import timed
-from probes.spec import load_spec
+from probes.testbed.spec import load_spec
 from service.algorithm.capacity import PAYLOAD_SHARE
 
 GRID = [0.0156, 0.0625, 0.25]

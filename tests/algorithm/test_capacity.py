@@ -9,7 +9,8 @@ from service.algorithm.topology import TopologySpec
 
 from .selection_sim import SRL_HU, drive, srl_hu
 
-# SRL-HU as the shipped scenario runs it: Table 1's rates x 0.2 (probes/scenarios/srl-hu.yaml)
+# SRL-HU as the shipped scenario runs it: Table 1's rates x 0.2
+# (probes/testbed/scenarios/srl-hu.yaml)
 SRL_HU_RATES = LinkCapacity(
     ends={n: tuple(n.split("-")) for n in SRL_HU},
     up_kbps={"K": 200_000, "P": 51.2, "T": 153.6, "U": 20_000},

@@ -15,7 +15,8 @@ from service.algorithm.probe_duration import (
 
 from .test_paper_tables import topology
 
-# probes/scenarios/srl-hu.yaml: rates x 0.2, RTT = 2 x the paths' one-way delays (130-160 ms)
+# probes/testbed/scenarios/srl-hu.yaml: rates x 0.2, RTT = 2 x the paths' one-way delays
+# (130-160 ms)
 SRL_HU_RTT_MS = {"K-C": 300, "K-CU": 260, "P-C": 320, "P-CU": 290, "T-C": 320, "T-CU": 290,
                  "U-C": 280, "U-CU": 270}
 

@@ -117,10 +117,10 @@ def test_a_recorded_oracle_is_reused_only_for_the_same_settings(tmp_path):
 def test_the_shipped_stream_scenarios_load_and_one_path_is_jittery_and_lossy():
     from pathlib import Path
 
-    from probes.spec import load_spec
+    from probes.testbed.spec import load_spec
 
     root = Path(__file__).resolve().parents[2]
-    for name in ("benchmarks/scenarios/shared.yaml", "probes/scenarios/uit-haw.yaml"):
+    for name in ("benchmarks/scenarios/shared.yaml", "probes/testbed/scenarios/uit-haw.yaml"):
         assert load_spec(root / name).paths
     radio = load_spec(root / "benchmarks/scenarios/stream-radio.yaml")
     rough = [name for name, p in radio.paths.items() if p.jitter_ms and p.loss_pct]

@@ -7,8 +7,8 @@ import secrets
 
 import pytest
 
-from probes.localsite import LocalSite, capability_report
-from probes.siteconfig import read_state
+from probes.site.config import read_state
+from probes.site.local import LocalSite, capability_report
 from service.store import artifacts, tokens
 
 from .conftest import HU, SRL

@@ -8,8 +8,8 @@ import secrets
 
 import pytest
 
-from probes.localsite import LocalSite, capability_report
-from probes.siteconfig import read_state
+from probes.site.config import read_state
+from probes.site.local import LocalSite, capability_report
 from service.errors import Conflict
 from service.flows.applying import apply as apply_flow
 from service.settings import get_settings

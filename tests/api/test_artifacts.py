@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from models import MeasurementArtifact
 from probes.base import MAX_ARTIFACT_BYTES, MeasurementRequest, MeasurementResult, utcnow
-from probes.netperfmeter import add_result_artifacts, parse_results
+from probes.tools.netperfmeter import add_result_artifacts, parse_results
 from service.flows.campaign import recording
 from service.flows.campaign.plan import ProbeStep
 from tests.conftest import new_campaign

@@ -119,3 +119,75 @@ def test_0004_keeps_one_active_campaign_per_topology(backend, tmp_path):
     finally:
         if name:
             drop_database(name)
+
+
+def _paced_campaign_at_0027(url: str) -> None:
+    from sqlalchemy import text
+
+    db.upgrade(url, "0027")
+    engine = db.make_engine(url)
+    try:
+        with engine.begin() as conn:
+            for name in ("A", "B"):
+                conn.execute(text("INSERT INTO sites (name, description, created_at, updated_at)"
+                                  " VALUES (:n, '', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"),
+                             {"n": name})
+            conn.execute(text("INSERT INTO topologies (local_site_id, remote_site_id, created_at,"
+                              " updated_at) VALUES (1, 2, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"))
+            conn.execute(text(
+                "INSERT INTO campaigns (topology_id, state, reason, ccs, pms, buffer_grid_mib,"
+                " runs, duration_s, delta, model_kind, dropped_ccs, seed, run_state, probe_tool,"
+                " created_at, updated_at) VALUES (1, 'done', 'test', '[]', '[]', '[]', 1, 1,"
+                " 0.07, 'paper', '{}', 0, '{}', 'iperf3', CURRENT_TIMESTAMP,"
+                " CURRENT_TIMESTAMP)"))
+            conn.execute(text(
+                "INSERT INTO measurements (campaign_id, phase, pm, cc, bs_mib, run,"
+                " excluded_subflow, subflows, duration_s, interval_s, goodput_mbps,"
+                " subflow_bytes, rtt_ms, rto_ms, tool, tool_version, raw_output, status,"
+                " started_at, finished_at, created_at, observed_subflows, effective_buffers,"
+                " warmup_s) VALUES (1, 'buffer', 'FullMesh', 'cubic', 1, 0, '', '[]', 1, 1,"
+                " '[]', '{}', '{}', '{}', 'mpcoa-paced', '1', '', 'ok', CURRENT_TIMESTAMP,"
+                " CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, '[]', '{}', 0)"))
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_0028_takes_any_tool_and_gives_the_paced_tool_one_name(backend, tmp_path):
+    """After 0028 the table takes a tool the plan validated (a registered plug-in), the paced
+    tool's measurements carry its one name; the downgrade keeps every row (a plug-in tool's
+    campaign asked as auto) and the CHECK refuses an unknown tool again."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import IntegrityError
+
+    name = create_database("mpcoa_m28") if backend == "postgres" else None
+    url = pg_url(name) if name else f"sqlite:///{tmp_path / 'm28.sqlite3'}"
+    try:
+        _paced_campaign_at_0027(url)
+        db.upgrade(url, "0028")
+        engine = db.make_engine(url)
+        try:
+            with engine.begin() as conn:
+                assert conn.execute(text("SELECT tool FROM measurements")).scalar() == "paced"
+                conn.execute(text("INSERT INTO campaigns (topology_id, state, reason, ccs, pms,"
+                                  " buffer_grid_mib, runs, duration_s, delta, model_kind,"
+                                  " dropped_ccs, seed, run_state, probe_tool, created_at,"
+                                  " updated_at) SELECT topology_id, state, reason, ccs, pms,"
+                                  " buffer_grid_mib, runs, duration_s, delta, model_kind,"
+                                  " dropped_ccs, seed, run_state, 'toy', created_at, updated_at"
+                                  " FROM campaigns WHERE id = 1"))
+            db.downgrade(url, "0027")
+            with engine.begin() as conn:
+                tools = conn.execute(text("SELECT id, probe_tool FROM campaigns ORDER BY id"))
+                assert [tuple(r) for r in tools] == [(1, "iperf3"), (2, "auto")]
+                assert conn.execute(text("SELECT tool FROM measurements")).scalar() == (
+                    "mpcoa-paced")
+            with pytest.raises(IntegrityError), engine.begin() as conn:
+                conn.execute(text("UPDATE campaigns SET probe_tool = 'toy' WHERE id = 1"))
+        finally:
+            engine.dispose()
+        db.upgrade(url)
+    finally:
+        if name:
+            drop_database(name)

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from models import Campaign
-from probes.paced_tool import VERSION
+from probes.tools.paced_tool import VERSION
 from service.settings import Settings
 from service.store import artifacts
 
@@ -76,7 +76,7 @@ def test_what_the_sites_cannot_run_is_refused(client, auth, db_session):
 
 
 def test_netperfmeter_counts_at_a_real_site_only_with_its_passive_node():
-    from probes.tools import choose
+    from probes.tools.choice import choose
     from service.flows.campaign.probe_tool import site_tools
 
     npm = {**DEBIAN, "netperfmeter": "2.0.10", "mpcoa-paced": VERSION}

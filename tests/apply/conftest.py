@@ -32,7 +32,7 @@ def bed():
 def embedded_default(database_url, tmp_path, monkeypatch) -> Iterator[str]:
     """The flows' default engine on this test's own SQLite database (the embedded default's,
     migrated), the appliers' journals under tmp_path; its URL."""
-    from probes import siteapply
+    from probes.site import apply as siteapply
     from service import db
     from service.settings import get_settings
 

@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from probes import siteapply
-from probes import siteconfig as sc
+from probes.site import apply as siteapply
+from probes.site import config as sc
 
 
 def _fill(directory: Path) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from probes.spec import parse_spec
+from probes.testbed.spec import parse_spec
 from service.algorithm.topology import TopologySpec
 from tests.builders import site
 

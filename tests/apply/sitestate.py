@@ -1,4 +1,4 @@
-"""Comparing a site's state (`probes.siteconfig.read_state`) with an apply's target."""
+"""Comparing a site's state (`probes.site.config.read_state`) with an apply's target."""
 
 from __future__ import annotations
 

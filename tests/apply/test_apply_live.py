@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from probes import mptcpapp, siteapply
-from probes import siteconfig as sc
-from probes.ports import choose_port_triple
+from probes.site import apply as siteapply
+from probes.site import config as sc
+from probes.site import mptcpapp
+from probes.tools.ports import choose_port_triple
 from service.flows.applying import site_plan as ap
 from tests.apply import livebed
 from tests.apply.sitestate import holds
@@ -101,7 +102,7 @@ def _killed_apply(bed, root, tmp_path, target: dict, hold_after: int) -> dict:
     path.write_text(json.dumps(target))
     env = {**os.environ, "PYTHONPATH": str(ROOT_DIR)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "probes.siteapply", "apply", "--ns", bed.ns("A"),
+        [sys.executable, "-m", "probes.site.apply", "apply", "--ns", bed.ns("A"),
          "--root", str(root), "--target", str(path), "--hold-after", str(hold_after)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     held = siteapply.state_dir(bed.ns("A"), root) / "held"
@@ -241,7 +242,7 @@ def test_a_cut_link_fails_over_to_the_standby_and_comes_back(bed, root, tmp_path
     events = tmp_path / "events.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT_DIR)}
     watcher = subprocess.Popen(  # the site worker's watcher, run by hand
-        [sys.executable, "-m", "probes.failover", "--ns", bed.ns("A"), "--config", str(cfg),
+        [sys.executable, "-m", "probes.site.failover", "--ns", bed.ns("A"), "--config", str(cfg),
          "--events", str(events)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -276,7 +277,7 @@ def _watcher_pids(ns: str) -> list[int]:
             cmd = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"probes.failover" in cmd and ns.encode() in cmd:
+        if b"probes.site.failover" in cmd and ns.encode() in cmd:
             pids.append(int(proc.name))
     return pids
 

@@ -12,7 +12,8 @@ from datetime import timedelta
 import pytest
 
 from models import utcnow
-from probes import pidfile, siteapply
+from probes import pidfile
+from probes.site import apply as siteapply
 from service.algorithm.topology import TopologySpec
 from service.db import session_scope
 from service.flows.applying import apply_outbox
@@ -55,7 +56,7 @@ def _get(apply_id: int):
 
 
 def _journal(ns: str, apply_id: int, phase: str) -> None:
-    """A site's journal as `probes.siteapply` leaves it, with no steps to undo."""
+    """A site's journal as `probes.site.apply` leaves it, with no steps to undo."""
     directory = siteapply.state_dir(ns)
     directory.mkdir(parents=True)
     (directory / "journal.json").write_text(json.dumps(

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from probes import siteapply
-from probes import siteconfig as sc
+from probes.site import apply as siteapply
+from probes.site import config as sc
 from service import db
 from service.db import session_scope
 from service.flows.applying import apply as flow

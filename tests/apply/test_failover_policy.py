@@ -3,7 +3,7 @@ the selection only after the link has stayed up for the hold time."""
 
 from __future__ import annotations
 
-from probes.failover import Policy
+from probes.site.failover import Policy
 
 
 def test_failover_promotes_the_first_standby_that_is_up_and_restores_after_the_hold():

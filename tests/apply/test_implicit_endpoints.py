@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from probes import siteapply
+from probes.site import apply as siteapply
 
 pytestmark = pytest.mark.netns
 

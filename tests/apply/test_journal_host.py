@@ -24,11 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from probes import bpf_cc, siteapply
-from probes import siteconfig as sc
-from probes import testbed as tbmod
+from probes.bpf import cc as bpf_cc
 from probes.netns import list_netns
-from probes.spec import parse_spec
+from probes.site import apply as siteapply
+from probes.site import config as sc
+from probes.testbed import lifecycle as tbmod
+from probes.testbed.spec import parse_spec
 from tests.support import host_lock, wait_for
 
 pytestmark = pytest.mark.netns
@@ -65,10 +66,10 @@ def host_ns():
 
 
 def _applier(ns: str, root: Path, *args: str, **popen) -> subprocess.Popen:
-    """`python -m probes.siteapply ARGS` inside `ns` as if it were the host."""
+    """`python -m probes.site.apply ARGS` inside `ns` as if it were the host."""
     env = {**os.environ, "PYTHONPATH": str(ROOT_DIR)}
     return subprocess.Popen(
-        ["ip", "netns", "exec", ns, sys.executable, "-m", "probes.siteapply", *args,
+        ["ip", "netns", "exec", ns, sys.executable, "-m", "probes.site.apply", *args,
          "--root", str(root)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True, **popen)
 

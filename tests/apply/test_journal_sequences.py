@@ -16,10 +16,10 @@ import secrets
 
 import pytest
 
-from probes import siteapply
-from probes import siteconfig as sc
 from probes.base import ProbeError
-from probes.spec import parse_spec
+from probes.site import apply as siteapply
+from probes.site import config as sc
+from probes.testbed.spec import parse_spec
 from tests.apply.sitestate import holds
 from tests.support import running_testbed
 

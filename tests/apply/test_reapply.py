@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from models import utcnow
-from probes import siteconfig as sc
+from probes.site import config as sc
 from service.db import session_scope
 from service.flows.applying import apply as apply_flow
 from service.flows.scheduling import reapply

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from probes import siteapply
-from probes import siteconfig as sc
-from probes import testbed as tbmod
+from probes.site import apply as siteapply
+from probes.site import config as sc
+from probes.testbed import lifecycle as tbmod
 from service.db import make_engine, session_scope
 from service.store import applied
 from tests.support import running_testbed

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.localsite import LocalSite, capability_report
-from probes.siteconfig import read_state
+from probes.site.config import read_state
+from probes.site.local import LocalSite, capability_report
 from service.algorithm.topology import TopologySpec
 from tests.builders import site
 

@@ -9,7 +9,7 @@ import secrets
 
 import pytest
 
-from probes import siteconfig as sc
+from probes.site import config as sc
 from tests.apply import livebed
 from tests.support import wait_for
 

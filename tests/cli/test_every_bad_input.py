@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from probes import siteapply
+from probes.site import apply as siteapply
 from probes.base import ProbeError
-from probes.spec import SpecError, load_spec
+from probes.testbed.spec import SpecError, load_spec
 from service.db import _engines
 from service.settings import get_settings
 

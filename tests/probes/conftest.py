@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from probes import testbed as tbmod
 from probes.netns import list_netns, pid_alive
-from probes.spec import TestbedSpec, parse_spec
+from probes.testbed import lifecycle as tbmod
+from probes.testbed.spec import TestbedSpec, parse_spec
 
 
 def unique_name(tag: str) -> str:

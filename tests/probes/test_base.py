@@ -16,7 +16,7 @@ from probes.base import (
     TrafficProfile,
     mean_after_warmup,
 )
-from probes.sstats import parse_ss_msk, parse_ss_subflows
+from probes.tools.sstats import parse_ss_msk, parse_ss_subflows
 
 DATA = Path(__file__).parent / "data"
 

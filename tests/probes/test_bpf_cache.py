@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from probes import bpf_cache
+from probes.bpf import cache as bpf_cache
 
 
 def test_a_recorded_object_reads_back_and_a_changed_one_is_refused(tmp_path):

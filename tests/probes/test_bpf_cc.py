@@ -28,9 +28,9 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from probes import bpf_cc
-from probes import testbed as tbmod
 from probes.base import CapabilityError, MeasurementRequest
+from probes.bpf import cc as bpf_cc
+from probes.testbed import lifecycle as tbmod
 from tests.probes.test_testbed_live import CAPACITY_MBPS
 from tests.support import host_lock
 

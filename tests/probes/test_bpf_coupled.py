@@ -1,7 +1,7 @@
 """Coupled MPTCP congestion controls (LIA, OLIA, BALIA, wVegas) as BPF struct_ops, live.
 
 Real clang, bpftool, kernel MPTCP and testbed (marker netns: root). RFC 6356's three goals,
-measured (``probes.bpf_cc_coupling`` has the scenarios; ``benchmarks/coupling.py`` prints the
+measured (``probes.bpf.coupling`` has the scenarios; ``benchmarks/coupling.py`` prints the
 table that docs/testbed.md quotes):
 
 - do no harm: MPTCP with two subflows through one 6 Mbit/s bottleneck against one TCP flow of
@@ -32,10 +32,10 @@ from collections.abc import Callable
 
 import pytest
 
-from probes import bpf_cc
-from probes import bpf_cc_coupling as C
-from probes import testbed as tbmod
 from probes.base import MeasurementRequest
+from probes.bpf import cc as bpf_cc
+from probes.bpf import coupling as C
+from probes.testbed import lifecycle as tbmod
 from tests.probes.conftest import assert_nothing_left, unique_name
 from tests.probes.test_bpf_cc import loss_events, tcp_flow
 from tests.probes.test_testbed_live import CAPACITY_MBPS

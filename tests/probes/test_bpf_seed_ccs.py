@@ -20,8 +20,8 @@ import time
 
 import pytest
 
-from probes import bpf_cc
-from probes import bpf_cc_coupling as C
+from probes.bpf import cc as bpf_cc
+from probes.bpf import coupling as C
 from tests.probes.test_bpf_cc import tcp_flow
 from tests.probes.test_bpf_coupled import (  # noqa: F401 - the module's BPF lock fixture
     IMPROVE_MIN,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.spec import parse_spec
+from probes.testbed.spec import parse_spec
 from tests.builders import site
 from tests.support import running_testbed
 

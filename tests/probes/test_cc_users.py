@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from probes import bpf_cc, cc_users, pidfile
+from probes import cc_users, pidfile
+from probes.bpf import cc as bpf_cc
 from tests.support import host_lock
 
 BIN = Path(sys.executable).parent

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from probes import testbed as tbmod
 from probes.base import MeasurementRequest, ProbeError
 from probes.netns import list_netns, pid_alive, run_ns
-from probes.spec import parse_spec
+from probes.testbed import lifecycle as tbmod
+from probes.testbed.spec import parse_spec
 from tests.probes.conftest import assert_nothing_left, unique_name
 
 pytestmark = pytest.mark.netns

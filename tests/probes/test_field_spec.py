@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from probes import crossgen, linksched
-from probes.delayline import Path as DelayPath
-from probes.field_spec import gilbert_elliott
-from probes.spec import SpecError, load_spec, parse_spec, scenario_path
+from probes.testbed import crossgen, linksched
+from probes.testbed.delayline import Path as DelayPath
+from probes.testbed.field_spec import gilbert_elliott
+from probes.testbed.spec import SpecError, load_spec, parse_spec, scenario_path
 from tests.probes.test_spec import base, refused
 
 

@@ -20,7 +20,7 @@ from probes.frames import (
     read_frames_csv,
     rfc3550_jitter,
 )
-from probes.netperfmeter import (
+from probes.tools.netperfmeter import (
     constant_frame_size,
     message_frames,
     parse_config,
@@ -133,7 +133,7 @@ def test_a_paced_netperfmeter_result_carries_its_frames(tmp_path):
     from datetime import UTC, datetime
 
     from probes.base import MeasurementRequest, MeasurementResult, TrafficProfile
-    from probes.netperfmeter import add_frames
+    from probes.tools.netperfmeter import add_frames
 
     for f in VIDEO.iterdir():
         shutil.copy(f, tmp_path / f.name)

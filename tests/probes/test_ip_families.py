@@ -8,15 +8,15 @@ import struct
 
 import pytest
 
-from probes import upm
 from probes.base import CapabilityError, MeasurementRequest
-from probes.context import HostPair
-from probes.delayline import _packed
-from probes.localsite import parse_isp_option
-from probes.netperfmeter import _host_port
-from probes.spec import SpecError, load_spec, parse_spec, scenario_path
-from probes.subflowctl import plan_subflows
-from probes.testbed import Testbed
+from probes.site.local import parse_isp_option
+from probes.testbed.delayline import _packed
+from probes.testbed.lifecycle import Testbed
+from probes.testbed.spec import SpecError, load_spec, parse_spec, scenario_path
+from probes.tools import upm
+from probes.tools.context import HostPair
+from probes.tools.netperfmeter import _host_port
+from probes.tools.subflowctl import plan_subflows
 from tests.probes.conftest import small_spec
 
 

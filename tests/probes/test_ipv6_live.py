@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from probes import mptcpapp
-from probes import testbed as tbmod
-from probes import twosided as ts
 from probes.base import DEFAULT_EXCLUDED_MAX_BYTES, MeasurementRequest, TrafficProfile
-from probes.localsite import capability_report, resolve_local_site
 from probes.netns import run_ns
-from probes.ports import choose_port_triple
-from probes.spec import load_spec, scenario_path
+from probes.site import mptcpapp
+from probes.site.local import capability_report, resolve_local_site
+from probes.testbed import lifecycle as tbmod
+from probes.testbed.spec import load_spec, scenario_path
+from probes.tools import twosided as ts
+from probes.tools.ports import choose_port_triple
 from tests.probes.conftest import assert_nothing_left, unique_name
 
 pytestmark = pytest.mark.netns

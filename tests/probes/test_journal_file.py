@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from probes import journal_file as jf
+from probes.site import journal_file as jf
 
 
 def test_the_newest_valid_record_wins_and_a_torn_one_falls_back(tmp_path):

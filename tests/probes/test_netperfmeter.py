@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from probes.base import CapabilityError, MeasurementRequest, TrafficProfile
-from probes.context import HostPair
-from probes.netperfmeter import (
+from probes.tools.context import HostPair
+from probes.tools.netperfmeter import (
     NetPerfMeterBackend,
     buffers_set,
     build_commands,
@@ -26,7 +26,7 @@ from probes.netperfmeter import (
     parse_version,
     read_text,
 )
-from probes.subflowctl import SubflowControl, plan_subflows
+from probes.tools.subflowctl import SubflowControl, plan_subflows
 
 FIX = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "netperfmeter"
 if not FIX.exists():  # the work tree may sit elsewhere; shared/ is beside the repository

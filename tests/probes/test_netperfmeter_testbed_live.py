@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from probes import testbed as tbmod
 from probes.base import MeasurementRequest
-from probes.spec import parse_spec, scenario_path
+from probes.testbed import lifecycle as tbmod
+from probes.testbed.spec import parse_spec, scenario_path
 from tests.probes.conftest import assert_nothing_left, unique_name
 
 pytestmark = [pytest.mark.netns, pytest.mark.netperfmeter]
@@ -60,8 +60,8 @@ def test_the_active_side_ends_at_its_logs_last_line_and_a_spare_passive_side_ser
     sleeps to its next one-second tick: it is ended there, its results whole. With spares, the
     passive side of the second probe is the one started when the first ended (its port), and
     it measures as a fresh one does."""
-    from probes import npm_spare
-    from probes.netperfmeter import ACTIVE_DONE
+    from probes.tools import npm_spare
+    from probes.tools.netperfmeter import ACTIVE_DONE
 
     sender, receiver = (s.name for s in long_bed.spec.sites)
     request = MeasurementRequest(sender=sender, receiver=receiver, cc="cubic", duration_s=3,

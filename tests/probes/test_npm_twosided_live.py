@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from probes.base import MeasurementRequest, TrafficProfile
-from probes.netperfmeter import default_binary
-from probes.npm_twosided import PassiveNode, active_measure
+from probes.tools.netperfmeter import default_binary
+from probes.tools.npm_twosided import PassiveNode, active_measure
 from tests.support import wait_for
 
 pytestmark = [pytest.mark.netns, pytest.mark.netperfmeter]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from probes.context import HostPair
-from probes.observer import SsPoller, _keep_max_buffers, observe
-from probes.sstats import parse_skmem, parse_ss_msk, parse_ss_subflows
+from probes.tools.context import HostPair
+from probes.tools.observer import SsPoller, _keep_max_buffers, observe
+from probes.tools.sstats import parse_skmem, parse_ss_msk, parse_ss_subflows
 
 DATA = Path(__file__).parent / "data"
 PAIR = HostPair(None, None, {"U": "10.1.0.1", "T": "10.1.1.1"}, {"D": "10.2.0.1", "O": "10.2.1.1"})
@@ -116,7 +116,7 @@ def test_poller_waits_between_failed_samples():
 
 
 def test_only_sockets_that_can_still_send_keep_a_site_busy():
-    from probes.hygiene import still_sending
+    from probes.tools.hygiene import still_sending
 
     mptcp = ("FIN-WAIT-2 239872 0 10.2.0.1:27767 10.1.0.1:39337\n"  # an aborted probe's leftover
              "ESTAB 0 4096 10.1.0.1:40000 10.2.0.1:5201\n")

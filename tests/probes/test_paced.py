@@ -12,7 +12,7 @@ import pytest
 
 from probes.base import MeasurementRequest, ProbeError, TrafficProfile
 from probes.frames import frame_stats
-from probes.paced import TOOL, build_commands, frame_records
+from probes.tools.paced import TOOL, build_commands, frame_records
 from tests.support import free_port
 
 
@@ -80,7 +80,7 @@ def test_a_stalled_connection_ends_the_stream_within_its_duration_plus_the_margi
     connection take no more data, for real: the sender's write blocks. It ends the stream at
     the duration plus STALL_MARGIN_S, says why, and every frame not delivered counts as lost
     (what a stream that stalls is: not carried)."""
-    from probes.paced_tool import STALL_MARGIN_S
+    from probes.tools.paced_tool import STALL_MARGIN_S
 
     port = free_port()
     recv = subprocess.Popen([sys.executable, TOOL, "recv", "--port", str(port), "--buffer",

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from probes import testbed as tbmod
 from probes.base import MeasurementRequest, TrafficProfile
 from probes.frames import read_frames_csv
-from probes.paced import PacedBackend
+from probes.testbed import lifecycle as tbmod
+from probes.tools.paced import PacedBackend
 from tests.probes.conftest import assert_nothing_left, small_spec, unique_name
 
 pytestmark = pytest.mark.netns
@@ -173,8 +173,8 @@ def test_a_receiver_kept_between_probes_serves_them_with_their_own_buffers(delay
     """The campaign's way (`resident`): the receiver's namespace keeps one paced receiver; two
     probes with different buffers run on it, each read back as asked, its listening sockets
     left open between them (the probe's connections alone are aborted)."""
-    from probes import paced_server
     from probes.netns import run_ns
+    from probes.tools import paced_server
 
     def probe(buffer):
         return delay_bed.measure(MeasurementRequest(

@@ -1,4 +1,4 @@
-"""A site's long-lived paced receiver (`probes.paced_server`) on this host's own stack: one
+"""A site's long-lived paced receiver (`probes.tools.paced_server`) on this host's own stack: one
 start serves probe after probe, each with its own buffer; a dead one is started again; it stops
 with `stop_all`."""
 
@@ -8,9 +8,9 @@ import json
 import subprocess
 import sys
 
-from probes import paced_server
 from probes.netns import pid_alive
-from probes.paced import TOOL, clock_offset
+from probes.tools import paced_server
+from probes.tools.paced import TOOL, clock_offset
 
 
 def probe(port: int, buffer: int) -> dict:

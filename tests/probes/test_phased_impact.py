@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from probes import testbed as tbmod
-from probes.phased_impact import PhasedRequest, impact_phases, measure_phased
+from probes.testbed import lifecycle as tbmod
+from probes.tools.phased_impact import PhasedRequest, impact_phases, measure_phased
 
 
 def test_impact_phases_are_tp0_then_each_subflow_excluded():

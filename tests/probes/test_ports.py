@@ -9,7 +9,7 @@ from typing import ClassVar
 import pytest
 
 from probes.base import ProbeError
-from probes.ports import PORT_HIGH, PORT_LOW, choose_port_triple, pick_triple, used_ports
+from probes.tools.ports import PORT_HIGH, PORT_LOW, choose_port_triple, pick_triple, used_ports
 
 
 def test_pick_triple_avoids_every_neighbour():

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from probes import testbed as tbmod
 from probes.base import MeasurementRequest, MeasurementResult
 from probes.netns import run_ns
-from probes.spec import load_spec, scenario_path
+from probes.testbed import lifecycle as tbmod
+from probes.testbed.spec import load_spec, scenario_path
 from tests.probes.conftest import assert_nothing_left, small_spec, unique_name
 
 pytestmark = pytest.mark.netns

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from probes import hygiene
 from probes.base import ProbeError
-from probes.context import mptcp_settings, mptcp_settings_of
 from probes.netns import run, run_many
-from probes.netperfmeter import ACTIVE_DONE, build_commands, done_when_logged
-from probes.runner import RunOutput, ToolRun, _run_until_logged, logged_done
+from probes.tools import hygiene
+from probes.tools.context import mptcp_settings, mptcp_settings_of
+from probes.tools.netperfmeter import ACTIVE_DONE, build_commands, done_when_logged
+from probes.tools.runner import RunOutput, ToolRun, _run_until_logged, logged_done
 
 pytestmark = pytest.mark.slow  # starts processes
 
@@ -149,7 +149,7 @@ def _listener(port: int) -> list[str]:
 
 
 def test_a_spare_passive_side_is_taken_once_and_replaced():
-    from probes import npm_spare
+    from probes.tools import npm_spare
 
     key = (None, None, "stand-in")
     try:

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from probes.spec import SpecError, load_spec, parse_spec, scenario_path
+from probes.testbed.spec import SpecError, load_spec, parse_spec, scenario_path
 
 
 def base() -> dict:
@@ -152,7 +152,7 @@ def test_min_cut_capacity():
 
 
 def test_queue_is_a_stated_parameter():
-    from probes.queues import FRAME_BYTES, queue_table
+    from probes.testbed.queues import FRAME_BYTES, queue_table
 
     d = base()
     d["queue_ms"], d["queue_packets"] = 50, 10
@@ -171,7 +171,7 @@ def test_queue_is_a_stated_parameter():
 
 
 def test_default_queue_no_longer_seconds_on_a_thin_uplink():
-    from probes.queues import MIN_PACKETS, queue_table
+    from probes.testbed.queues import MIN_PACKETS, queue_table
 
     rows = queue_table(load_spec(scenario_path("srl-hu")))
     assert all(r["source"] == "default" for r in rows)

@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.stream_accuracy import Bench, Cell, mean_p99
 from benchmarks.stream_subflows import bulk_selection, stream_selection
-from probes import testbed as tbmod
+from probes.testbed import lifecycle as tbmod
 from service.algorithm.objective import Objective
 from service.algorithm.stream_choice import carries
 from tests.probes.conftest import assert_nothing_left, small_spec, unique_name

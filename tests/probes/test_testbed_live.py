@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from probes import testbed as tbmod
 from probes.base import (
     DEFAULT_EXCLUDED_MAX_BYTES,
     MeasurementRequest,
     MeasurementResult,
 )
 from probes.netns import ip, pid_alive, run_ns
+from probes.testbed import lifecycle as tbmod
 from tests.probes.conftest import assert_nothing_left, small_spec, unique_name
 
 pytestmark = pytest.mark.netns
@@ -117,7 +117,7 @@ def test_iperf3_fullmesh_live(testbed2x2, cc):
 
 
 def test_iperf3_excluded_subflows_carry_no_payload(testbed2x2, monkeypatch):
-    from probes import subflowctl
+    from probes.tools import subflowctl
 
     made = []  # the helper's folders, made for real: each probe removes its own
 

@@ -1,4 +1,4 @@
-"""Which probe tool runs a probe (`probes.tools`): what each tool allows on a host, and the
+"""Which probe tool runs a probe (`probes.tools.choice`): what each tool allows on a host, and the
 campaign's choice (auto, netperfmeter, iperf3) for bulk and stream probes."""
 
 from __future__ import annotations
@@ -6,16 +6,17 @@ from __future__ import annotations
 import pytest
 
 from probes.base import CapabilityError
-from probes.paced_tool import VERSION
-from probes.tools import allows, choose, inventory, is_netperfmeter_2, notes
+from probes.tools.choice import allows, choose, inventory, notes
+from probes.tools.paced_tool import VERSION
+from probes.tools.plugins.netperfmeter import is_netperfmeter_2
 
-DEBIAN = {"iperf3": "3.12", "mptcpize": "present", "netperfmeter": None, "mpcoa-paced": VERSION}
+DEBIAN = {"iperf3": "3.12", "mptcpize": "present", "netperfmeter": None, "paced": VERSION}
 NPM2 = {**DEBIAN, "netperfmeter": "2.0.10"}
-NPM_ONLY = {"iperf3": None, "mptcpize": None, "netperfmeter": "2.0.10", "mpcoa-paced": VERSION}
+NPM_ONLY = {"iperf3": None, "mptcpize": None, "netperfmeter": "2.0.10", "paced": VERSION}
 
 
 def test_what_each_tool_allows():
-    assert allows(DEBIAN) == {"iperf3": ["bulk"], "netperfmeter": [], "mpcoa-paced": ["frames"]}
+    assert allows(DEBIAN) == {"iperf3": ["bulk"], "netperfmeter": [], "paced": ["frames"]}
     assert allows(NPM2)["netperfmeter"] == ["bulk", "frames"]
     # iperf3 3.12 has no --mptcp: without mptcpize it measures nothing, and says why
     no_mptcpize = {**DEBIAN, "mptcpize": None}
@@ -47,7 +48,7 @@ def test_the_choice(choice, kind, sides, backend):
 def test_what_cannot_run_names_what_to_install():
     with pytest.raises(CapabilityError, match=r"NetPerfMeter 2\.x.*MPCOA_NETPERFMETER"):
         choose("netperfmeter", "bulk", [NPM2, DEBIAN])
-    no_frames = {**DEBIAN, "mpcoa-paced": None}
+    no_frames = {**DEBIAN, "paced": None}
     with pytest.raises(CapabilityError, match=r"frame-level tool.*NetPerfMeter 2\.x.*paced tool"):
         choose("auto", "paced", [DEBIAN, no_frames])
     with pytest.raises(CapabilityError, match="iperf3 and mptcpize"):
@@ -58,6 +59,6 @@ def test_what_cannot_run_names_what_to_install():
 
 def test_this_hosts_inventory(tmp_path):
     found = inventory(netperfmeter=str(tmp_path / "none"))
-    assert found["tools"]["iperf3"] and found["tools"]["mpcoa-paced"] == VERSION
+    assert found["tools"]["iperf3"] and found["tools"]["paced"] == VERSION
     assert found["tools"]["netperfmeter"] is None
     assert found["allows"]["iperf3"] == ["bulk"] and found["allows"]["netperfmeter"] == []

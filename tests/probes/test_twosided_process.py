@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from probes import pidfile
-from probes import twosided as ts
 from probes.netns import pid_alive
+from probes.tools import twosided as ts
 from tests.support import free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +40,7 @@ def test_the_server_dies_with_the_thread_that_started_it() -> None:
     which leads its own process group (kill_leftover ends the group)."""
     script = textwrap.dedent("""
         import subprocess, sys, threading, time
-        from probes.twosided import die_with_parent
+        from probes.tools.twosided import die_with_parent
         def start():
             p = subprocess.Popen(die_with_parent(["sleep", "300"]), start_new_session=True)
             print(p.pid, flush=True)

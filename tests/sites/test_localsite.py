@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from probes import paced_tool
-from probes.localsite import LocalSite, capability_report, parse_isp_option, resolve_local_site
+from probes.site.local import LocalSite, capability_report, parse_isp_option, resolve_local_site
+from probes.tools import paced_tool
 from service import db
 from service.algorithm.topology import TopologySpec
 from service.flows.campaign.calibration import next_step
@@ -117,7 +117,7 @@ def test_check_says_which_tools_run_and_refuses_a_host_none_runs_on(tmp_path):
     ok = _mpcoa("--site", "SRL", "--isp", "lo=@lo", "--check", tmp=tmp_path)
     assert ok.returncode == 0, ok.stderr
     assert "tool iperf3: 3." in ok.stderr and "measures bulk" in ok.stderr
-    assert f"tool mpcoa-paced: {paced_tool.VERSION}; measures frames" in ok.stderr
+    assert f"tool paced: {paced_tool.VERSION}; measures frames" in ok.stderr
     assert json.loads(ok.stdout)["allows"]["iperf3"] == ["bulk"]
     # iperf3 3.12 without mptcpize runs no MPTCP probe: that host cannot probe
     path = _path_without(tmp_path, "mptcpize", "netperfmeter")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from probes.base import MeasurementRequest, ProbeError, ReceiverAbsent
-from probes.localsite import LocalSite
+from probes.site.local import LocalSite
+from probes.tools.registry import TOOLS
 from service.algorithm.topology import TopologySpec
 from service.db import session_scope
 from service.flows.campaign import twosided
@@ -41,7 +42,8 @@ def _attempt(campaign_id: int, settings: Settings, sent: list[str]) -> str:
     request = MeasurementRequest(sender="Snd", receiver="Rcv", cc="cubic", duration_s=1)
     twosided.active_side(campaign_id=campaign_id, lease_id=f"lease-{key}", key=key,
                          request=request, site=LocalSite("Snd", {"F": "192.0.2.1"}),
-                         settings=settings, send_passive=lambda: sent.append(key))
+                         settings=settings, tool=TOOLS["iperf3"],
+                         send_passive=lambda: sent.append(key))
     return key
 
 

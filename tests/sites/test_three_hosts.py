@@ -323,7 +323,7 @@ def test_a_stream_campaign_runs_paced_two_sided_between_two_clocks(
     rows = measurements(db, cid)
     paced = [m for m in rows if m.phase == "buffer"]
     assert {m.tool for m in rows if m.phase != "buffer"} == {"iperf3"}
-    assert len(paced) == 2 * 3 and {m.tool for m in paced} == {"mpcoa-paced"}
+    assert len(paced) == 2 * 3 and {m.tool for m in paced} == {"paced"}
     ok = [m for m in paced if m.status == "ok"]
     # as for the bulk campaigns: one probe of a loaded machine may fail, saying why
     assert len(ok) >= len(paced) - 1, [(m.status, m.error) for m in paced]

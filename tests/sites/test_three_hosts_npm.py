@@ -11,7 +11,7 @@ import secrets
 import pytest
 
 from models import Campaign, Recommendation
-from probes.netperfmeter import default_binary
+from probes.tools.netperfmeter import default_binary
 from service.db import get_engine, session_scope
 from service.settings import Settings
 from tests.support import wait_for

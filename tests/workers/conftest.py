@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from probes import testbed as tbmod
 from probes.netns import list_netns
-from probes.spec import parse_spec
+from probes.testbed import lifecycle as tbmod
+from probes.testbed.spec import parse_spec
 from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope, upgrade
 from service.store.inventory import ensure_topology

@@ -98,7 +98,7 @@ def test_rollback_waits_for_the_site_workers(committed_db, broker_url, worker_la
 def _three_isp_testbed(name: str, local: str, remote: str):
     """A: U 8, K 4; B: C 20, D 8, E 8. An answer using U-C and U-D leaves each site a used
     endpoint and a standby (A: U, standby K; B: D announced, standby E), so both watch."""
-    from probes.spec import parse_spec
+    from probes.testbed.spec import parse_spec
 
     def isps(pairs):
         return [{"name": f"isp{lb}", "label": lb, "down_kbps": kb, "up_kbps": kb}
@@ -136,9 +136,10 @@ def test_each_site_worker_watches_its_own_site(committed_db, broker_url, worker_
     import secrets
     import signal
 
-    from probes import pidfile, siteapply
-    from probes import siteconfig as sc
-    from probes import testbed as tbmod
+    from probes import pidfile
+    from probes.site import apply as siteapply
+    from probes.site import config as sc
+    from probes.testbed import lifecycle as tbmod
     from tests.apply.measured import measured_answer
     from tests.support import wait_for
 
@@ -218,9 +219,9 @@ def test_a_site_that_refuses_an_apply_leaves_the_previous_in_force_on_both(
         committed_db, broker_url, worker_launcher, tmp_path):
     import secrets
 
-    from probes import siteapply
-    from probes import siteconfig as sc
-    from probes import testbed as tbmod
+    from probes.site import apply as siteapply
+    from probes.site import config as sc
+    from probes.testbed import lifecycle as tbmod
     from service.flows.applying.apply import APPLY_TASK
     from service.flows.campaign.dispatch import _celery_client, site_queue
     from tests.support import wait_for

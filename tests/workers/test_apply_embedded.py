@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from probes import siteconfig as sc
+from probes.site import config as sc
 
 from .conftest import BIN, embedded_database
 

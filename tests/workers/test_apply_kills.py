@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from probes import siteapply
-from probes import siteconfig as sc
+from probes.site import apply as siteapply
+from probes.site import config as sc
 from service import db
 from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope

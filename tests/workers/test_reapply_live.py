@@ -11,8 +11,9 @@ from datetime import timedelta
 
 import pytest
 
-from probes import capacity, siteapply
-from probes import siteconfig as sc
+from probes.site import apply as siteapply
+from probes.site import config as sc
+from probes.testbed import capacity
 from service.algorithm.topology import TopologySpec
 from service.db import session_scope
 from service.flows.applying import apply as apply_flow

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from probes.base import MeasurementRequest, ProbeError
-from probes.localsite import LocalSite
+from probes.site.local import LocalSite
 from workers import tasks
 from workers.site import set_local_site
 

@@ -3,10 +3,10 @@
 `start_apply` stores the plan (`apply_plan.build_plan`) as an `AppliedAnswer` in state
 ``applying``; after the commit `dispatch` hands it to each site's worker: on Celery the
 ``mpcoa.apply_site`` task on the site's own queue, embedded a thread of this process that does
-both sites. Each site applies its side with `probes.siteapply` (journaled: as it was or as
+both sites. Each site applies its side with `probes.site.apply` (journaled: as it was or as
 planned, never half) and reports into the row (`apply_site`). When both sites are applied and
 this process reaches both (the emulated testbed), the confirmation runs a plain MPTCP
-application connection (`probes.mptcpapp`) on the sites' own endpoints and sysctls; below
+application connection (`probes.site.mptcpapp`) on the sites' own endpoints and sysctls; below
 (1 - delta) x the answer's OTP the sites go back to the previous apply, the row is
 ``unconfirmed`` and the answer is flagged ``apply_unconfirmed`` with the figures.
 
@@ -25,8 +25,8 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from models import AppliedAnswer
-from probes import siteapply
 from probes.base import ProbeError
+from probes.site import apply as siteapply
 
 from ...db import session_scope
 from ...errors import Conflict

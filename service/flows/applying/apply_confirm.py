@@ -1,5 +1,5 @@
 """The confirmation of an apply: a plain MPTCP application's goodput on the sites' own
-endpoints and sysctls against (1 - delta) x the answer's OTP (`probes.mptcpapp`); a miss, or a
+endpoints and sysctls against (1 - delta) x the answer's OTP (`probes.site.mptcpapp`); a miss, or a
 confirmation that cannot run, puts the sites back to the previous apply (`siteapply.revert`)
 and flags the answer. A revert that raises settles the row from the journals
 (`apply_outbox.fail_now`): never left applying."""
@@ -9,8 +9,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from probes import mptcpapp, siteapply
-from probes.ports import choose_port_triple
+from probes.site import apply as siteapply
+from probes.site import mptcpapp
+from probes.tools.ports import choose_port_triple
 
 from ...db import session_scope
 from ...settings import get_settings

@@ -17,9 +17,10 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from models import Recommendation
-from probes import bpf_cc, siteconfig
-from probes import testbed as tb
 from probes.base import ProbeError
+from probes.bpf import cc as bpf_cc
+from probes.site import config as siteconfig
+from probes.testbed import lifecycle as tb
 
 from ...errors import Conflict
 from ...settings import get_settings
@@ -37,7 +38,7 @@ class Place:
     where: str  # "testbed NAME" | "site worker"
     namespace: str | None  # the testbed's namespace; None at a real site (its own host)
     addresses: dict[str, str]  # ISP label -> address
-    current: dict[str, Any] | None  # `probes.siteconfig.read_state`; None when not reported
+    current: dict[str, Any] | None  # `probes.site.config.read_state`; None when not reported
 
 
 def places(session: Session, snap: TopologySnapshot) -> dict[str, Place]:

@@ -2,7 +2,7 @@
 
 A row stays in flight (`action` set) only until its deadline (`apply_deadline_s`): a worker or
 the server that died, a broker down throughout, a confirmation that raised. Past it the sweeper
-(or the failing runner itself, at once) reads each site's journal (`probes.siteapply`; only the
+(or the failing runner itself, at once) reads each site's journal (`probes.site.apply`; only the
 journal labelled ``apply <id>`` is this apply's: another label means this apply never reached
 the site) and settles:
 
@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from models import utcnow
-from probes import siteapply
+from probes.site import apply as siteapply
 
 from ...db import session_scope
 from ...store import applied

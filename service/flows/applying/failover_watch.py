@@ -2,7 +2,7 @@
 
 Once an apply is ``applied`` each site's worker (`mpcoa.apply_site` with action ``watch`` on
 the site's queue; on the embedded default the API process, or ``mpcoa apply --watch`` in the
-foreground) starts `probes.failover` for its site as a child process, with the plan's used and
+foreground) starts `probes.site.failover` for its site as a child process, with the plan's used and
 standby endpoints and ``hold_s``. A thread of the worker starts it, relays its lines into the
 apply's ``events`` (`store.applied.append_event`, under the row's lock) and reaps it; the
 child dies with that thread's process (PR_SET_PDEATHSIG: the "parent" the kernel watches is the
@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from probes import pidfile, siteapply
+from probes import pidfile
 from probes.base import ProbeError
+from probes.site import apply as siteapply
 
 from ...db import session_scope
 from ...store import applied
@@ -117,7 +118,7 @@ class Watcher:
         self.directory.mkdir(parents=True, exist_ok=True)
         config.write_text(json.dumps(self.config))
         events.write_text("")
-        args = [sys.executable, "-m", "probes.failover", "--config", str(config),
+        args = [sys.executable, "-m", "probes.site.failover", "--config", str(config),
                 "--events", str(events), "--parent-pid", str(os.getpid()),
                 *(["--ns", self.ns] if self.ns else [])]
         stderr = self.directory / "watcher-stderr.log"

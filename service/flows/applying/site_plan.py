@@ -160,7 +160,7 @@ def plan_sites(
     """Per site what the answer needs. `*_addrs`: ISP label -> the site's address on it;
     `builtin_ccs`: controls the kernel has of its own; `bpf_ccs`: the ones a BPF port provides;
     `caps_mib`: bounds on the buffer written, by name (`buffer_bound`); `*_implicit`: the
-    site's implicit MPTCP endpoints (`probes.siteconfig.read_implicit`), whose ids the plan
+    site's implicit MPTCP endpoints (`probes.site.config.read_implicit`), whose ids the plan
     leaves to them (`endpoint_ids`)."""
     local = [isp.label for isp in spec.local.isps]
     remote = [isp.label for isp in spec.remote.isps]
@@ -293,7 +293,7 @@ def endpoint_line(ep: dict[str, Any]) -> str:
 
 def desired_state(site: SitePlan, current: dict[str, Any]) -> dict[str, Any]:
     """The complete target of one site, given its current state (`current`: as
-    `probes.siteconfig.read_state` reports it): what the applier converges to."""
+    `probes.site.config.read_state` reports it): what the applier converges to."""
     sysctls = dict(site.sysctls)
     cur_sys = current.get("sysctls", {})
     if "net.mptcp.path_manager" not in cur_sys and "net.mptcp.pm_type" in cur_sys:

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from models import NO_EXCLUSION, MeasurementPhase
-from probes.base import ProbeTool
+from probes.tools.choice import AskedTool
 from probes.vocabulary import (
     FULLMESH,
     PATH_MANAGERS,
@@ -68,7 +68,7 @@ class CampaignParameters(BaseModel):
         description="what to optimise: bulk goodput (default) or a stream's p99 frame delay "
         "(paced probes, in either mode)",
     )
-    probe_tool: ProbeTool | None = Field(
+    probe_tool: AskedTool | None = Field(
         default=None,
         description="the tool every phase's probes run on: netperfmeter (NetPerfMeter 2.x on "
         "both sites), iperf3 (bulk; a stream's probes on the paced tool), or auto: NetPerfMeter "

@@ -9,19 +9,20 @@ end of each probe (`twosided.SiteProber`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from sqlalchemy import Engine
 
-from probes import testbed as tb
-from probes import tools as probe_tools
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError
-from probes.netperfmeter import default_binary as default_netperfmeter
+from probes.testbed import lifecycle as tb
+from probes.tools import choice as probe_tools
+from probes.tools.registry import TOOLS
 
 from ...db import session_scope
 from ...settings import Settings
 from ...store import artifacts
+from .probe_tool import binaries
 
 MIB = 2**20
 
@@ -39,11 +40,11 @@ class TestbedProber:
     """Measurements on a running emulated testbed, each side inside its site's namespace.
 
     Both sites are namespaces of this host: this host's tools are both ends' tools. The
-    backend of each probe follows its request's `tool` (`probes.tools.choose`)."""
+    backend of each probe follows its request's `tool` (`probes.tools.choice.choose`);
+    `binaries`: tool name -> the binary the deployment gives it (missing: the tool's default)."""
 
     testbed: str
-    iperf3_binary: str | None = None
-    netperfmeter_binary: str | None = None
+    binaries: dict[str, str | None] = field(default_factory=dict)
     _tools: dict | None = None
 
     def _attach(self) -> tb.Testbed:
@@ -57,27 +58,17 @@ class TestbedProber:
 
     def tools(self) -> dict:
         if self._tools is None:
-            self._tools = probe_tools.inventory(
-                netperfmeter=self.netperfmeter_binary or default_netperfmeter(),
-                iperf3=self.iperf3_binary or "iperf3")["tools"]
+            given = {name: path for name, path in self.binaries.items() if path}
+            self._tools = probe_tools.inventory(**given)["tools"]
         return self._tools
 
     def backend_for(self, request: MeasurementRequest) -> str:
         return probe_tools.choose(request.tool, request.profile.kind, [self.tools()] * 2)
 
     def measure(self, request: MeasurementRequest) -> MeasurementResult:
-        backend = self.backend_for(request)
-        kwargs = {}
-        if backend == "iperf3" and self.iperf3_binary:
-            kwargs["binary"] = self.iperf3_binary
-        if backend == "netperfmeter":
-            if self.netperfmeter_binary:
-                kwargs["binary"] = self.netperfmeter_binary
-            # the next probe's passive side started as this one ends (`probes.npm_spare`)
-            kwargs["spare"] = True
-        if backend == "paced":
-            kwargs["resident"] = True  # a receiver kept between probes saves a start each
-        return self._attach().measure(request, backend=backend, **kwargs)
+        name = self.backend_for(request)
+        options = TOOLS[name].testbed_options(self.binaries.get(name))
+        return self._attach().measure(request, backend=name, **options)
 
 
 def find_testbed(local_site: str, remote_site: str, name: str | None = None) -> str:
@@ -119,7 +110,7 @@ ProberFactory = Callable[[str, str], Prober]  # (local site, remote site) -> Pro
 
 def default_prober_factory(settings: Settings, engine: Engine | None = None) -> ProberFactory:
     def make(local: str, remote: str) -> Prober:
-        return LazyProber(local, remote, settings.iperf3_binary, settings.testbed, engine)
+        return LazyProber(local, remote, binaries(settings), settings.testbed, engine)
 
     return make
 
@@ -130,7 +121,7 @@ class LazyProber:
 
     local: str
     remote: str
-    iperf3_binary: str | None = None
+    binaries: dict[str, str | None] = field(default_factory=dict)
     testbed: str | None = None
     engine: Engine | None = None  # where the sites' worker reports are read
     _prober: TestbedProber | None = None
@@ -142,7 +133,7 @@ class LazyProber:
                 claimed = workers_reported(self.engine, (self.local, self.remote))
                 if claimed:
                     raise ProbeError(both_claim(claimed, name))
-            self._prober = TestbedProber(name, iperf3_binary=self.iperf3_binary)
+            self._prober = TestbedProber(name, binaries=self.binaries)
         return self._prober
 
     def available_ccs(self) -> set[str]:

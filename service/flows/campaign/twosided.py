@@ -13,11 +13,13 @@ since) and ends it before anything else. A passive task nobody took (the receive
 worker: it died or restarts) is `ReceiverAbsent`: the step is run again once the site is back,
 for `receiver_absent_timeout_s` in all, and not used up by its retries meanwhile.
 
-A paced probe (a stream's buffer probe: iperf3 measures no frame) runs on the paced tool. Its
-passive side serves it with the site's long-lived receiver (`probes.paced_server`, started at
-the site's first paced probe and kept): it writes `ready` with that receiver's port and `done`
-with the site's MPTCP settings at once, since the frames reach the sender on the probe's own
-control connection and nothing is left to wait for or end.
+The probe's tool (`probes.tools.registry`, its name sent with the passive task) starts each
+half; its passive half says what `ready` carries and whether a client is still being served.
+The paced tool's (a stream's buffer probe: iperf3 measures no frame) is the site's long-lived
+receiver, started at its first paced probe and kept: `ready` and `done` are written at once,
+since the frames reach the sender on the probe's own control connection. A tool served by a
+long-lived node the receiving site names in its report (NetPerfMeter) needs no session
+(`node_active_side`).
 """
 
 from __future__ import annotations
@@ -30,13 +32,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from models import utcnow
-from probes import cc_users, paced_server
-from probes import twosided as ts
-from probes import twosided_paced as paced_ts
+from probes import cc_users
 from probes.base import MeasurementRequest, MeasurementResult, ProbeError, ReceiverAbsent
-from probes.context import mptcp_settings
-from probes.localsite import LocalSite
-from probes.testbed import available_congestion_controls
+from probes.site.local import LocalSite
+from probes.testbed.lifecycle import available_congestion_controls
+from probes.tools import twosided as ts
+from probes.tools.registry import ProbeTool
 
 from ...db import session_scope
 from ...settings import Settings
@@ -44,6 +45,7 @@ from ...store import campaigns as campaign_store
 from ...store import probe_lease
 from ...store import probesessions as sessions
 from .plan import ProbeStep
+from .probe_tool import binaries
 
 log = logging.getLogger(__name__)
 POLL_S = 0.2
@@ -81,8 +83,8 @@ def _lease_live(campaign_id: int, lease_id: str) -> bool:
 
 
 def passive_side(*, campaign_id: int, lease_id: str, key: str, request: MeasurementRequest,
-                 site: LocalSite, settings: Settings) -> str:
-    """The receiver's half of one session; returns its final state."""
+                 site: LocalSite, settings: Settings, tool: ProbeTool) -> str:
+    """The receiver's half of one session on `tool`; returns its final state."""
     if request.receiver != site.name or not site.isps:
         raise ProbeError(f"passive side of {request.receiver!r} sent to a worker that is not "
                          f"that site's (started with --site NAME --isp LABEL=ADDR)")
@@ -101,51 +103,32 @@ def passive_side(*, campaign_id: int, lease_id: str, key: str, request: Measurem
         deadline = row.deadline
     if not _lease_live(campaign_id, lease_id):
         return _fail(campaign_id, lease_id, key, "the probe's lease is gone")
-    if request.profile.kind == "paced":
-        return _serve_paced(campaign_id, lease_id, key, site)
     with cc_users.using([request.cc], f"receiving side of probe {key}"):
-        return _serve(campaign_id, lease_id, key, request, site, settings, deadline)
-
-
-def _serve_paced(campaign_id: int, lease_id: str, key: str, site: LocalSite) -> str:
-    try:
-        ts.prepare_receiver(None, len(site.isps))
-        receiver, started = paced_server.ensure()
-    except Exception as exc:
-        return _fail(campaign_id, lease_id, key, f"paced receiver: {exc}")
-    report = {"tool": "mpcoa-paced", "settings": mptcp_settings(None),
-              "receiver_started": started, "receiver_starts": receiver.starts}
-    with session_scope() as s:
-        row = sessions.get_session(s, campaign_id=campaign_id, lease_id=lease_id, step_key=key,
-                                   lock=True)
-        sessions.mark_ready(s, row=row, port=receiver.port, receiver_addrs=site.isps,
-                            pid=receiver.server.pid, report=report)
-        sessions.mark_done(s, row=row, report=report)
-    return "done"
+        return _serve(campaign_id, lease_id, key, request, site, settings, deadline, tool)
 
 
 def _serve(campaign_id: int, lease_id: str, key: str, request: MeasurementRequest,
-           site: LocalSite, settings: Settings, deadline: datetime) -> str:
+           site: LocalSite, settings: Settings, deadline: datetime, tool: ProbeTool) -> str:
     try:
-        run = ts.passive_start(request, local_addrs=site.isps, binary=settings.iperf3_binary)
+        half = tool.passive_start(request, local_addrs=site.isps,
+                                  binary=binaries(settings).get(tool.name))
     except Exception as exc:
         return _fail(campaign_id, lease_id, key, f"passive start: {exc}")
     try:
         with session_scope() as s:
             row = sessions.get_session(s, campaign_id=campaign_id, lease_id=lease_id,
                                        step_key=key, lock=True)
-            sessions.mark_ready(s, row=row, port=run.port, receiver_addrs=site.isps,
-                                pid=run.server.pid,
-                                report={"server": ts.server_identity(run.server.pid)})
+            sessions.mark_ready(s, row=row, port=half.port, receiver_addrs=site.isps,
+                                pid=half.pid, report=half.report)
         # wait for the server's one client, never past the deadline nor the lease
-        while run.server.proc.poll() is None:
+        while half.running():
             if utcnow() >= deadline or not _lease_live(campaign_id, lease_id):
-                run.server.kill()
+                half.stop()
                 break
             time.sleep(0.5)
-        report = ts.passive_finish(run, wait_s=1.0)
+        report = half.finish()
     except Exception as exc:
-        run.server.kill()
+        half.stop()
         return _fail(campaign_id, lease_id, key, f"passive side: {exc}")
     with session_scope() as s:
         row = sessions.get_session(s, campaign_id=campaign_id, lease_id=lease_id, step_key=key,
@@ -193,9 +176,10 @@ def _wait_state(campaign_id: int, lease_id: str, key: str, states: tuple[str, ..
 
 
 def active_side(*, campaign_id: int, lease_id: str, key: str, request: MeasurementRequest,
-                site: LocalSite, settings: Settings,
+                site: LocalSite, settings: Settings, tool: ProbeTool,
                 send_passive: Callable[[], None]) -> MeasurementResult:
-    """The sender's half: send the passive task, wait for `ready`, run, wait for `done`."""
+    """The sender's half on `tool`: send the passive task, wait for `ready`, run, wait for
+    `done`."""
     if request.sender != site.name:
         raise ProbeError(f"active side of {request.sender!r} run at site {site.name!r}")
     send_passive()
@@ -208,13 +192,10 @@ def active_side(*, campaign_id: int, lease_id: str, key: str, request: Measureme
                                settings.two_sided_margin_s)["report"]
 
         with cc_users.using([request.cc], f"sending side of probe {key}"):
-            if request.profile.kind == "paced":
-                return paced_ts.active_measure(
-                    request, sender_addrs=site.isps, receiver_addrs=ready["receiver_addrs"],
-                    port=ready["port"], wait_report=wait_report)
-            return ts.active_measure(
+            return tool.active_measure(
                 request, sender_addrs=site.isps, receiver_addrs=ready["receiver_addrs"],
-                port=ready["port"], binary=settings.iperf3_binary, wait_report=wait_report)
+                port=ready["port"], binary=binaries(settings).get(tool.name),
+                wait_report=wait_report)
     except Exception as exc:
         # this attempt is over: its session must not look alive (a late passive task of it
         # then finds it failed and starts nothing)
@@ -226,6 +207,25 @@ def active_side(*, campaign_id: int, lease_id: str, key: str, request: Measureme
                 raise ProbeError(f"receiver site {request.receiver!r}: {ABSENT} for "
                                  f"{waited:g} s (receiver_absent_timeout_s)") from exc
         raise
+
+
+def node_active_side(*, request: MeasurementRequest, site: LocalSite, tool: ProbeTool,
+                     receiver_report: dict[str, Any], key: str,
+                     settings: Settings) -> MeasurementResult:
+    """The sender's half of a probe on a tool served by the receiving site's long-lived node,
+    whose port and addresses the site's report names (no session: the node serves every probe
+    and sends its results back over the control connection)."""
+    if request.sender != site.name:
+        raise ProbeError(f"active side of {request.sender!r} run at site {site.name!r}")
+    node = receiver_report.get(tool.node_key or "") or {}
+    addrs = receiver_report.get("endpoints") or {}
+    if not isinstance(node.get("port"), int) or not addrs:
+        raise ProbeError(f"site {request.receiver!r} reports no {tool.name} passive node (its "
+                         f"worker runs one where {tool.name} runs)")
+    with cc_users.using([request.cc], f"sending side of probe {key}"):
+        return tool.active_measure(request, sender_addrs=site.isps, receiver_addrs=dict(addrs),
+                                   port=node["port"], binary=binaries(settings).get(tool.name),
+                                   wait_report=dict)
 
 
 @dataclass

@@ -14,12 +14,12 @@ from pydantic import AfterValidator, BaseModel, Field, model_validator
 
 from models import (
     CAMPAIGN_MODES,
-    CAMPAIGN_PROBE_TOOLS,
     EVENT_KINDS,
     FINAL_CAMPAIGN_STATES,
     MEASUREMENT_PHASES,
 )
 from probes.base import ARTIFACT_NAME_PATTERN
+from probes.tools.choice import AskedTool
 from probes.vocabulary import (
     CC_PATTERN,
     MAX_KBPS,
@@ -192,7 +192,7 @@ class CampaignPlan(BaseModel):
     mode: Literal[CAMPAIGN_MODES] = "grid"
     objective: JsonObject | None = None
     objective_key: Text(120) = "bulk"
-    probe_tool: Literal[CAMPAIGN_PROBE_TOOLS] = "auto"
+    probe_tool: AskedTool = "auto"
     executor: Text(32) | None = None
     error: Raw(lim.MAX_TEXT) | None = None
     offered_ccs: Items(CC, lim.MAX_OFFERED_CCS) | None = None

@@ -1,0 +1,1 @@
+"""Congestion controls this kernel lacks, as BPF struct_ops, and their checks."""

@@ -1,0 +1,1 @@
+"""The emulated testbed: network namespaces, links, delay line, field conditions."""
