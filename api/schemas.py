@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from sqlalchemy import inspect as sa_inspect
 
 from models import CAMPAIGN_STATES, MEASUREMENT_PHASES, MEASUREMENT_STATUSES, RECOMMENDATION_KINDS
 from probes.vocabulary import Description, PathManager, Site, SubflowName
@@ -15,6 +16,7 @@ from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEF
 from service.flows.answers.answer import ArmLine, Eq1, Promise, StreamOutputs, SubsetChoice, TStar
 from service.flows.campaign import budget
 from service.flows.campaign.plan import CampaignParameters
+from service.state import state_of
 from service.store.campaigns import report
 
 T = TypeVar("T")
@@ -368,7 +370,7 @@ class CampaignOut(BaseModel):
             end = row.finished_at or datetime.now(UTC)
             elapsed = max(0.0, (end - row.started_at).total_seconds())
         notes = report(row)
-        spent = row.run_state.budget
+        spent = state_of(row).budget
         return cls.model_validate({
             **_attrs(row), "objective": objective_of(row.objective),
             "probe_seconds_budget": spent.cap_s, "probes_total": spent.planned,
@@ -379,7 +381,9 @@ class CampaignOut(BaseModel):
 
 
 def _attrs(row) -> dict[str, Any]:
-    return {c.key: getattr(row, c.key) for c in row.__table__.columns}
+    mapper = sa_inspect(type(row))
+    return {c.key: getattr(row, mapper.get_property_by_column(c).key)
+            for c in row.__table__.columns}
 
 
 class MeasurementOut(BaseModel):

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from models import (
+from service.state import (
     CampaignState,
     ImportOrigin,
     OmegaCCs,
@@ -19,6 +19,8 @@ from models import (
     SelectionEstimate,
     SelectionGain,
     SelectionStep,
+    Warm,
+    WarmCheck,
 )
 
 STEP = {"decision": "add", "subset": ["A-X", "B-Y"], "label": "A-X+B-Y", "subflow": "B-Y",
@@ -122,7 +124,6 @@ def test_an_imported_bundles_odd_values_never_fail_a_read():
 
 
 def test_a_warm_checks_report_reads_typed_in_both_stored_forms():
-    from models import Warm, WarmCheck
 
     judged = {"check": "obs", "arm": "PCDC/cubic", "bs_mib": 0.2, "promised_mbps": 9.9,
               "measured_mbps": 9.7, "runs": 2, "tolerance_mbps": 0.69, "drifted": False}

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from models import Campaign, FitRecord, ImpactFactor, Recommendation, Selection, Topology
+from models import Campaign, FitRecord, ImpactFactor, Recommendation, Topology
 from probes.frames import FrameRecord, after_warmup, delay_cdf, hol_timeline, read_frames_csv
 from service.algorithm.impact import sign_changes
 from service.algorithm.objective import objective_of
@@ -27,7 +27,8 @@ from service.flows.answers.campaign_answer import SolvedCampaign, solve_campaign
 from service.flows.answers.decided import decided_question, decided_solution
 from service.flows.answers.stream_answer import SEED_FIGURES, stream_answer
 from service.flows.campaign import budget
-from service.flows.campaign.selected import measured_selection
+from service.state import Selection
+from service.state.selected import measured_selection
 from service.store import applied, inventory, recommendations, results
 from service.store import artifacts as artifact_store
 from service.store import campaigns as campaign_store

@@ -20,6 +20,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from api.deps import SessionDep, require_read_page
 from service.errors import NotFound
+from service.state import state_of
 
 from . import queries
 
@@ -140,6 +141,7 @@ env.filters.update(
     age=_age,
     omega_class=_omega_class,
     flag_class=_flag_class,
+    state=state_of,  # a campaign row's typed state: `(campaign|state).budget`
 )
 
 

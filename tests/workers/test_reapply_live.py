@@ -21,6 +21,7 @@ from service.flows.campaign.plan import CampaignParameters
 from service.flows.campaign.runner import InProcessExecutor, run_campaign
 from service.flows.scheduling.recalibration import queue_due_campaigns
 from service.settings import get_settings
+from service.state import state_of
 from service.store import applied, campaigns, schedules
 from service.store.inventory import ensure_topology
 from tests.apply.sitestate import holds
@@ -109,7 +110,7 @@ def test_a_lasting_capacity_step_is_recalibrated_and_reapplied(sites, testbed, f
 
     with session_scope() as s:
         campaign = campaigns.get_campaign(s, campaign_id=recal)
-        assert campaign.state == "done" and campaign.run_state.warm.verdict == "warm_drifted"
+        assert campaign.state == "done" and state_of(campaign).warm.verdict == "warm_drifted"
         entry = next(h for h in schedules.calibration_history(s, topology_id=tid)
                      if h["campaign_id"] == recal)
         row = applied.get_apply(s, apply_id=second_apply)

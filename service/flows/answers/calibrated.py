@@ -10,13 +10,14 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from models import Campaign, SelectedCC
+from models import Campaign
 from probes.vocabulary import FULLMESH, PathManager
 
 from ...algorithm.solver import SolverAnswer
+from ...state import SelectedCC, state_of
+from ...state.selected import measured_selection
 from ...store import campaigns as campaign_store
 from ...store import measurements, results
-from ..campaign.selected import measured_selection
 from .answer import ArmLine, Eq1, Outputs, SubsetChoice, TStar
 from .campaign_answer import solve_campaign
 from .decided import (
@@ -77,7 +78,7 @@ def calibrated_answer(
     impacts = {r.cc: r for r in results.impact_results(session, campaign_id=campaign.id)}
     selection = _selection_of(campaign, solution.occ)
     used, standby = answer_subflows(session, snap, campaign, solution.opm, solution.occ, flags)
-    unsettled = (campaign.run_state.unsettled_omegas or {}).get(solution.occ, [])
+    unsettled = (state_of(campaign).unsettled_omegas or {}).get(solution.occ, [])
     # Omega decides SP* only in the paper's procedure: there its doubts are the answer's.
     if unsettled and campaign.mode != "adaptive":
         flags.append("omega_unsettled:" + ",".join(unsettled))

@@ -29,6 +29,7 @@ from models.history import RecalibrationEvent
 from ...db import session_scope
 from ...errors import ServiceError
 from ...settings import Settings
+from ...state import state_of
 from ...store import applied, schedules
 from ..applying import apply as apply_flow
 
@@ -56,7 +57,7 @@ def _newest_recalibration(session: Session, topology_id: int, since: datetime) -
     if (campaign is None or campaign.reason not in REASONS or campaign.finished_at is None
             or campaign.finished_at <= since or campaign.recommendation_id is None):
         return None
-    warm = campaign.run_state.warm
+    warm = state_of(campaign).warm
     return None if warm is not None and warm.verdict == "warm_confirmed" else campaign
 
 

@@ -15,15 +15,16 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
-from models import Campaign, CampaignState, Measurement
+from models import Campaign, Measurement
 
 from ....algorithm.topology import TopologySpec
 from ....settings import Settings
+from ....state import CampaignState
+from ....state.selected import selected_subsets
 from ....store import campaigns as campaign_store
 from ....store import inventory, measurements, results
 from ..plan import ProbeStep
 from ..probing import Prober
-from ..selected import selected_subsets
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from probes.vocabulary import FULLMESH, PCDC
 
 from ....algorithm.alternative import Alternative
 from ....algorithm.selection import SelectionResult, subset_label
+from ....state.selected import subset_key, subset_of_key
 from ..plan import ProbeStep
-from ..selected import subset_key, subset_of_key
 from .base import Context
 
 Key = tuple[str, tuple[str, ...]]  # (the CC the check ran under, the subset, sorted)

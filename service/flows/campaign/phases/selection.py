@@ -21,7 +21,7 @@ from dataclasses import replace
 from statistics import fmean
 from typing import Any
 
-from models import NO_EXCLUSION, Campaign, CampaignState, SelectedCC, Selection
+from models import NO_EXCLUSION, Campaign
 from probes.vocabulary import FULLMESH, PCDC
 
 from ....algorithm.capacity import LinkCapacity
@@ -37,10 +37,11 @@ from ....algorithm.selection import (
 )
 from ....algorithm.selection_omega import compare_with_omega
 from ....algorithm.subset_stats import Gain, Subset, SubsetEstimate
+from ....state import CampaignState, SelectedCC, Selection, state_of
+from ....state.selected import measured_selection, subset_key, subset_of_key
 from ....store import results
 from .. import budget
 from ..plan import IMPACT_BS_MIB, ProbeStep
-from ..selected import measured_selection, subset_key, subset_of_key
 from . import fixed_buffer_check as check
 from . import selection_stream as stream
 from .base import DONE, Context, PhaseVerdict, probe
@@ -82,7 +83,7 @@ def advance(ctx: Context) -> PhaseVerdict:
         wanted = next_probes(state)
         if wanted:
             return probe(_step(ctx, cc, wanted[0], samples, failures),
-                         budget.asked(campaign, campaign.run_state, "selection", len(wanted)))
+                         budget.asked(campaign, state_of(campaign), "selection", len(wanted)))
         done[cc] = result(state)
         states[cc] = state
         if reference is None and done[cc].estimate is not None:
@@ -90,13 +91,13 @@ def advance(ctx: Context) -> PhaseVerdict:
     checked = {} if objective.is_stream else _fixed_buffer_checks(ctx, done)
     if isinstance(checked, PhaseVerdict):
         return checked
-    return PhaseVerdict(state=replace(campaign.run_state, selection=_finished(
+    return PhaseVerdict(state=replace(state_of(campaign), selection=_finished(
         ctx, done, states, checked)))
 
 
 def _asked_one(ctx: Context) -> CampaignState:
     """The state with one more selection probe asked of the budget."""
-    return budget.asked(ctx.campaign, ctx.campaign.run_state, "selection", 1)
+    return budget.asked(ctx.campaign, state_of(ctx.campaign), "selection", 1)
 
 
 def _fixed_buffer_checks(ctx: Context, done: dict[str, SelectionResult]):

@@ -27,9 +27,9 @@ from ....algorithm.selection_stream import p99_change, p99_view, stream_state
 from ....algorithm.selection_types import SelectionResult, SelectionState
 from ....algorithm.stream_choice import StreamRun
 from ....algorithm.subset_stats import Subset
+from ....state.selected import subset_of_key
 from ...answers.stream_answer import frames_of, one_way, stream_run
 from ..plan import IMPACT_BS_MIB
-from ..selected import subset_of_key
 from .base import Context
 
 #: how an answer and the dashboard name what the stream selection weighed

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ....state import state_of
 from ....store import campaigns as campaign_store
 from ...scheduling import warm
 from .. import budget
@@ -20,7 +21,7 @@ def advance(ctx: Context) -> PhaseVerdict:
     if promises is None:
         return DONE
     steps = [step for check in promises for step in check.steps()]
-    state = campaign.run_state
+    state = state_of(campaign)
     if state.warm.probes != len(steps):
         state = replace(state, warm=replace(state.warm, probes=len(steps)))
     state = budget.replanned(campaign, state)

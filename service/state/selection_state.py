@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sweep_decision import StoredAlternative
+from ..algorithm.alternative import Alternative
 
 _ESTIMATE = ("subset", "runs", "mean_mbps", "low_mbps", "high_mbps")
 _DELAY = ("carries", "p99_ms", "p99_low_ms", "p99_high_ms")
@@ -200,7 +200,7 @@ class SelectedCC:
     estimate: SelectionEstimate | None = None
     path: tuple[SelectionStep, ...] = ()
     standby_subflows: tuple[str, ...] = ()
-    within_reach: tuple[StoredAlternative, ...] = ()  # label and relative mean
+    within_reach: tuple[Alternative, ...] = ()  # label and relative mean
     contradicted: tuple[SelectionStep, ...] = ()
     bounded: tuple[str, ...] = ()
     not_alone: tuple[str, ...] = ()
@@ -244,7 +244,7 @@ class SelectedCC:
             estimate=SelectionEstimate.from_dict(data.get("estimate")),
             path=tuple(SelectionStep.from_dict(s) for s in _objects(data.get("path"))),
             standby_subflows=_names(data.get("standby_subflows")),
-            within_reach=tuple(StoredAlternative.from_dict(a)
+            within_reach=tuple(Alternative.from_dict(a)
                                for a in _objects(data.get("within_reach"))),
             contradicted=tuple(SelectionStep.from_dict(s)
                                for s in _objects(data.get("contradicted"))),

@@ -1,15 +1,16 @@
 """What a campaign decided and met on its way, as one typed, versioned value (`CampaignState`).
 
 A campaign row keeps its plan (CCs, PMs, grid, runs, ...) in columns and everything its phases
-decide in one JSON column, `run_state`: the probe budget, the warm check, Ω's CCs, the measured
-selection, the sweep's decision and what the answer must flag. `Campaign.run_state` reads and
-writes it as this type; nothing reads the stored JSON by key but `from_dict`.
+decide in one JSON column, `run_state` (`Campaign.run_state_json`: `models/` keeps the JSON only):
+the probe budget, the warm check, Ω's CCs, the measured selection, the sweep's outcome and what
+the answer must flag. `state_of(campaign)` reads it as this type and `put_state` writes it;
+nothing reads the stored JSON by key but `from_dict`.
 
 Frozen: a phase that decides something makes a new state (`dataclasses.replace`) and assigns it,
 so SQLAlchemy sees the change and nothing shares a half-updated state. The nested values a phase
 keeps as JSON (a warm check's report, a failed probe) are the JSON forms their own types write;
 the state names them, it does not re-type them. The measured selection
-(`models.selection_state.Selection`), the sweep's decision (`models.sweep_decision`), Ω's CCs
+(`state.selection_state.Selection`), the sweep's outcome (`state.sweep_outcome`), Ω's CCs
 (`OmegaCCs`) and an import's origin (`ImportOrigin`) are typed; a stored or hand-written dict of
 one is read as it.
 
@@ -24,9 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from ..algorithm.stored_form import PRESENT, StoredForm, flag, number, text
 from .selection_state import Selection
-from .stored_form import PRESENT, StoredForm, flag, number, text
-from .sweep_decision import SweepDecision, read_sweep_decision
+from .sweep_outcome import SweepOutcome, read_sweep_decision
 
 STATE_VERSION = 1
 
@@ -154,7 +155,7 @@ class WarmCheck(StoredForm):
     tolerance_mbps: float | None = None
     drifted: bool | None = None
     other: Mapping[str, Any] = field(default_factory=dict)
-    present: frozenset[str] | None = PRESENT
+    present: frozenset[str] | None = PRESENT()
     READERS: ClassVar = {"check": text, "arm": text, "bs_mib": number,
                          "promised_mbps": number, "measured_mbps": number, "runs": number,
                          "tolerance_mbps": number, "drifted": flag}
@@ -259,8 +260,8 @@ class CampaignState:
     - `omega_ccs`: adaptive mode, the CCs Ω was measured under and why (`OmegaCCs`);
     - `unsettled_omegas`: per CC the subflows whose Ω sign stayed unsettled;
     - `selection`: the measured selection once done (`Selection`: per CC a `SelectedCC`);
-    - `sweep_decision`: the adaptive sweep's decision (`BulkSweepDecision` or
-      `StreamSweepDecision`);
+    - `sweep_decision`: how the adaptive sweep ended (`BulkSweepOutcome` or
+      `StreamSweepOutcome`, each holding the algorithm's own decision);
     - `grid_extended`, `grid_below_plateau`: how the grid sweep met the plateau;
     - `failed_probes`, `unfitted_arms`: what the answer must say is missing;
     - `imported`: where an imported campaign came from (`ImportOrigin`);
@@ -273,7 +274,7 @@ class CampaignState:
     omega_ccs: OmegaCCs | None = None
     unsettled_omegas: Mapping[str, list[str]] | None = None
     selection: Selection | None = None
-    sweep_decision: SweepDecision | None = None
+    sweep_decision: SweepOutcome | None = None
     grid_extended: tuple[float, ...] | None = None
     grid_below_plateau: float | None = None
     failed_probes: tuple[Mapping[str, Any], ...] | None = None
@@ -391,6 +392,24 @@ class CampaignState:
                 "probes_done": b.done, "probe_seconds_used": b.used_s,
                 "extra_impact_runs": dict(b.extra_impact_runs), "extra_rounds": b.extra_rounds,
                 "budget_exhausted": b.exhausted}
+
+
+def state_of(campaign: Any) -> CampaignState:
+    """A campaign row's state (its `run_state_json` as `CampaignState`). Read once per stored
+    value: a page reads it many times, and the measured selection is no small value. The JSON is
+    never changed in place (`put_state` assigns a new dict; a refresh loads a new one), so the
+    value read stands while it is the same object."""
+    stored = campaign.run_state_json
+    read = campaign.__dict__.get("_run_state_read")
+    if read is None or read[0] is not stored:
+        read = (stored, CampaignState.from_dict(stored))
+        campaign.__dict__["_run_state_read"] = read
+    return read[1]
+
+
+def put_state(campaign: Any, state: CampaignState) -> None:
+    """Write `state` as the campaign row's run state (a new dict: SQLAlchemy sees the change)."""
+    campaign.run_state_json = state.to_dict()
 
 
 def _tuple(value: Any) -> tuple | None:
