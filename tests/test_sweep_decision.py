@@ -79,7 +79,8 @@ def test_a_stored_bulk_decision_reads_typed_and_writes_back_unchanged():
     assert isinstance(decision.alternatives[0], Alternative)
     assert outcome.promise.of == "one fresh probe" and decision.alternatives[0].differs_in == (
         "pm",)
-    assert isinstance(outcome.variation, Variation) and outcome.variation.spread_mbps == pytest.approx(1.3)
+    assert isinstance(outcome.variation, Variation)
+    assert outcome.variation.spread_mbps == pytest.approx(1.3)
     assert isinstance(outcome.spread_at_obs, WindowSpread)
     assert outcome.spread_at_obs.half_width_mbps == 0.1
     assert sweep_decision(c) is outcome

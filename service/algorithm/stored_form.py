@@ -21,13 +21,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import field
 from typing import Any, ClassVar
 
-def PRESENT():  # noqa: N802 - a field spec, named as one
+
+def PRESENT():
     """The keys a value was read with (`to_dict`); not part of its meaning. A new `Field` per
     use: dataclasses name the one they are given."""
     return field(default=None, compare=False, repr=False)
 
 
-def OTHER():  # noqa: N802 - a field spec, named as one
+def OTHER():
     """Keys a stored form carried that this version does not name: compared, never hashed."""
     return field(default_factory=dict, hash=False, repr=False)
 

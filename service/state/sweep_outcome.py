@@ -1,5 +1,6 @@
-"""What an adaptive sweep ended with, as the campaign state keeps it (`CampaignState.sweep_decision`):
-the algorithm's own decision, why the sweep stopped and what the flow derived from it.
+"""What an adaptive sweep ended with, as the campaign state keeps it
+(`CampaignState.sweep_decision`): the algorithm's own decision, why the sweep stopped and what
+the flow derived from it.
 
 Two kinds: a bulk campaign's sweep (`flows.campaign.phases.adaptive_sweep`) ends with a
 `BulkSweepOutcome`: `adaptive.BulkDecision` (OPM, OCC, OBS, OTP, T*, ...) with the promise a
