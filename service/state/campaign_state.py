@@ -141,7 +141,7 @@ class Budget:
 
 @dataclass(frozen=True)
 class WarmCheck(StoredForm):
-    """One warm check's report (`flows.scheduling.warm.judge`): which promise (`check`: "obs" or
+    """One warm check's report (`flows.campaign.warm.judge`): which promise (`check`: "obs" or
     "t_star") of which arm at which buffer, the goodput promised and measured (None: every
     probe failed, and then no runs, tolerance or verdict), the runs, the tolerance and whether it
     drifted."""

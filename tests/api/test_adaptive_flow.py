@@ -50,7 +50,7 @@ def test_adaptive_campaign_settles_with_a_fraction_of_the_grid(db_session):
     assert note.stop == "settled"
     assert (note.decision.opm, note.decision.occ, note.decision.obs_mib) == ("PCDC", "cubic", 0.2)
     assert state_of(c).budget.planned == state_of(c).budget.done  # progress ends at 100 %
-    rec_id = finish_campaign(db_session, campaign_id=c.id)
+    rec_id = finish_campaign(db_session, campaign_id=c.id).recommendation_id
     rec = recommendations.get_recommendation(db_session, recommendation_id=rec_id)
     assert (rec.opm, rec.occ, rec.obs_mib) == ("PCDC", "cubic", 0.2)
     assert rec.otp_mbps == pytest.approx(10.0, abs=0.1)
@@ -125,7 +125,8 @@ def test_the_promise_never_reaches_above_what_the_links_carry(db_session):
 
     drive(db_session, c, goodput, settings)
     rec = recommendations.get_recommendation(
-        db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
+        db_session,
+        recommendation_id=finish_campaign(db_session, campaign_id=c.id).recommendation_id)
     top = ceiling(rec.outputs["subflows_used"])
     promise = rec.outputs["promise"]
     assert promise is not None, (state_of(c).sweep_decision, rec.quality_flags)

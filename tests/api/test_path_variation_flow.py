@@ -63,7 +63,8 @@ def _run(db_session, moving: bool):
             if (m.pm, m.cc, float(m.bs_mib))
             == (note.decision.opm, note.decision.occ, note.decision.obs_mib)]
     rec = recommendations.get_recommendation(
-        db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
+        db_session,
+        recommendation_id=finish_campaign(db_session, campaign_id=c.id).recommendation_id)
     return c, note, runs, rec
 
 

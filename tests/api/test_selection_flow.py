@@ -79,7 +79,8 @@ def test_shared_harm_selects_a_fast_subflow_alone(db_session):
     assert state_of(c).selection.ccs["cubic"].omega is None
     # the answer runs the selected subflows and says how they were chosen
     rec = recommendations.get_recommendation(
-        db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
+        db_session,
+        recommendation_id=finish_campaign(db_session, campaign_id=c.id).recommendation_id)
     choice = rec.outputs["subset_choice"]
     # a fast subflow alone wins, under cubic (reno carries 0.9 of it): cubic took the
     # reference's selection, so the answer says so and compares nothing with Ω

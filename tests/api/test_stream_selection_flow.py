@@ -100,7 +100,8 @@ def test_a_stream_drops_a_jittery_subflow_that_adds_goodput(db_session, client, 
             assert s.allowed_subflows == ("P-D",) or list(s.allowed_subflows) == ["P-D"]
 
     rec = recommendations.get_recommendation(
-        db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
+        db_session,
+        recommendation_id=finish_campaign(db_session, campaign_id=c.id).recommendation_id)
     db_session.commit()
     assert rec.opm == "PCDC" and rec.outputs["subflows_used"] == ["P-D"]
     choice = rec.outputs["subset_choice"]

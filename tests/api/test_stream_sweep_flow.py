@@ -84,7 +84,8 @@ def test_a_stream_campaign_sweeps_adaptively_and_answers_with_its_decision(db_se
     assert d.p99_ms == pytest.approx(30.6) and d.skipped_edge_mib == 0.04
     assert answer.outputs()["settled"] and answer.error is None
     # finished, the decision is the campaign's stored answer
-    rec = db_session.get(Recommendation, finish_campaign(db_session, campaign_id=c.id))
+    rec = db_session.get(Recommendation,
+                         finish_campaign(db_session, campaign_id=c.id).recommendation_id)
     assert (rec.opm, rec.occ, rec.obs_mib) == ("FullMesh", "reno", 0.06)
     assert rec.outputs["stream"]["p99_ms"] == pytest.approx(30.6)
 

@@ -12,8 +12,8 @@ from sqlalchemy import select
 from models.history import RecalibrationEvent
 from service.flows.answers.recommend import recommend
 from service.flows.campaign.finish import finish_campaign
+from service.flows.campaign.warm import WARM_RUNS, checks, drifted
 from service.flows.scheduling.recalibration import queue_due_campaigns
-from service.flows.scheduling.warm import WARM_RUNS, checks, drifted
 from service.settings import Settings
 from service.state import state_of
 from service.store import campaigns, schedules
@@ -63,7 +63,7 @@ def test_a_steady_network_confirms_the_last_answer_with_a_few_probes(client, aut
     assert {(s.pm, s.cc, s.bs_mib) for s in steps} == {
         (rec.opm, rec.occ, rec.obs_mib), (t_star["pm"], t_star["cc"], t_star["bs_mib"])}
     assert len(steps) == 2 * WARM_RUNS and state_of(warm).budget.planned == 2 * WARM_RUNS
-    rec_id = finish_campaign(db_session, campaign_id=warm.id)
+    rec_id = finish_campaign(db_session, campaign_id=warm.id).recommendation_id
     again = db_session.get(type(rec), rec_id)
     assert (again.opm, again.occ, again.obs_mib) == (rec.opm, rec.occ, rec.obs_mib)
     assert "warm_confirmed" in again.quality_flags

@@ -1,4 +1,4 @@
-"""A warm recalibration's phase (`flows.scheduling.warm`): the probes checking the last answer, then
+"""A warm recalibration's phase (`flows.campaign.warm`): the probes checking the last answer, then
 the verdict. Confirmed finishes the campaign on the last calibration; drifted is done, and the full
 campaign goes on (its probes added to the plan)."""
 
@@ -8,8 +8,7 @@ from dataclasses import replace
 
 from ....state import state_of
 from ....store import campaigns as campaign_store
-from ...scheduling import warm
-from .. import budget
+from .. import budget, warm
 from .base import DONE, ENOUGH, Context, PhaseVerdict, probe
 
 name = "warm"

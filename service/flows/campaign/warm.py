@@ -24,8 +24,8 @@ from ...state import Warm, WarmCheck, state_of
 from ...state.selected import selected_subsets
 from ...store import campaigns as campaign_store
 from ...store import inventory, measurements, recommendations, results, schedules
-from ..campaign import budget
-from ..campaign.plan import ProbeStep
+from . import budget
+from .plan import ProbeStep
 
 WARM_RUNS = 3
 CONFIDENCE = 0.95
