@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from api.schemas import RecommendationOut
 from models import Campaign, FitRecord, ImpactFactor, Recommendation, Topology
 from probes.frames import FrameRecord, after_warmup, delay_cdf, hol_timeline, read_frames_csv
 from service.algorithm.impact import sign_changes
@@ -82,7 +83,7 @@ def topology_page(session: Session, topology_id: int) -> dict:
         "topology": topology,
         "homogeneous": inventory.topology_spec(topology).is_homogeneous(),
         "subflows": subflows,
-        "recommendation": recs[0] if recs else None,
+        "recommendation": answer_of(recs[0]) if recs else None,
         "recommendations_total": rec_total,
         "campaigns": campaigns,
         "campaigns_total": campaigns_total,
@@ -316,7 +317,7 @@ def recommendations_page(session: Session, topology_id: int, limit: int, offset:
         "total": total,
         "limit": limit,
         "offset": offset,
-        "latest": latest[0] if latest else None,
+        "latest": answer_of(latest[0]) if latest else None,
         "active_campaign": campaign_store.active_campaign(session, topology_id=topology.id),
     }
 
@@ -325,8 +326,15 @@ def recommendation_page(session: Session, recommendation_id: int) -> dict:
     rec = recommendations.get_recommendation(session, recommendation_id=recommendation_id)
     topology = reads.topology_or_none(session, rec.topology_id)
     campaign = reads.campaign_or_none(session, rec.campaign_id)
-    return {"rec": rec, "topology": topology, "campaign": campaign,
+    return {"rec": answer_of(rec), "topology": topology, "campaign": campaign,
             "p99_chart": p99_chart(rec)}
+
+
+def answer_of(rec: Recommendation) -> RecommendationOut:
+    """A stored answer as the API sends it (its `Outputs` typed): what a page shows of an
+    answer is read by attribute, so a misspelt field fails the page (the templates'
+    `StrictUndefined`) instead of showing nothing."""
+    return RecommendationOut.of(rec)
 
 
 def p99_chart(rec: Recommendation) -> dict | None:
