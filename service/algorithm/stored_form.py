@@ -11,7 +11,8 @@ keys it read (`present`); `to_dict` writes back exactly those keys (an older for
 reads the default and writes back without it), or every named key for a value made here. A key in
 `DERIVED` is one the value computes (a property): written from it, accepted on reading (for
 `present`) but never passed to the constructor: a stored one is kept as it was, in `other`.
-`WRITERS` rounds a field as it is stored.
+`WRITERS` rounds a field as it is stored; a key in `OPTIONAL` is written by a value made here
+only when it is set.
 """
 
 from __future__ import annotations
@@ -116,6 +117,8 @@ class StoredForm:
     DERIVED: ClassVar[frozenset[str]] = frozenset()
     # a field's value as it is stored (rounded), where it is not the value itself
     WRITERS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
+    # keys a value made here writes only when set (not None)
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset()
 
     other: Mapping[str, Any]
     present: frozenset[str] | None
@@ -150,7 +153,13 @@ class StoredForm:
                 continue
             if self.present is not None and name not in self.present:
                 continue
+            if self.present is None and not self._written(name):
+                continue
             value = getattr(self, name)
             write = self.WRITERS.get(name)
             out[name] = as_json(value if write is None or value is None else write(value))
         return {**self.CONSTANT, **out, **as_json(self.other)}
+
+    def _written(self, name: str) -> bool:
+        """Whether a value made here writes `name` (every key but an `OPTIONAL` one unset)."""
+        return name not in self.OPTIONAL or getattr(self, name) is not None

@@ -3,7 +3,8 @@
 Above the algorithm, below the store and the flows: `CampaignState` (`campaign_state`) holds
 what a campaign's phases decided, storing the algorithm's own frozen results (the sweep's
 `BulkDecision` / `StreamDecision` inside `sweep_outcome`, `Alternative`, `Variation`,
-`WindowSpread`) through their `to_dict` / `from_dict`; `models/` keeps its JSON column only.
+`WindowSpread`, the selection's `SelectionResult` per CC) through their `to_dict` /
+`from_dict`; `models/` keeps its JSON column only.
 `selected` reads the measured selection off it (SP* per CC, the sweep's arms), and
 `confidence_summary` is the sentence a decided answer leads with: both are read by the campaign,
 answers and take-away domains alike, so they live below all of them.
@@ -21,14 +22,7 @@ from .campaign_state import (
     put_state,
     state_of,
 )
-from .selection_state import (
-    OmegaView,
-    SelectedCC,
-    Selection,
-    SelectionEstimate,
-    SelectionGain,
-    SelectionStep,
-)
+from .selection_state import Selection
 from .sweep_outcome import (
     STOP_BUDGET,
     STOP_SETTLED,
@@ -49,12 +43,7 @@ __all__ = [
     "DecidedPromise",
     "ImportOrigin",
     "OmegaCCs",
-    "OmegaView",
-    "SelectedCC",
     "Selection",
-    "SelectionEstimate",
-    "SelectionGain",
-    "SelectionStep",
     "StreamSweepOutcome",
     "SweepOutcome",
     "Tally",

@@ -259,7 +259,8 @@ class CampaignState:
     - `warm`: the warm check, None when the campaign is not warm;
     - `omega_ccs`: adaptive mode, the CCs Ω was measured under and why (`OmegaCCs`);
     - `unsettled_omegas`: per CC the subflows whose Ω sign stayed unsettled;
-    - `selection`: the measured selection once done (`Selection`: per CC a `SelectedCC`);
+    - `selection`: the measured selection once done (`Selection`: per CC the algorithm's
+      `SelectionResult`);
     - `sweep_decision`: how the adaptive sweep ended (`BulkSweepOutcome` or
       `StreamSweepOutcome`, each holding the algorithm's own decision);
     - `grid_extended`, `grid_below_plateau`: how the grid sweep met the plateau;

@@ -171,7 +171,7 @@ def test_bad_bundles_are_refused_with_the_field(db_session, other_db):
         _with(bundle, version=3): "this mpcoa reads version 1 or 2",
         _with(bundle, version=True): "version: version 'True': this mpcoa reads version 1 or 2",
         # a version-2 row with version 1's columns: each version reads its own row
-        _with(bundle, version=1): "state_of(campaign): Extra inputs are not permitted",
+        _with(bundle, version=1): "campaign.run_state: Extra inputs are not permitted",
         _with(bundle, surprise=1): "surprise: Extra inputs are not permitted",
         _with(bundle, campaign=running): "campaign.state",
         _with(bundle, measurements=bad_phase): "measurements.0.phase",

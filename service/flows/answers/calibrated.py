@@ -13,8 +13,9 @@ from sqlalchemy.orm import Session
 from models import Campaign
 from probes.vocabulary import FULLMESH, PathManager
 
+from ...algorithm.selection import SelectionResult
 from ...algorithm.solver import SolverAnswer
-from ...state import SelectedCC, state_of
+from ...state import state_of
 from ...state.selected import measured_selection
 from ...store import campaigns as campaign_store
 from ...store import measurements, results
@@ -135,12 +136,12 @@ def answer_subflows(session: Session, snap: TopologySnapshot, campaign: Campaign
     return [n for n in impact.subset if n in names], list(impact.standby)
 
 
-def _selection_of(campaign: Campaign, occ: str | None) -> SelectedCC | None:
+def _selection_of(campaign: Campaign, occ: str | None) -> SelectionResult | None:
     selection = measured_selection(campaign)
     return None if selection is None else selection.of(occ)
 
 
-def _subset_choice(solution: SolverAnswer, selection: SelectedCC | None,
+def _subset_choice(solution: SolverAnswer, selection: SelectionResult | None,
                    impacts) -> SubsetChoice | None:
     if solution.opm == FULLMESH or solution.occ is None:
         return None

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 
 import matplotlib
 
-from ...state import SelectionEstimate, state_of
+from ...algorithm.subset_stats import SubsetEstimate
+from ...state import state_of
 
 matplotlib.use("Agg")  # before pyplot: never a display
 
@@ -256,7 +257,7 @@ def _selection_page(data: ReportData) -> Figure:
     return fig
 
 
-def _plotted(e: SelectionEstimate | None, by_delay: bool):
+def _plotted(e: SubsetEstimate | None, by_delay: bool):
     """A step's plotted value and interval: p99 frame delay (ms) or goodput (Mbit/s)."""
     if e is None:
         return None, None, None
