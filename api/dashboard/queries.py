@@ -4,9 +4,10 @@ Everything here reads the database through the store (`service.store`, the dashb
 in `service.store.dashboard`). Answers are read as stored and shown as the API sends them
 (`answer_of`): a stream campaign's answer is its stored recommendation, with its p99 chart and
 frame charts from `service.flows.answers.stream_view` (computed there, never here), an adaptive
-campaign's is its sweep's stored decision (`service.flows.answers.decided`); the Fits page's other deltas are solved through the same flow as
-the API (`service.flows.answers.campaign_answer.solve_campaign`), so a page never shows another
-buffer than the answer a user got. Progress is the campaign's stored counters
+campaign's is its sweep's stored decision (`service.flows.answers.decided`); the Fits page's
+other deltas are solved through the same flow as the API
+(`service.flows.answers.campaign_answer.solve_campaign`), so a page never shows another buffer
+than the answer a user got. Progress is the campaign's stored counters
 (`flows.campaign.budget.progress`). Nothing here writes. Each function returns plain dicts/lists
 that the templates render and that are safe to serialise to JSON for the charts.
 """

@@ -1,5 +1,5 @@
 """A campaign's life (queued -> running -> done / failed / cancelled, and a retry) and its run
-state (models/campaign_state.py): what moves a campaign row between states, and how a phase
+state (service/state/campaign_state.py): what moves a campaign row between states, and how a phase
 records what it decided.
 
 Plain data access like `store.campaigns`: flushes, never commits.
