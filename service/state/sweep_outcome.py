@@ -60,28 +60,36 @@ class DecidedPromise(StoredForm):
     READERS: ClassVar = {"low_mbps": number, "high_mbps": number, "of": text}
 
 
-class _Outcome:
-    """A flat stored form split between the outcome's own keys (`OWN`) and its decision's."""
+class _Outcome(StoredForm):
+    """A flat stored form split between the outcome's own keys (its `READERS`) and its
+    decision's (`DECISION`, the algorithm's type, which keeps any key neither names)."""
 
-    OWN: ClassVar[StoredForm]  # the reader of the outcome's own keys
     DECISION: ClassVar[type]
     ORDER: ClassVar[tuple[str, ...]]  # the stored form's key order
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]):
-        own_keys = {*cls.OWN.READERS, *cls.OWN.CONSTANT}
-        own = cls.OWN.from_dict({k: v for k, v in data.items() if k in own_keys})
+        own_keys = {*cls.READERS, *cls.CONSTANT}
+        own = super().from_dict({k: v for k, v in data.items() if k in own_keys})
         decision = cls.DECISION.from_dict({k: v for k, v in data.items() if k not in own_keys})
-        return cls._of(own, decision)
+        return replace(own, decision=decision)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {**self._own().to_dict(), **self.decision.to_dict()}
+        out = {**super().to_dict(), **self.decision.to_dict()}
         rank = {k: i for i, k in enumerate(self.ORDER)}
         return dict(sorted(out.items(), key=lambda kv: rank.get(kv[0], len(rank))))
 
 
 @dataclass(frozen=True)
-class _BulkOwn(StoredForm):
+class BulkSweepOutcome(_Outcome):
+    """A bulk campaign's adaptive sweep: its `decision` (`adaptive.BulkDecision`, settled when
+    `stop` is "settled"), the promise a fresh probe of its answer should keep and the sentence
+    that states it (with the selection's verdict on the subset, `subset_settled`), the path's
+    variation and the spread inside the probes at OBS; `pcdc_as_fullmesh`: the CCs whose PCDC
+    arm was measured as FullMesh. `other` and `present`: the outcome's own keys' (see the
+    module)."""
+
+    decision: BulkDecision = field(default_factory=BulkDecision)
     stop: str | None = None
     promise: DecidedPromise | None = None
     subset_settled: bool | None = None
@@ -96,27 +104,6 @@ class _BulkOwn(StoredForm):
         "statement": text, "variation": nested(Variation),
         "spread_at_obs": nested(WindowSpread), "pcdc_as_fullmesh": names,
     }
-
-
-@dataclass(frozen=True)
-class BulkSweepOutcome(_Outcome):
-    """A bulk campaign's adaptive sweep: its `decision` (`adaptive.BulkDecision`, settled when
-    `stop` is "settled"), the promise a fresh probe of its answer should keep and the sentence
-    that states it (with the selection's verdict on the subset, `subset_settled`), the path's
-    variation and the spread inside the probes at OBS; `pcdc_as_fullmesh`: the CCs whose PCDC
-    arm was measured as FullMesh. `present`: the own keys read (see the module)."""
-
-    decision: BulkDecision = field(default_factory=BulkDecision)
-    stop: str | None = None
-    promise: DecidedPromise | None = None
-    subset_settled: bool | None = None
-    statement: str | None = None
-    variation: Variation | None = None
-    spread_at_obs: WindowSpread | None = None
-    pcdc_as_fullmesh: tuple[str, ...] = ()
-    own_other: Mapping[str, Any] = OTHER()
-    present: frozenset[str] | None = PRESENT()
-    OWN: ClassVar = _BulkOwn
     DECISION: ClassVar = BulkDecision
     ORDER: ClassVar = (
         "stop", "opm", "occ", "obs_mib", "otp_mbps", "otp_half_width_mbps", "t_star_mbps",
@@ -129,21 +116,6 @@ class BulkSweepOutcome(_Outcome):
         # the stored form has no "settled": the decision settled when the sweep said so
         if self.decision.settled != self.settled:
             object.__setattr__(self, "decision", replace(self.decision, settled=self.settled))
-
-    @classmethod
-    def _of(cls, own: _BulkOwn, decision: BulkDecision) -> BulkSweepOutcome:
-        return cls(decision=decision, stop=own.stop, promise=own.promise,
-                   subset_settled=own.subset_settled, statement=own.statement,
-                   variation=own.variation, spread_at_obs=own.spread_at_obs,
-                   pcdc_as_fullmesh=own.pcdc_as_fullmesh, own_other=own.other,
-                   present=own.present)
-
-    def _own(self) -> _BulkOwn:
-        return _BulkOwn(stop=self.stop, promise=self.promise,
-                        subset_settled=self.subset_settled, statement=self.statement,
-                        variation=self.variation, spread_at_obs=self.spread_at_obs,
-                        pcdc_as_fullmesh=self.pcdc_as_fullmesh, other=self.own_other,
-                        present=self.present)
 
     @property
     def settled(self) -> bool:
@@ -166,16 +138,6 @@ class BulkSweepOutcome(_Outcome):
 
 
 @dataclass(frozen=True)
-class _StreamOwn(StoredForm):
-    stop: str | None = None
-    pcdc_as_fullmesh: tuple[str, ...] = ()
-    other: Mapping[str, Any] = OTHER()
-    present: frozenset[str] | None = PRESENT()
-    CONSTANT: ClassVar = {"objective": STREAM}
-    READERS: ClassVar = {"stop": text, "pcdc_as_fullmesh": names}
-
-
-@dataclass(frozen=True)
 class StreamSweepOutcome(_Outcome):
     """A stream campaign's adaptive sweep: its `decision` (`stream_choice.StreamDecision`: the
     chosen point, its p99 frame delay with the half-width, which arms carry the stream, what is
@@ -184,9 +146,10 @@ class StreamSweepOutcome(_Outcome):
     decision: StreamDecision = field(default_factory=StreamDecision)
     stop: str | None = None
     pcdc_as_fullmesh: tuple[str, ...] = ()
-    own_other: Mapping[str, Any] = OTHER()
+    other: Mapping[str, Any] = OTHER()
     present: frozenset[str] | None = PRESENT()
-    OWN: ClassVar = _StreamOwn
+    CONSTANT: ClassVar = {"objective": STREAM}
+    READERS: ClassVar = {"stop": text, "pcdc_as_fullmesh": names}
     DECISION: ClassVar = StreamDecision
     ORDER: ClassVar = (
         "objective", "stop", "settled", "opm", "occ", "obs_mib", "p99_ms", "p99_half_width_ms",
@@ -197,15 +160,6 @@ class StreamSweepOutcome(_Outcome):
     # a bulk outcome's checks (`campaign_report.flags`): a stream outcome has neither
     unsteady_at_obs: ClassVar[bool] = False
     path_varies: ClassVar[bool] = False
-
-    @classmethod
-    def _of(cls, own: _StreamOwn, decision: StreamDecision) -> StreamSweepOutcome:
-        return cls(decision=decision, stop=own.stop, pcdc_as_fullmesh=own.pcdc_as_fullmesh,
-                   own_other=own.other, present=own.present)
-
-    def _own(self) -> _StreamOwn:
-        return _StreamOwn(stop=self.stop, pcdc_as_fullmesh=self.pcdc_as_fullmesh,
-                          other=self.own_other, present=self.present)
 
 
 SweepOutcome = BulkSweepOutcome | StreamSweepOutcome
