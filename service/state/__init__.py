@@ -10,15 +10,12 @@ what a campaign's phases decided, storing the algorithm's own frozen results (th
 answers and take-away domains alike, so they live below all of them.
 """
 
+from .campaign_parts import ImportOrigin, OmegaCCs, Warm, WarmCheck
 from .campaign_state import (
     STATE_VERSION,
     Budget,
     CampaignState,
-    ImportOrigin,
-    OmegaCCs,
     Tally,
-    Warm,
-    WarmCheck,
     put_state,
     state_of,
 )
