@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
@@ -23,6 +24,7 @@ from service.db import get_engine, make_sessionmaker
 from service.flows.applying import apply_outbox, failover_watch
 from service.flows.applying.apply import RUNNERS as APPLY_RUNNERS
 from service.flows.campaign import runner
+from service.flows.scheduling import reapply
 from service.flows.scheduling.embedded_scheduler import EmbeddedScheduler
 from service.settings import Settings, get_settings
 
@@ -73,7 +75,8 @@ def create_app(
         session_factory = make_sessionmaker(get_engine(settings))
     in_process = None
     if settings.run_campaigns and settings.executor == "inprocess":
-        in_process = runner.install(settings)  # the executor registers with dispatch
+        # the executor registers with dispatch; a recalibration it finishes is re-applied
+        in_process = runner.install(settings, partial(reapply.after_finish, settings=settings))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

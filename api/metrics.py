@@ -133,7 +133,7 @@ def _redis_depths(url: str, site_names: list[str]) -> dict[str, int] | None:
     queue); None when the broker does not answer within half a second."""
     import redis
 
-    from service.flows.campaign.dispatch import CONTROL_QUEUE, site_queue
+    from service.messaging import CONTROL_QUEUE, site_queue
 
     names = [site_queue(n) for n in site_names] + [CONTROL_QUEUE]
     try:

@@ -6,15 +6,23 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from sqlalchemy import inspect as sa_inspect
 
 from models import CAMPAIGN_STATES, MEASUREMENT_PHASES, MEASUREMENT_STATUSES, RECOMMENDATION_KINDS
 from probes.vocabulary import Description, PathManager, Site, SubflowName
 from service.algorithm import topology as algo
 from service.algorithm.objective import Objective, objective_of
 from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA
-from service.flows.answers.answer import ArmLine, Eq1, Promise, StreamOutputs, SubsetChoice, TStar
+from service.flows.answers.answer import (
+    Eq1,
+    Outputs,
+    Promise,
+    StreamOutputs,
+    SubsetChoice,
+)
 from service.flows.campaign import budget
 from service.flows.campaign.plan import CampaignParameters
+from service.state import state_of
 from service.store.campaigns import report
 
 T = TypeVar("T")
@@ -231,8 +239,13 @@ RECOMMENDATION_EXAMPLES = {
 Traditional = Eq1  # Eq. 1, the traditional buffer
 
 
-class RecommendationOut(BaseModel):
-    """Table 5, with T*, Eq. 1 and the provenance behind it."""
+class RecommendationOut(Outputs):
+    """Table 5, with T*, Eq. 1 and the provenance behind it: the stored answer's row and its
+    `Outputs`, the one type the answer's figures are computed in (a field added there is sent
+    here; the three below stay inside the row)."""
+
+    # every field is sent, defaults included: the response schema says so
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
 
     id: int
     kind: Literal[RECOMMENDATION_KINDS]
@@ -256,50 +269,38 @@ class RecommendationOut(BaseModel):
     subset_choice: SubsetChoice | None = Field(
         default=None, description="how PCDC's subflows were chosen: the measured selection's "
         "path, and where the paper's leave-one-out Omega disagrees")
-    t_star: TStar | None
-    target_mbps: float | None
-    arms: list[ArmLine]
-    subflows_used: list[str]
-    standby_subflows: list[str]
     traditional: Traditional
     provenance: dict[str, Any]
     quality_flags: list[str]
-    notes: list[str]
-    poll_url: str | None
     created_at: datetime
+    # kept with the stored answer, not sent (the fitted OTP and the measured OBS are in
+    # `arms`, OCC's unsettled Omega signs in `quality_flags`)
+    otp_fitted_mbps: float | None = Field(default=None, exclude=True)
+    measured_obs_mib: float | None = Field(default=None, exclude=True)
+    unsettled_omegas: list[str] = Field(default=[], exclude=True)
 
     @classmethod
     def of(cls, rec) -> RecommendationOut:
-        out = rec.outputs
-        return cls(
-            id=rec.id,
-            kind=rec.kind,
-            provisional=rec.kind == "provisional",
-            topology_id=rec.topology_id,
-            campaign_id=rec.campaign_id,
-            delta=rec.delta,
-            objective=objective_of((rec.inputs or {}).get("objective")),
-            bs_min_mib=rec.bs_min_mib,
-            bs_max_mib=rec.bs_max_mib,
-            opm=rec.opm,
-            occ=rec.occ,
-            obs_mib=rec.obs_mib,
-            otp_mbps=rec.otp_mbps,
-            promise=out.get("promise"),
-            subset_choice=out.get("subset_choice"),
-            stream=out.get("stream"),
-            t_star=out.get("t_star"),
-            target_mbps=out.get("target_mbps"),
-            arms=out.get("arms", []),
-            subflows_used=out.get("subflows_used", []),
-            standby_subflows=out.get("standby_subflows", []),
-            traditional=rec.traditional,
-            provenance=rec.provenance,
-            quality_flags=rec.quality_flags,
-            notes=out.get("notes", []),
-            poll_url=out.get("poll_url"),
-            created_at=rec.created_at,
-        )
+        return cls.model_validate({
+            **(rec.outputs or {}),
+            "id": rec.id,
+            "kind": rec.kind,
+            "provisional": rec.kind == "provisional",
+            "topology_id": rec.topology_id,
+            "campaign_id": rec.campaign_id,
+            "delta": rec.delta,
+            "objective": objective_of((rec.inputs or {}).get("objective")),
+            "bs_min_mib": rec.bs_min_mib,
+            "bs_max_mib": rec.bs_max_mib,
+            "opm": rec.opm,
+            "occ": rec.occ,
+            "obs_mib": rec.obs_mib,
+            "otp_mbps": rec.otp_mbps,
+            "traditional": rec.traditional,
+            "provenance": rec.provenance,
+            "quality_flags": rec.quality_flags,
+            "created_at": rec.created_at,
+        })
 
 
 # --- campaigns, measurements --------------------------------------------------------------------
@@ -370,7 +371,7 @@ class CampaignOut(BaseModel):
             end = row.finished_at or datetime.now(UTC)
             elapsed = max(0.0, (end - row.started_at).total_seconds())
         notes = report(row)
-        spent = row.run_state.budget
+        spent = state_of(row).budget
         return cls.model_validate({
             **_attrs(row), "objective": objective_of(row.objective),
             "probe_seconds_budget": spent.cap_s, "probes_total": spent.planned,
@@ -381,7 +382,9 @@ class CampaignOut(BaseModel):
 
 
 def _attrs(row) -> dict[str, Any]:
-    return {c.key: getattr(row, c.key) for c in row.__table__.columns}
+    mapper = sa_inspect(type(row))
+    return {c.key: getattr(row, mapper.get_property_by_column(c).key)
+            for c in row.__table__.columns}
 
 
 class MeasurementOut(BaseModel):

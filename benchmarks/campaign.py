@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from service.state import state_of
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from benchmarks.scratch import scratch_dir
@@ -95,7 +97,7 @@ def main() -> None:
             c = campaigns.get_campaign(s, campaign_id=cid)
             rows = s.scalars(select(Measurement).where(Measurement.campaign_id == cid)).all()
             tool = sum((m.finished_at - m.started_at).total_seconds() for m in rows)
-            probe_s = c.run_state.budget.used_s
+            probe_s = state_of(c).budget.used_s
             n = len(rows)
     finally:
         testbed.down(spec.name)

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from service.state import state_of
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.scratch import scratch_dir
@@ -195,12 +197,13 @@ def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode=
         return {
             "pm": rec.opm, "cc": rec.occ, "obs_mib": rec.obs_mib, "otp_mbps": rec.otp_mbps,
             "subflows": rec.outputs.get("subflows_used"), "flags": rec.quality_flags,
-            "probe_seconds": c.run_state.budget.used_s, "probes": c.run_state.budget.done,
+            "probe_seconds": state_of(c).budget.used_s, "probes": state_of(c).budget.done,
             "wall_s": wall, "interval": stated_interval(rec.outputs or {}),
             "outputs": rec.outputs or {}, "grid": list(c.buffer_grid_mib),
-            "runs": c.runs, "extra_rounds": c.run_state.budget.extra_rounds,
-            "spent": c.run_state.budget.to_dict()["spent"] or None,
-            "t_star_runs": getattr(c.run_state.sweep_decision, "t_star_runs", None),
+            "runs": c.runs, "extra_rounds": state_of(c).budget.extra_rounds,
+            "spent": state_of(c).budget.to_dict()["spent"] or None,
+            "t_star_runs": getattr(getattr(state_of(c).sweep_decision, "decision", None),
+                                   "t_star_runs", None),
             "mode": c.mode,
         }
 

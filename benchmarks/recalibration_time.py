@@ -28,6 +28,7 @@ import statistics
 import sys
 import time
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,6 +76,7 @@ def one_repeat(bed, topology_id: int, params: dict, confirm: bool, fire_after_s:
     from service.flows.campaign.dispatch import start_campaign
     from service.flows.campaign.plan import CampaignParameters
     from service.flows.campaign.runner import InProcessExecutor, run_campaign
+    from service.flows.scheduling import reapply
     from service.flows.scheduling.recalibration import queue_due_campaigns
     from service.settings import get_settings
     from service.store import applied, schedules
@@ -104,7 +106,8 @@ def one_repeat(bed, topology_id: int, params: dict, confirm: bool, fire_after_s:
     with session_scope() as s:
         (recal,) = queue_due_campaigns(s, settings=settings, now=due_at)
     fired_at = time.time()
-    executor = InProcessExecutor(settings)
+    # its re-apply hook, as the API process installs it
+    executor = InProcessExecutor(settings, partial(reapply.after_finish, settings=settings))
     try:
         executor.submit(recal)
 

@@ -21,6 +21,7 @@ from service.errors import ServiceError
 from service.flows.campaign import dispatch
 from service.flows.campaign.plan import CampaignParameters
 from service.settings import get_settings
+from service.state import state_of
 from service.store import campaigns as campaign_store
 from service.store import recommendations
 
@@ -143,8 +144,8 @@ def _run(cid: int, settings, on_stderr: bool = False) -> str:
         def show(campaign, step):
             bar.update(
                 task,
-                total=campaign.run_state.budget.planned,
-                completed=campaign.run_state.budget.done,
+                total=state_of(campaign).budget.planned,
+                completed=state_of(campaign).budget.done,
                 what=step.describe() if step else campaign.state,
             )
 
@@ -232,7 +233,7 @@ def _print_plan(cid: int, err: bool = False) -> None:
     """The campaign's plan as stored: mode, CCs, grid, runs and duration, and its budget."""
     with session_scope() as s:
         c = campaign_store.get_campaign(s, campaign_id=cid)
-        budget_s = c.run_state.budget.cap_s
+        budget_s = state_of(c).budget.cap_s
         typer.echo(
             f"campaign {cid}: {c.mode}, CCs {', '.join(c.ccs)}, {len(c.buffer_grid_mib)} buffers "
             f"({min(c.buffer_grid_mib):g}-{max(c.buffer_grid_mib):g} MiB), {c.runs} runs x "
@@ -276,9 +277,9 @@ def _print_outcome(cid: int, state: str) -> None:
             f"OTP={_fmt(rec.otp_mbps)} Mbit/s (T*={_fmt(rec.tp_max_mbps)}); "
             f"flags: {', '.join(rec.quality_flags) or 'none'}"
         )
-        budget_s = campaign.run_state.budget.cap_s
-        typer.echo(f"probed {campaign.run_state.budget.used_s:.0f} probe-seconds in "
-                   f"{campaign.run_state.budget.done} probes"
+        budget_s = state_of(campaign).budget.cap_s
+        typer.echo(f"probed {state_of(campaign).budget.used_s:.0f} probe-seconds in "
+                   f"{state_of(campaign).budget.done} probes"
                    + ("" if budget_s is None else f" of a {budget_s:.0f} probe-second budget"))
 
 

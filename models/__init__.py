@@ -1,25 +1,9 @@
-"""SQLAlchemy 2 tables of mpcoa. Imports nothing else of the project."""
+"""SQLAlchemy 2 tables of mpcoa. Imports nothing else of the project: a campaign's typed state
+is `service.state`'s, kept here as its JSON column only (`Campaign.run_state_json`)."""
 
 from .applied import APPLY_STATES, AppliedAnswer
 from .base import Base, JSONType, UTCDateTime, utcnow
-from .campaign_state import (
-    STATE_VERSION,
-    CampaignState,
-    ImportOrigin,
-    OmegaCCs,
-    Tally,
-    Warm,
-    WarmCheck,
-)
 from .history import EVENT_KINDS, RecalibrationEvent, RecalibrationSchedule
-from .selection_state import (
-    OmegaView,
-    SelectedCC,
-    Selection,
-    SelectionEstimate,
-    SelectionGain,
-    SelectionStep,
-)
 from .sites import (
     SESSION_STATES,
     MeasurementArtifact,
@@ -27,16 +11,6 @@ from .sites import (
     SchedulerLease,
     SiteCapabilities,
     SiteLock,
-)
-from .sweep_decision import (
-    BulkSweepDecision,
-    DecidedPromise,
-    PathVariation,
-    SpreadAtObs,
-    StoredAlternative,
-    StreamSweepDecision,
-    SweepDecision,
-    read_sweep_decision,
 )
 from .tables import (
     ACTIVE_CAMPAIGN_STATES,
@@ -76,50 +50,29 @@ __all__ = [
     "NO_EXCLUSION",
     "RECOMMENDATION_KINDS",
     "SESSION_STATES",
-    "STATE_VERSION",
     "TOKEN_SCOPES",
     "AnswerGeneration",
     "ApiToken",
     "AppliedAnswer",
     "Base",
     "BrowserSession",
-    "BulkSweepDecision",
     "Campaign",
-    "CampaignState",
-    "DecidedPromise",
     "FitRecord",
     "ImpactFactor",
-    "ImportOrigin",
     "JSONType",
     "Measurement",
     "MeasurementArtifact",
     "MeasurementPhase",
-    "OmegaCCs",
-    "OmegaView",
-    "PathVariation",
     "ProbeSession",
     "RecalibrationEvent",
     "RecalibrationSchedule",
     "Recommendation",
     "SchedulerLease",
-    "SelectedCC",
-    "Selection",
-    "SelectionEstimate",
-    "SelectionGain",
-    "SelectionStep",
     "Site",
     "SiteCapabilities",
     "SiteLock",
-    "SpreadAtObs",
-    "StoredAlternative",
-    "StreamSweepDecision",
     "Subflow",
-    "SweepDecision",
-    "Tally",
     "Topology",
     "UTCDateTime",
-    "Warm",
-    "WarmCheck",
-    "read_sweep_decision",
     "utcnow",
 ]

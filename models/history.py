@@ -12,7 +12,7 @@ from .base import Base, JSONType, UTCDateTime, utcnow
 
 EVENT_KINDS = (
     "opm_changed", "occ_changed", "obs_moved", "omega_sign_changed",
-    "warm_confirmed", "warm_drifted",  # warm recalibration's verdicts (flows/scheduling/warm.py)
+    "warm_confirmed", "warm_drifted",  # warm recalibration's verdicts (flows/campaign/warm.py)
     # a failover queued this recalibration; its new answer's re-apply started, or was refused
     # (flows/scheduling/reapply.py)
     "path_changed", "reapply_started", "reapply_refused",

@@ -26,7 +26,6 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .base import Base, JSONType, UTCDateTime, utcnow
-from .campaign_state import CampaignState
 
 CAMPAIGN_STATES = ("queued", "running", "done", "failed", "cancelled")
 CAMPAIGN_MODES = ("grid", "adaptive")
@@ -50,7 +49,7 @@ class MeasurementPhase(StrEnum):
 
     @property
     def budget_phase(self) -> str:
-        """The probe budget's name of this phase (`CampaignState.budget`'s keys)."""
+        """The probe budget's name of this phase (the campaign state's budget keys)."""
         return "sweep" if self is MeasurementPhase.SWEEP else self.value
 
 
@@ -226,29 +225,13 @@ class Campaign(Base):
     # When it last asked for its two sites and had to wait (busy, or giving way to a busier
     # site's campaign under the fleet policy); NULL while it holds them or has not asked.
     site_wait_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    # Everything the phases decided, the probe budget included: `run_state` (a CampaignState).
+    # Everything the phases decided, the probe budget included: the JSON form of
+    # `service.state.CampaignState` (`state_of(campaign)` reads it typed).
     run_state_json: Mapped[dict[str, Any]] = mapped_column("run_state", JSONType, default=dict)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-
-    @property
-    def run_state(self) -> CampaignState:
-        """What the campaign decided on its way (models/campaign_state.py). Read once per stored
-        value: a page reads it many times, and the measured selection is no small value. The
-        JSON is never changed in place (the setter assigns a new dict; a refresh loads a new
-        one), so the value read stands while it is the same object."""
-        stored = self.run_state_json
-        read = self.__dict__.get("_run_state_read")
-        if read is None or read[0] is not stored:
-            read = (stored, CampaignState.from_dict(stored))
-            self.__dict__["_run_state_read"] = read
-        return read[1]
-
-    @run_state.setter
-    def run_state(self, state: CampaignState) -> None:
-        self.run_state_json = state.to_dict()  # a new dict: SQLAlchemy sees the change
 
     @property
     def measured_ccs(self) -> list[str]:

@@ -84,3 +84,27 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
     (pkg / "c.py").write_text("from cyc import a\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert _cycles(grimp.build_graph("cyc", cache_dir=None)) == [["cyc.a", "cyc.b"]]
+
+
+def test_the_flow_domains_layer_with_no_lazy_import_around_the_order():
+    """The domains' order is a contract (run above); every import between domains, lazy ones
+    (inside a function) too, goes down it, and every domain is in it."""
+    import tomllib
+
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (flows,) = [c for c in contracts["contracts"] if c.get("containers") == ["service.flows"]]
+    order = [[d.strip() for d in layer.split("|")] for layer in flows["layers"]]
+    assert order == [["scheduling"], ["applying", "takeaways"], ["campaign"], ["answers"]]
+    domains = {p.name for p in (REPO / "service" / "flows").iterdir()
+               if (p / "__init__.py").exists()}
+    assert domains == {d for layer in order for d in layer}
+    rank = {d: k for k, layer in enumerate(order) for d in layer}
+    graph = grimp.build_graph("service", cache_dir=None)
+    for importer in graph.modules:
+        parts = importer.split(".")
+        if parts[:2] != ["service", "flows"] or len(parts) < 3:
+            continue
+        for imported in graph.find_modules_directly_imported_by(importer):
+            other = imported.split(".")
+            if other[:2] == ["service", "flows"] and len(other) > 2 and other[2] != parts[2]:
+                assert rank[parts[2]] < rank[other[2]], (importer, imported)

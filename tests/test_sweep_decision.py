@@ -1,21 +1,30 @@
-"""The sweep's decision in a campaign's state (models/sweep_decision.py): every form ever stored
-reads as the typed decision (the run-state column, the notes of the layout before it, bundle
-versions 1 and 2, a stream sweep's), the answer and the flags read it by attribute, and it is
-written back exactly as it was read."""
+"""The sweep's outcome in a campaign's state (service/state/sweep_outcome.py): every form ever
+stored reads as the algorithm's own decision inside the typed outcome (the run-state column, the
+notes of the layout before it, bundle versions 1 and 2, a stream sweep's), the answer and the
+flags read it by attribute, and it is written back exactly as it was read."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
-from models import (
-    BulkSweepDecision,
-    Campaign,
-    CampaignState,
-    StreamSweepDecision,
-    read_sweep_decision,
-)
+import pytest
+
+from models import Campaign
+from service.algorithm.adaptive import BulkDecision
+from service.algorithm.adaptive.variation import Variation
+from service.algorithm.alternative import Alternative
+from service.algorithm.stream_choice import StreamDecision
+from service.algorithm.window_spread import WindowSpread
 from service.flows.answers.decided import decided_stream, promise_of, sweep_decision
 from service.flows.takeaways import bundle_schema_v1, bundle_schema_v2
+from service.state import (
+    BulkSweepOutcome,
+    CampaignState,
+    StreamSweepOutcome,
+    read_sweep_decision,
+    state_of,
+)
 from service.store.campaign_report import flags
 
 # what `phases.adaptive_sweep` stored in a database before the decision was typed
@@ -56,44 +65,54 @@ def _stored(value):
 
 def _campaign(decision, mode: str = "adaptive") -> Campaign:
     return Campaign(mode=mode, delta=0.07, buffer_grid_mib=[0.1, 0.2, 0.4],
-                    run_state=CampaignState.from_dict({"sweep_decision": _stored(decision)}))
+                    run_state_json={"sweep_decision": _stored(decision)})
 
 
 def test_a_stored_bulk_decision_reads_typed_and_writes_back_unchanged():
     c = _campaign(BULK)
-    decision = c.run_state.sweep_decision
-    assert isinstance(decision, BulkSweepDecision)
+    outcome = state_of(c).sweep_decision
+    assert isinstance(outcome, BulkSweepOutcome)
+    decision = outcome.decision  # the algorithm's own result, read back
+    assert isinstance(decision, BulkDecision) and decision.settled
     assert (decision.opm, decision.occ, decision.obs_mib, decision.t_star_runs) == (
         "PCDC", "cubic", 0.2, 4)
-    assert decision.promise.of == "one fresh probe" and decision.alternatives[0].differs_in == (
+    assert isinstance(decision.alternatives[0], Alternative)
+    assert outcome.promise.of == "one fresh probe" and decision.alternatives[0].differs_in == (
         "pm",)
-    assert sweep_decision(c) is decision
-    promise = promise_of(decision)
+    assert isinstance(outcome.variation, Variation)
+    assert outcome.variation.spread_mbps == pytest.approx(1.3)
+    assert isinstance(outcome.spread_at_obs, WindowSpread)
+    assert outcome.spread_at_obs.half_width_mbps == 0.1
+    assert sweep_decision(c) is outcome
+    promise = promise_of(outcome)
     assert (promise.low_mbps, promise.high_mbps, promise.confidence) == (9.8, 10.0, 0.9)
     assert promise.variation == BULK["variation"]
     assert {"adaptive:settled", "unsteady_rate_at_obs", "path_varies"} <= set(flags(c))
-    assert decision.to_dict() == BULK
-    assert c.run_state.to_dict()["sweep_decision"] == BULK
-    assert CampaignState.from_dict(_stored(c.run_state.to_dict())) == c.run_state
+    assert outcome.to_dict() == BULK
+    assert list(outcome.to_dict()) == list(BULK)  # the stored form's key order too
+    assert state_of(c).to_dict()["sweep_decision"] == BULK
+    assert CampaignState.from_dict(_stored(state_of(c).to_dict())) == state_of(c)
 
 
 def test_an_early_form_reads_with_defaults_and_writes_back_without_them():
     c = _campaign(EARLY)
-    decision = c.run_state.sweep_decision
-    assert decision.variation is None and decision.spread_at_obs is None
-    assert decision.confidence is None and decision.pcdc_as_fullmesh == ()
-    assert sweep_decision(c) is decision and promise_of(decision).of == "the mean"
+    outcome = state_of(c).sweep_decision
+    assert outcome.variation is None and outcome.spread_at_obs is None
+    # a key the form lacks takes the algorithm's default (every sweep decided at 90 %)
+    assert outcome.decision.confidence == 0.9 and outcome.pcdc_as_fullmesh == ()
+    assert outcome.decision.t_star_runs == 0 and outcome.decision.survivors == ()
+    assert sweep_decision(c) is outcome and promise_of(outcome).of == "the mean"
     got = flags(c)
     assert "adaptive:settled" in got
     assert "path_varies" not in got and "unsteady_rate_at_obs" not in got
-    assert decision.to_dict() == EARLY
+    assert outcome.to_dict() == EARLY
 
 
 def test_the_notes_before_the_state_read_the_decision_and_show_it_as_it_was():
     notes = {"adaptive": _stored(BULK), "grid_extended": [0.8]}
     state = CampaignState.from_legacy({"probes_total": 5}, notes)
-    assert isinstance(state.sweep_decision, BulkSweepDecision)
-    assert state.sweep_decision.t_star_held is True
+    assert isinstance(state.sweep_decision, BulkSweepOutcome)
+    assert state.sweep_decision.decision.t_star_held is True
     assert state.legacy_notes()["adaptive"] == BULK
 
 
@@ -102,8 +121,8 @@ def test_bundle_versions_1_and_2_read_their_decisions():
     # is required; other keys pass as free-form JSON)
     v1 = bundle_schema_v1.Notes.model_validate({"adaptive": {**EARLY, "later_key": [1]}})
     state = CampaignState.from_legacy({}, v1.model_dump(exclude_unset=True))
-    assert state.sweep_decision.opm == "FullMesh"
-    assert state.sweep_decision.other == {"later_key": [1]}
+    assert state.sweep_decision.decision.opm == "FullMesh"
+    assert state.sweep_decision.decision.other == {"later_key": [1]}
     assert state.legacy_notes()["adaptive"] == {**EARLY, "later_key": [1]}
     # version 2: the run state's "sweep_decision", a bulk or a stream sweep's
     for form in (BULK, STREAM, {"stop": "budget"}):
@@ -114,10 +133,11 @@ def test_bundle_versions_1_and_2_read_their_decisions():
 
 def test_a_stream_decision_reads_as_the_stream_answer():
     c = _campaign(STREAM)
-    stored = c.run_state.sweep_decision
-    assert isinstance(stored, StreamSweepDecision) and stored.stop == "budget"
+    stored = state_of(c).sweep_decision
+    assert isinstance(stored, StreamSweepOutcome) and stored.stop == "budget"
     assert sweep_decision(c) is None  # not a bulk answer
     decision = decided_stream(c)
+    assert isinstance(decision, StreamDecision) and decision is stored.decision
     assert (decision.opm, decision.occ, decision.obs_mib, decision.p99_ms) == (
         "FullMesh", "reno", 0.06, 30.6)
     assert decision.not_carrying == {"FullMesh/cubic": "stalled"}
@@ -131,13 +151,25 @@ def test_odd_values_never_fail_a_read_and_are_kept_as_they_were():
            "spread_at_obs": {"unsteady_runs": "many"}, "alternatives": 3,
            "promise": {"low_mbps": 1.0, "high_mbps": 2.0, "of": "the mean"}}
     c = _campaign(odd)
-    decision = c.run_state.sweep_decision
-    assert decision.obs_mib is None and decision.variation is None
-    assert decision.alternatives == () and not decision.unsteady_at_obs
+    outcome = state_of(c).sweep_decision
+    assert outcome.decision.obs_mib is None and outcome.variation is None
+    assert outcome.decision.alternatives == () and not outcome.unsteady_at_obs
     assert sweep_decision(c) is None  # no buffer decided: no answer from it
     assert flags(c) == ["adaptive:settled"]
-    assert decision.to_dict() == odd
+    assert outcome.to_dict() == odd
     assert read_sweep_decision(None) is None
+
+
+def test_the_stored_results_are_the_algorithms_own_and_frozen():
+    outcome = state_of(_campaign(BULK)).sweep_decision
+    for value in (outcome, outcome.decision, outcome.decision.alternatives[0],
+                  outcome.variation, outcome.spread_at_obs):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            value.other = {}  # type: ignore[misc]
+    stream = state_of(_campaign(STREAM)).sweep_decision.decision
+    assert isinstance(stream.carrying, tuple) and isinstance(stream.alternatives, tuple)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stream.settled = True  # type: ignore[misc]
 
 
 def test_a_budget_stop_without_a_configuration_is_no_answer():

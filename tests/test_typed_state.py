@@ -1,7 +1,7 @@
-"""The typed parts of a campaign's state: the measured selection (models/selection_state.py), Ω's
-CCs and an import's origin (models/campaign_state.py): typed attributes, and every stored form
-(old ones with fewer keys, a stream's with the delay view, keys a later version adds) written
-back exactly as it was read."""
+"""The typed parts of a campaign's state (service/state/): the measured selection, kept as the
+algorithm's own `SelectionResult` per CC, Ω's CCs and an import's origin: typed attributes, and
+every stored form (old ones with fewer keys, a stream's with the delay view, keys a later version
+adds, odd values an imported bundle may hold) written back exactly as it was read."""
 
 from __future__ import annotations
 
@@ -10,15 +10,17 @@ import json
 
 import pytest
 
-from models import (
+from service.algorithm.selection import SelectionResult, Step, next_probes, result
+from service.algorithm.selection_stream import delay_view
+from service.algorithm.selection_types import SelectionState
+from service.algorithm.subset_stats import Gain, SubsetEstimate
+from service.state import (
     CampaignState,
     ImportOrigin,
     OmegaCCs,
-    SelectedCC,
     Selection,
-    SelectionEstimate,
-    SelectionGain,
-    SelectionStep,
+    Warm,
+    WarmCheck,
 )
 
 STEP = {"decision": "add", "subset": ["A-X", "B-Y"], "label": "A-X+B-Y", "subflow": "B-Y",
@@ -41,6 +43,8 @@ def test_a_selection_reads_as_attributes_and_writes_back_what_it_read():
     stored = {"done": True, "ccs": {"cubic": ENTRY}}
     selection = Selection.from_dict(_stored(stored))
     entry = selection.ccs["cubic"]
+    assert isinstance(entry, SelectionResult)  # the algorithm's own result, read back
+    assert isinstance(entry.path[0], Step) and isinstance(entry.estimate, SubsetEstimate)
     assert entry.subset == ("A-X", "B-Y") and entry.usable and entry.omega.agree is False
     assert entry.path[0].estimate.mean_mbps == 9.0 and entry.path[0].gain.settled
     assert entry.buffer_check is None and entry.metric is None
@@ -66,19 +70,37 @@ def test_a_stream_selection_keeps_its_delay_view():
     step = {**STEP, "estimate": estimate, "gain": {**STEP["gain"], "p99_change": None}}
     stored = {**ENTRY, "estimate": estimate, "path": [step], "metric": "p99_frame_delay",
               "why": "paced probes"}
-    entry = SelectedCC.from_dict(_stored(stored))
+    entry = SelectionResult.from_dict(_stored(stored))
     assert entry.path[0].estimate.p99_ms == 60.0 and entry.path[0].gain.p99_change is None
     assert entry.to_dict() == stored
-    # built anew (not read): the delay keys go with a stream's entry only
-    step = SelectionStep(decision="add", subset=("A-X",),
-                         estimate=SelectionEstimate(subset=("A-X",), runs=1, mean_mbps=3.0),
-                         gain=SelectionGain(fraction=0.2))
-    fresh = SelectedCC(subset=("A-X",), path=(step,), metric="p99_frame_delay")
+    # built anew (not read): the delay keys go with a stream's result only (`delay_view`)
+    step = Step(decision="add", subset=("A-X",),
+                estimate=SubsetEstimate(subset=frozenset({"A-X"}), runs=1, mean_mbps=3.0,
+                                        low_mbps=0.0),
+                gain=Gain(fraction=0.2, low=-1.0, high=None))
+    bulk = SelectionResult(subflows=("A-X", "B-Y"), subset=("A-X",), path=(step,))
+    fresh = delay_view(bulk, rate_mbps=4.0)
     assert "p99_change" in fresh.path_dicts()[0]["gain"]
     assert "p99_ms" in fresh.to_dict()["path"][0]["estimate"]
-    bulk = dataclasses.replace(fresh, metric=None)
+    assert fresh.to_dict()["metric"] == "p99_frame_delay"
     assert "p99_change" not in bulk.path_dicts()[0]["gain"]
     assert "metric" not in bulk.to_dict() and "buffer_check" not in bulk.to_dict()
+    assert bulk.to_dict()["label"] == "A-X alone" and bulk.path_dicts()[0]["label"] == "A-X alone"
+
+
+def test_a_result_the_algorithm_makes_is_stored_as_it_is_and_reads_back_the_same():
+    runs = {frozenset({"A-X"}): [9.0, 9.2], frozenset({"B-Y"}): [4.0, 4.1],
+            frozenset({"A-X", "B-Y"}): [12.0, 12.3]}
+    state = SelectionState(("A-X", "B-Y"), runs)
+    assert next_probes(state) == []
+    made = result(state)
+    stored = _stored(made.to_dict())
+    back = SelectionResult.from_dict(stored)
+    assert (back.subset, back.label, back.usable, back.settled, back.standby_subflows) == (
+        made.subset, made.label, made.usable, made.settled, made.standby_subflows)
+    assert back.to_dict() == stored
+    assert [s.decision for s in back.path] == [s.decision for s in made.path]
+    assert back.estimate.mean_mbps == round(made.estimate.mean_mbps, 6)
 
 
 def test_the_selection_is_frozen():
@@ -114,15 +136,17 @@ def test_an_imported_bundles_odd_values_never_fail_a_read():
     selection = Selection.from_dict(odd)
     entry = selection.ccs["cubic"]
     assert entry.subset == ("A-X",) and entry.usable and entry.estimate is None
-    assert len(entry.path) == 1 and entry.path[0].rival == () and entry.path[0].estimate is None
-    assert entry.omega is None and entry.buffer_check is None and entry.standby_subflows == ()
+    assert entry.path == ()  # a list with other than objects: kept as it was, read as none
+    fine = SelectionResult.from_dict({"path": [{"rival": 7, "estimate": []}]})
+    assert fine.path[0].rival is None and fine.path[0].estimate is None
+    assert entry.omega is None and entry.buffer_check is None and not entry.standby_subflows
     assert "reno" not in selection.ccs
-    assert Selection.from_dict(selection.to_dict()) == selection  # and it writes back readable
+    assert entry.to_dict() == odd["ccs"]["cubic"]  # written back as it was
+    assert Selection.from_dict(selection.to_dict()) == selection
     assert CampaignState.from_dict({"omega_ccs": {"ccs": 4}}).omega_ccs.ccs == ()
 
 
 def test_a_warm_checks_report_reads_typed_in_both_stored_forms():
-    from models import Warm, WarmCheck
 
     judged = {"check": "obs", "arm": "PCDC/cubic", "bs_mib": 0.2, "promised_mbps": 9.9,
               "measured_mbps": 9.7, "runs": 2, "tolerance_mbps": 0.69, "drifted": False}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
-from service.flows.campaign.dispatch import CONTROL_QUEUE, site_queue
+from service.messaging import CONTROL_QUEUE, site_queue
 from service.settings import Settings, get_settings
 
 __all__ = ["CONTROL_QUEUE", "app", "make_app", "site_queue"]

@@ -71,8 +71,8 @@ def advance_campaign(self, campaign_id: int) -> str:
         None, campaign_id=campaign_id, prober=_prober(sites), settings=get_settings()
     )
     if turn.step is None:
-        if turn.state == "done":  # a recalibration's new answer, applied where asked
-            reapply.after_campaign(campaign_id, get_settings())
+        if turn.finished is not None:  # a recalibration's new answer, applied where asked
+            reapply.after_finish(turn.finished, get_settings())
         return turn.state
     local = sites[0]
     if turn.lease is None:

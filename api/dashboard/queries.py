@@ -1,11 +1,13 @@
 """Read-only queries behind the dashboard pages.
 
 Everything here reads the database through the store (`service.store`, the dashboard's own reads
-in `service.store.dashboard`). Answers are read as stored: a stream campaign's answer is its
-stored recommendation, an adaptive campaign's is its sweep's stored decision
-(`service.flows.answers.decided`); the Fits page's other deltas are solved through the same flow as
-the API (`service.flows.answers.campaign_answer.solve_campaign`), so a page never shows another
-buffer than the answer a user got. Progress is the campaign's stored counters
+in `service.store.dashboard`). Answers are read as stored and shown as the API sends them
+(`answer_of`): a stream campaign's answer is its stored recommendation, with its p99 chart and
+frame charts from `service.flows.answers.stream_view` (computed there, never here), an adaptive
+campaign's is its sweep's stored decision (`service.flows.answers.decided`); the Fits page's
+other deltas are solved through the same flow as the API
+(`service.flows.answers.campaign_answer.solve_campaign`), so a page never shows another buffer
+than the answer a user got. Progress is the campaign's stored counters
 (`flows.campaign.budget.progress`). Nothing here writes. Each function returns plain dicts/lists
 that the templates render and that are safe to serialise to JSON for the charts.
 """
@@ -18,16 +20,15 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from models import Campaign, FitRecord, ImpactFactor, Recommendation, Selection, Topology
-from probes.frames import FrameRecord, after_warmup, delay_cdf, hol_timeline, read_frames_csv
+from api.schemas import RecommendationOut
+from models import Campaign, FitRecord, ImpactFactor, Recommendation, Topology
 from service.algorithm.impact import sign_changes
-from service.algorithm.objective import objective_of
-from service.algorithm.stream_choice import StreamRun, carries
+from service.flows.answers import stream_view
 from service.flows.answers.campaign_answer import SolvedCampaign, solve_campaign
 from service.flows.answers.decided import decided_question, decided_solution
-from service.flows.answers.stream_answer import SEED_FIGURES, stream_answer
 from service.flows.campaign import budget
-from service.flows.campaign.selected import measured_selection
+from service.state import Selection
+from service.state.selected import measured_selection
 from service.store import applied, inventory, recommendations, results
 from service.store import artifacts as artifact_store
 from service.store import campaigns as campaign_store
@@ -81,7 +82,7 @@ def topology_page(session: Session, topology_id: int) -> dict:
         "topology": topology,
         "homogeneous": inventory.topology_spec(topology).is_homogeneous(),
         "subflows": subflows,
-        "recommendation": recs[0] if recs else None,
+        "recommendation": answer_of(recs[0]) if recs else None,
         "recommendations_total": rec_total,
         "campaigns": campaigns,
         "campaigns_total": campaigns_total,
@@ -315,7 +316,7 @@ def recommendations_page(session: Session, topology_id: int, limit: int, offset:
         "total": total,
         "limit": limit,
         "offset": offset,
-        "latest": latest[0] if latest else None,
+        "latest": answer_of(latest[0]) if latest else None,
         "active_campaign": campaign_store.active_campaign(session, topology_id=topology.id),
     }
 
@@ -324,33 +325,15 @@ def recommendation_page(session: Session, recommendation_id: int) -> dict:
     rec = recommendations.get_recommendation(session, recommendation_id=recommendation_id)
     topology = reads.topology_or_none(session, rec.topology_id)
     campaign = reads.campaign_or_none(session, rec.campaign_id)
-    return {"rec": rec, "topology": topology, "campaign": campaign,
-            "p99_chart": p99_chart(rec)}
+    return {"rec": answer_of(rec), "topology": topology, "campaign": campaign,
+            "p99_chart": stream_view.p99_chart(rec)}
 
 
-def p99_chart(rec: Recommendation) -> dict | None:
-    """A stream answer's p99 frame delay per buffer, per arm, as it was stored with the answer
-    (never recomputed), with the (1 + δ) limit over the chosen arm's best; a point that did not
-    carry the stream is marked (its frames waited, its p99 is not a carried stream's)."""
-    stream = (rec.outputs or {}).get("stream")
-    if not stream or not stream.get("points"):
-        return None
-    objective = objective_of((rec.inputs or {}).get("objective"))
-    rate = objective.rate_mbps if objective.is_stream else 0.0
-    arms: dict[str, list[dict]] = {}
-    for p in stream["points"]:
-        p99s = [v for v in p.get("p99_ms") or [] if v is not None]
-        runs = [StreamRun(g, v, lost) for g, v, lost in zip(
-            p.get("goodput_mbps") or [], p.get("p99_ms") or [], p.get("lost_fraction") or [],
-            strict=False)]
-        arms.setdefault(f"{p['pm']}/{p['cc']}", []).append({
-            "bs": p["bs_mib"], "p99": sum(p99s) / len(p99s) if p99s else None,
-            "runs": len(p99s),
-            "carries": bool(rate) and carries(runs, rate, objective.loss_allowed)})
-    return {"id": f"p99-{rec.id}", "chosen": f"{rec.opm}/{rec.occ}", "obs": rec.obs_mib,
-            "p99": stream.get("p99_ms"), "limit": stream.get("limit_p99_ms"),
-            "best": stream.get("best_p99_ms"), "delta": rec.delta,
-            "series": [{"arm": arm, "points": pts} for arm, pts in sorted(arms.items())]}
+def answer_of(rec: Recommendation) -> RecommendationOut:
+    """A stored answer as the API sends it (its `Outputs` typed): what a page shows of an
+    answer is read by attribute, so a misspelt field fails the page (the templates'
+    `StrictUndefined`) instead of showing nothing."""
+    return RecommendationOut.of(rec)
 
 
 # --- campaigns -----------------------------------------------------------------------------------
@@ -371,79 +354,6 @@ def campaign_page(session: Session, campaign_id: int) -> dict:
         "measurement_rows": MEASUREMENT_ROWS,
         "by_phase": reads.measurement_counts(session, campaign.id),
         "tools": reads.tool_counts(session, campaign.id),
-        "stream": _stream(session, campaign),
+        "stream": stream_view.campaign_stream(session, campaign),
         **reads.derived_counts(session, campaign.id),
     }
-
-
-def _stream(session: Session, campaign: Campaign) -> dict | None:
-    """A stream campaign's frame delay per measured point and its answer: the one stored when it
-    finished (read, never recomputed); before that, the decision so far."""
-    objective = objective_of(campaign.objective)
-    if not objective.is_stream:
-        return None
-    stored = _stored_stream_answer(session, campaign)
-    if stored is not None:
-        rec, out = stored
-        points, error, answer_id = out.get("points") or [], None, rec.id
-        choice = {"pm": rec.opm, "cc": rec.occ, "bs_mib": rec.obs_mib, "p99_ms": out["p99_ms"],
-                  **{k: out.get(k) for k in SEED_FIGURES}}
-    else:  # nothing stored yet (a running campaign), or it gave no stream answer
-        answer = stream_answer(session, campaign, objective, campaign.delta)
-        d = answer.decision
-        points, error, answer_id = answer.points, answer.error, None
-        choice = None if d is None or d.opm is None else {
-            "pm": d.opm, "cc": d.occ, "bs_mib": d.obs_mib, "p99_ms": d.p99_ms, **answer.figures}
-    cdfs, timeline = _frame_charts(session, campaign, choice)
-    return {"objective": objective, "points": points, "error": error, "choice": choice,
-            "answer_id": answer_id, "cdf_charts": cdfs, "timeline": timeline}
-
-
-def _stored_stream_answer(session: Session,
-                          campaign: Campaign) -> tuple[Recommendation, dict] | None:
-    """The stream answer stored for the finished campaign (on its own delta), with its
-    `outputs.stream`; None when it has none."""
-    rec = recommendations.calibrated_recommendation_of(session, campaign_id=campaign.id)
-    stream = None if rec is None else (rec.outputs or {}).get("stream")
-    if not stream or rec.delta != campaign.delta:
-        return None
-    return rec, stream
-
-
-def _frame_charts(session: Session, campaign: Campaign,
-                  choice: dict | None) -> tuple[list[dict], dict | None]:
-    """Per arm a frame-delay CDF at each buffer (its runs pooled, each run's warm-up left out,
-    counted against frames sent), and one probe's head-of-line timeline: the choice's first
-    run, else the first probe with frames. From the probes' own stored `frames.csv`; a file
-    that does not parse is left out (the table above still shows its figures)."""
-    per_point: dict[tuple[str, str, float], list[FrameRecord]] = {}
-    runs: dict[tuple[str, str, float], int] = {}
-    parsed = []
-    for f in reads.campaign_frames(session, campaign.id):
-        try:
-            records = read_frames_csv(f.text)
-        except ValueError:
-            continue
-        parsed.append((f, records))
-        key = (f.pm, f.cc, f.bs_mib)
-        # each run's own warm-up: pooled first, the earliest run's start would decide for all
-        per_point.setdefault(key, []).extend(after_warmup(records, f.warmup_s))
-        runs[key] = runs.get(key, 0) + 1
-    chosen = (choice["pm"], choice["cc"], choice["bs_mib"]) if choice else None
-    first = next((p for p in parsed if (p[0].pm, p[0].cc, p[0].bs_mib) == chosen),
-                 parsed[0] if parsed else None)
-    arms: dict[str, list[dict]] = {}
-    for (pm, cc, bs), records in sorted(per_point.items()):
-        cdf = delay_cdf(records)
-        arms.setdefault(f"{pm}/{cc}", []).append({
-            "bs": bs, "runs": runs[(pm, cc, bs)], "sent": len(records),
-            "reached": cdf[-1][1] if cdf else 0.0, "points": cdf})
-    cdfs = [{"id": f"cdf-{i}", "arm": arm, "series": series}
-            for i, (arm, series) in enumerate(sorted(arms.items()))]
-    timeline = None
-    if first is not None:
-        f, records = first
-        got, lost = hol_timeline(records, f.warmup_s)
-        timeline = {"id": "hol-timeline", "measurement_id": f.measurement_id, "pm": f.pm,
-                    "cc": f.cc, "bs": f.bs_mib, "run": f.run, "points": got, "lost": lost}
-    return cdfs, timeline

@@ -19,7 +19,9 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from api.deps import SessionDep, require_read_page
+from api.schemas import RecommendationOut
 from service.errors import NotFound
+from service.state import state_of
 
 from . import queries
 
@@ -123,6 +125,13 @@ def _flag_class(flag: str) -> str:
     return "flag-info"
 
 
+def _is_stream(rec) -> bool:
+    """An answer for a stream objective: a sent answer (`RecommendationOut`) or a stored row."""
+    if isinstance(rec, RecommendationOut):
+        return rec.objective.is_stream
+    return bool((rec.inputs or {}).get("objective"))
+
+
 env = Environment(
     loader=FileSystemLoader(str(TEMPLATES_DIR)),
     autoescape=select_autoescape(enabled_extensions=("html",), default_for_string=True),
@@ -140,6 +149,8 @@ env.filters.update(
     age=_age,
     omega_class=_omega_class,
     flag_class=_flag_class,
+    state=state_of,  # a campaign row's typed state: `(campaign|state).budget`
+    is_stream=_is_stream,
 )
 
 

@@ -27,6 +27,7 @@ from api.schemas import (
 )
 from service.flows.answers.answer_cache import GenerationReader, answers
 from service.flows.answers.ask import SentAnswer, ask, database_of
+from service.flows.campaign import dispatch
 from service.store import answer_generation, tokens
 from service.store import recommendations as store
 
@@ -113,6 +114,7 @@ def _checked(session, credentials, digest, body, settings, desk, generation: int
         generation=generation,
         looked_up=looked_up,
         objective=body.objective,
+        queue=dispatch.campaign_for_question,
     )
 
 

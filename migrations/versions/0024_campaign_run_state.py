@@ -1,6 +1,6 @@
 """campaign run state: the notes and the seven budget columns become one versioned JSON column
 
-`campaigns.run_state` holds what models/campaign_state.py types as `CampaignState`: the probe
+`campaigns.run_state` holds what service/state/campaign_state.py types as `CampaignState`: the probe
 budget (the columns probe_seconds_budget, probes_total, probes_done, probe_seconds_used,
 extra_impact_runs, extra_rounds, budget_exhausted, and notes["probe_budget"]) and every other
 key the phases wrote into `notes`. The data moves both ways. The conversion is written out here,

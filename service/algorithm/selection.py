@@ -46,6 +46,7 @@ from .selection_types import (  # noqa: F401 - the selection's types, re-exporte
     SelectionResult,
     SelectionState,
     Step,
+    subset_label,
 )
 from .subset_stats import (
     Gain,
@@ -75,14 +76,6 @@ def next_probes(state: SelectionState) -> list[Subset]:
 def result(state: SelectionState) -> SelectionResult:
     """SP*, its path and standbys from what was measured; provisional while probes are wanted."""
     return _Selection(state).run().result
-
-
-def subset_label(subset: Sequence[str] | Subset, subflows: Sequence[str]) -> str:
-    """How a statement names a subset: `U-C alone`, `U-C+K-C`, `all subflows`."""
-    if set(subset) == set(subflows):
-        return "all subflows"
-    ordered = [n for n in subflows if n in subset]
-    return f"{ordered[0]} alone" if len(ordered) == 1 else "+".join(ordered)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .selection import SelectionResult, SelectionState, subset_label
+from .selection_types import OmegaView
 from .subset_stats import Gain, estimate, gain, pooled_spread
 
 
@@ -27,6 +28,10 @@ class OmegaComparison:
     @property
     def agree(self) -> bool:
         return not (self.kept_by_selection_only or self.kept_by_omega_only)
+
+    def view(self, subflows: Sequence[str]) -> OmegaView:
+        """What the answer keeps of it: Ω's subset, whether they agree, the sentence."""
+        return OmegaView(subset=self.omega, agree=self.agree, statement=self.statement(subflows))
 
     def statement(self, subflows: Sequence[str]) -> str:
         """One line for the answer: `Ω keeps all subflows; the measured selection keeps U-C

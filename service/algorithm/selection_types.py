@@ -1,16 +1,35 @@
 """What a subflow selection (`selection.py`) is given and answers: the state (runs per subset,
 failures, settings, the budget, the stated rates) and the result (its path of decisions, SP*
-with its estimate and standbys)."""
+with its estimate and standbys).
+
+The result is stored as it is, in a campaign's state (`state.selection_state.Selection`, per
+CC): `SelectionResult.to_dict` is the stored JSON form (the `run_state` column, bundle versions
+1 and 2) and `from_dict` reads every form ever stored (`stored_form`): what a user reads of it
+(SP*'s label, whether it is usable and settled, the standbys in failover order) is computed when
+the result is made and stored with it; the working figures behind it (the other subsets'
+estimates, the subflows' names, the unusable subsets) are not, and a value read back has them
+empty."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
 
 from .alternative import Alternative
 from .capacity import LinkCapacity
-from .subset_stats import Gain, Subset, SubsetEstimate
+from .stored_form import (
+    OTHER,
+    PRESENT,
+    StoredForm,
+    each,
+    flag,
+    names,
+    nested,
+    text,
+)
+from .subset_stats import Gain, Subset, SubsetEstimate, stored_figure
 
 DEFAULT_CONFIDENCE = 0.9
 MIN_RUNS = 2
@@ -44,57 +63,154 @@ class Budget:
         return min(limits) if limits else None
 
 
+def _rival(value: Any) -> tuple[str, ...] | None:
+    return None if value is None else names(value)
+
+
+def subset_label(subset: Sequence[str] | Subset, subflows: Sequence[str]) -> str:
+    """How a statement names a subset: `U-C alone`, `U-C+K-C`, `all subflows`."""
+    if set(subset) == set(subflows):
+        return "all subflows"
+    ordered = [n for n in subflows if n in subset]
+    return f"{ordered[0]} alone" if len(ordered) == 1 else "+".join(ordered)
+
+
 @dataclass(frozen=True)
-class Step:
+class Step(StoredForm):
     """One decision of the selection path. `subset` is the subset kept after it. `gain` is the
     change the step weighed: start, the best alone over the runner-up alone; add, the new subset
     over the previous one; stop, the best candidate over the kept subset (what adding would have
     brought); all / measured, every subflow / another measured subset over the forward
-    selection's subset. `settled`: its interval excludes zero (or there was nothing to weigh)."""
+    selection's subset. `settled`: its interval excludes zero (or there was nothing to weigh).
+    `label`: the subset as a user reads it, given when its result is made."""
 
     # start | add | stop | all | measured | pending (waits for repeats, or the budget ended)
-    decision: str
-    subset: tuple[str, ...]
-    estimate: SubsetEstimate
+    decision: str = ""
+    subset: tuple[str, ...] = ()
+    estimate: SubsetEstimate | None = None
     subflow: str | None = None  # added (add) or the best rejected addition (stop)
     rival: tuple[str, ...] | None = None  # the other side of `gain`
     gain: Gain | None = None
+    label: str | None = None
+    settled: bool | None = None
+    other: Mapping[str, Any] = OTHER()
+    present: frozenset[str] | None = PRESENT()
+    READERS: ClassVar = {"decision": text, "subset": names, "label": text, "subflow": text,
+                         "rival": _rival, "estimate": nested(SubsetEstimate),
+                         "gain": nested(Gain), "settled": flag}
 
-    @property
-    def settled(self) -> bool:
-        return self.gain is None or self.gain.settled
+    def __post_init__(self) -> None:
+        if self.present is None and self.settled is None:
+            object.__setattr__(self, "settled", self.gain is None or bool(self.gain.settled))
 
 
 @dataclass(frozen=True)
-class SelectionResult:
-    cc: str | None
-    subflows: tuple[str, ...]
-    subset: tuple[str, ...]  # SP*, in the subflows' order
-    path: tuple[Step, ...]
-    complete: bool  # nothing more to measure (False: still measuring, or out of budget)
-    estimate: SubsetEstimate | None  # SP*'s goodput (None: nothing usable was measured)
-    standbys: tuple[SubsetEstimate, ...]  # every other usable measured subset, best mean first
-    within_reach: tuple[Alternative, ...]  # measured subsets whose interval overlaps SP*'s
-    unusable: tuple[tuple[str, ...], ...]
+class OmegaView(StoredForm):
+    """Ω's SP* beside the measured one, whether they agree and the sentence that says so
+    (`selection_omega.OmegaComparison.view`)."""
+
+    subset: tuple[str, ...] = ()
+    agree: bool | None = None
+    statement: str | None = None
+    other: Mapping[str, Any] = OTHER()
+    present: frozenset[str] | None = PRESENT()
+    READERS: ClassVar = {"subset": names, "agree": flag, "statement": text}
+
+
+def _within_reach(alternatives: Sequence[Alternative]) -> list:
+    """A selection's subsets within reach as stored: label and relative mean (6 decimals)."""
+    return [{"label": a.label, "relative": stored_figure(a.relative)} if a.present is None
+            else a for a in alternatives]
+
+
+@dataclass(frozen=True)
+class SelectionResult(StoredForm):
+    """A CC's selection: SP* (`subset`, in the subflows' order) with its estimate and `path`,
+    whether it is `complete` (nothing more to measure) and settled, the other usable measured
+    subsets (`standbys`, best mean first) and those within reach of SP*, the CC it shares SP*
+    with (`shared_from`), the reference's decisions this CC's runs overturned, the subflows not
+    tried (`bounded`, `not_alone`); for the answer the flow adds the fixed-buffer check
+    (`buffer_check`), Ω's view (`omega`) and, for a stream, the metric weighed and why a
+    subflow is kept (`metric`, `why`: `selection_stream.delay_view`)."""
+
+    cc: str | None = None
+    subflows: tuple[str, ...] = ()
+    subset: tuple[str, ...] = ()  # SP*, in the subflows' order
+    path: tuple[Step, ...] = ()
+    complete: bool | None = False  # nothing more to measure (False: measuring, or out of budget)
+    estimate: SubsetEstimate | None = None  # SP*'s goodput (None: nothing usable was measured)
+    standbys: tuple[SubsetEstimate, ...] = ()  # every other usable measured subset, best first
+    within_reach: tuple[Alternative, ...] = ()  # measured subsets whose interval overlaps SP*'s
+    unusable: tuple[tuple[str, ...], ...] = ()
     shared_from: str | None = None  # the reference CC whose SP* this CC shares
     contradicted: tuple[Step, ...] = ()  # the reference's decisions this CC's runs overturned
-    reason: str = "selected"  # selected | measuring | budget | nothing_usable
+    reason: str | None = "selected"  # selected | measuring | budget | nothing_usable
     # subflows not tried as the last addition: their stated rates bound the gain below negligible
     bounded: tuple[str, ...] = ()
     # subflows not measured alone: their stated rates are under the best alone's goodput
     not_alone: tuple[str, ...] = ()
+    # what a user reads of it, computed when it is made (`revised` computes them again)
+    label: str | None = None
+    usable: bool | None = None  # SP* rests on a measurement
+    settled: bool | None = None  # complete, and no other measured subset within reach of SP*
+    standby_subflows: tuple[str, ...] | None = None  # outside SP*, best alone first: failover
+    # what the flow adds for the answer
+    buffer_check: Mapping[str, Any] | None = None
+    omega: OmegaView | None = None
+    metric: str | None = None
+    why: str | None = None
+    other: Mapping[str, Any] = OTHER()
+    present: frozenset[str] | None = PRESENT()
+    READERS: ClassVar = {
+        "subset": names, "label": text, "usable": flag, "complete": flag, "settled": flag,
+        "reason": text, "shared_from": text, "estimate": nested(SubsetEstimate),
+        "path": each(Step), "standby_subflows": names, "within_reach": each(Alternative),
+        "contradicted": each(Step), "bounded": names, "not_alone": names,
+        "buffer_check": lambda v: None if v is None else dict(_mapping(v)),
+        "omega": nested(OmegaView), "metric": text, "why": text,
+    }
+    WRITERS: ClassVar = {"within_reach": _within_reach}
+    OPTIONAL: ClassVar = frozenset({"buffer_check", "omega", "metric", "why"})
 
-    @property
-    def settled(self) -> bool:
-        """Complete, and no other measured subset is within reach of SP*."""
-        return self.complete and self.estimate is not None and not self.within_reach
+    def __post_init__(self) -> None:
+        if self.present is not None:
+            return  # read back: as it was stored
+        names_ = self.subflows
 
-    @property
-    def standby_subflows(self) -> tuple[str, ...]:
-        """Subflows outside SP*, best alone first (unmeasured alone last): the failover order."""
-        alone = {next(iter(e.subset)): e.mean_mbps for e in self.standbys if len(e.subset) == 1}
-        rest = [n for n in self.subflows if n not in self.subset]
-        return tuple(sorted(rest, key=lambda n: -alone.get(n, -1.0)))
+        def labelled(steps: tuple[Step, ...]) -> tuple[Step, ...]:
+            return tuple(s if s.label is not None or not names_
+                         else replace(s, label=subset_label(s.subset, names_)) for s in steps)
+
+        object.__setattr__(self, "path", labelled(self.path))
+        object.__setattr__(self, "contradicted", labelled(self.contradicted))
+        if self.label is None and names_:
+            object.__setattr__(self, "label", subset_label(self.subset, names_))
+        if self.usable is None:
+            object.__setattr__(self, "usable", self.estimate is not None)
+        if self.settled is None:
+            object.__setattr__(self, "settled", bool(
+                self.complete and self.estimate is not None and not self.within_reach))
+        if self.standby_subflows is None:
+            alone = {next(iter(e.subset)): e.mean_mbps for e in self.standbys
+                     if len(e.subset) == 1}
+            rest = [n for n in names_ if n not in self.subset]
+            object.__setattr__(self, "standby_subflows",
+                               tuple(sorted(rest, key=lambda n: -alone.get(n, -1.0))))
+
+    def revised(self, **changes: Any) -> SelectionResult:
+        """The result with `changes`, what a user reads of it computed again."""
+        return replace(self, **changes, label=None, usable=None, settled=None,
+                       standby_subflows=None)
+
+    def path_dicts(self) -> list[dict[str, Any]]:
+        """The path's JSON form (an answer's `subset_choice.path`)."""
+        return [s.to_dict() for s in self.path]
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(value)
+    return value
 
 
 @dataclass(frozen=True)

@@ -37,12 +37,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
+from typing import Any, ClassVar
 
 from probes.vocabulary import PathManager
 
 from .adaptive import DEFAULT_CONFIDENCE, MAX_RUNS, MIN_RUNS, WantedProbe, pooled_noise
 from .alternative import Alternative
 from .arm import Arm
+from .stored_form import OTHER, PRESENT, StoredForm, each, flag, names, number, text, why
 from .stream_interval import fresh_p99_half_width, run_spread
 
 RATE_TOLERANCE = 0.02
@@ -61,9 +63,12 @@ class StreamRun:
 Runs = Mapping[Arm, Mapping[float, Sequence[StreamRun]]]
 
 
-@dataclass
-class StreamDecision:
-    probes: list[WantedProbe] = field(default_factory=list)
+@dataclass(frozen=True)
+class StreamDecision(StoredForm):
+    """The probes still wanted, or the decision for a stream (`settled`). Stored as it is, in a
+    campaign's state (`state.sweep_outcome.StreamSweepOutcome`), without the probes."""
+
+    probes: tuple[WantedProbe, ...] = ()
     settled: bool = False
     opm: PathManager | None = None
     occ: str | None = None
@@ -76,12 +81,27 @@ class StreamDecision:
     best_bs_mib: float | None = None
     limit_p99_ms: float | None = None  #: (1 + delta) x best
     skipped_edge_mib: float | None = None  #: a qualifying buffer at the carrying edge, passed
-    carrying: list[str] = field(default_factory=list)  #: arms with a carrying point
-    not_carrying: dict[str, str] = field(default_factory=dict)  #: arm -> why
-    alternatives: list[Alternative] = field(default_factory=list)
+    carrying: tuple[str, ...] = ()  #: arms with a carrying point
+    not_carrying: Mapping[str, str] = field(default_factory=dict)  #: arm -> why
+    alternatives: tuple[Alternative, ...] = ()
     pm_settled: bool = False
     cc_settled: bool = False
     confidence: float = DEFAULT_CONFIDENCE
+    other: Mapping[str, Any] = OTHER()
+    present: frozenset[str] | None = PRESENT()
+    READERS: ClassVar = {
+        "settled": flag, "opm": text, "occ": text, "obs_mib": number,
+        "p99_ms": number, "p99_half_width_ms": number, "goodput_mbps": number,
+        "lost_fraction": number, "best_p99_ms": number, "best_bs_mib": number,
+        "limit_p99_ms": number, "skipped_edge_mib": number, "carrying": names,
+        "not_carrying": why, "alternatives": each(Alternative), "pm_settled": flag,
+        "cc_settled": flag, "confidence": number,
+    }
+
+    def __post_init__(self) -> None:
+        # frozen all the way down: the sequences it is given are kept as tuples
+        for name in ("probes", "carrying", "alternatives"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
     def p99_interval(self) -> tuple[float, float] | None:
         """Where one fresh probe's p99 at the chosen point lands (`stream_interval`); None when
@@ -154,16 +174,12 @@ def decide_stream(
     def mean(arm: Arm, bs: float) -> float:
         return fmean(p99s[arm][bs])
 
-    out = StreamDecision(confidence=confidence)
-    for a in arms:
-        if ok[a]:
-            out.carrying.append(_label(a))
-        else:
-            out.not_carrying[_label(a)] = _why_not(at, a, grid, rate_mbps, max_loss,
-                                                  rate_tolerance)
-    if not out.carrying:
-        out.settled = True  # measured everywhere: nothing carries the stream
-        return out
+    carrying = [_label(a) for a in arms if ok[a]]
+    not_carrying = {_label(a): _why_not(at, a, grid, rate_mbps, max_loss, rate_tolerance)
+                    for a in arms if not ok[a]}
+    if not carrying:  # measured everywhere: nothing carries the stream
+        return StreamDecision(settled=True, carrying=carrying, not_carrying=not_carrying,
+                              confidence=confidence)
     best_of = {a: min(ok[a], key=lambda bs: (mean(a, bs), bs)) for a in arms if ok[a]}
     chosen = min(best_of, key=lambda a: (mean(a, best_of[a]), best_of[a]))
     best_bs = best_of[chosen]
@@ -176,18 +192,11 @@ def decide_stream(
         return bool(below) and below[-1] not in ok[chosen]
 
     obs = next((bs for bs in within if not at_edge(bs)), within[0])
-    if obs != within[0]:
-        out.skipped_edge_mib = within[0]
-    out.opm, out.occ, out.obs_mib = chosen.pm, chosen.cc, obs
     # the answer states where one fresh probe lands (`stream_interval`), as the sweep's does,
     # from its own arm's spread (above); the intervals of means only steer the repeats
-    out.p99_ms = mean(chosen, obs)
-    out.p99_half_width_ms = fresh_p99_half_width(
-        out.p99_ms, len(p99s[chosen][obs]), run_spread(p99s[chosen][bs] for bs in ok[chosen]),
-        confidence)
-    out.goodput_mbps = fmean(r.goodput_mbps for r in at(chosen, obs))
-    out.lost_fraction = fmean(r.lost_fraction for r in at(chosen, obs))
-    out.best_p99_ms, out.best_bs_mib, out.limit_p99_ms = best, best_bs, limit
+    p99 = mean(chosen, obs)
+    alternatives: list[Alternative] = []
+    probes: list[WantedProbe] = []
     # rivals: other arms' best points whose interval overlaps the chosen best's
     for a, bs in best_of.items():
         if a == chosen:
@@ -196,24 +205,35 @@ def decide_stream(
         if m - ha <= best + hw(chosen, best_bs) and best - hw(chosen, best_bs) <= m + ha:
             differs = tuple(k for k, same in (("pm", a.pm == chosen.pm),
                                               ("cc", a.cc == chosen.cc)) if not same)
-            out.alternatives.append(Alternative(_label(a), m / best - 1, differs))
+            alternatives.append(Alternative(_label(a), m / best - 1, differs))
             if len(p99s[a][bs]) < max_runs:
-                out.probes.append(WantedProbe(a.pm, a.cc, bs))
-    out.alternatives.sort(key=lambda x: x.relative)
-    if out.alternatives and len(p99s[chosen][best_bs]) < max_runs:
-        out.probes.append(WantedProbe(chosen.pm, chosen.cc, best_bs))
+                probes.append(WantedProbe(a.pm, a.cc, bs))
+    alternatives.sort(key=lambda x: x.relative)
+    if alternatives and len(p99s[chosen][best_bs]) < max_runs:
+        probes.append(WantedProbe(chosen.pm, chosen.cc, best_bs))
     # the chosen arm's buffers up to OBS whose interval straddles the (1 + delta) line
     for bs in ok[chosen]:
         if bs > obs:
             break
         if mean(chosen, bs) - hw(chosen, bs) <= limit <= mean(chosen, bs) + hw(chosen, bs) \
                 and len(p99s[chosen][bs]) < max_runs:
-            out.probes.append(WantedProbe(chosen.pm, chosen.cc, bs))
-    out.probes = list(dict.fromkeys(out.probes))
-    out.settled = not out.probes
-    out.pm_settled = not any("pm" in a.differs_in for a in out.alternatives)
-    out.cc_settled = not any("cc" in a.differs_in for a in out.alternatives)
-    return out
+            probes.append(WantedProbe(chosen.pm, chosen.cc, bs))
+    probes = list(dict.fromkeys(probes))
+    return StreamDecision(
+        probes=probes, settled=not probes, opm=chosen.pm, occ=chosen.cc, obs_mib=obs,
+        p99_ms=p99,
+        p99_half_width_ms=fresh_p99_half_width(
+            p99, len(p99s[chosen][obs]),
+            run_spread(p99s[chosen][bs] for bs in ok[chosen]), confidence),
+        goodput_mbps=fmean(r.goodput_mbps for r in at(chosen, obs)),
+        lost_fraction=fmean(r.lost_fraction for r in at(chosen, obs)),
+        best_p99_ms=best, best_bs_mib=best_bs, limit_p99_ms=limit,
+        skipped_edge_mib=within[0] if obs != within[0] else None,
+        carrying=carrying, not_carrying=not_carrying, alternatives=alternatives,
+        pm_settled=not any("pm" in a.differs_in for a in alternatives),
+        cc_settled=not any("cc" in a.differs_in for a in alternatives),
+        confidence=confidence,
+    )
 
 
 def _why_not(at, arm: Arm, grid: Sequence[float], rate: float, max_loss: float,

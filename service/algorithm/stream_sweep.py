@@ -128,14 +128,12 @@ def decide_stream_sweep(
     def ok(arm: Arm, bs: float) -> bool:
         return carries(at(arm, bs), rate_mbps, max_loss, rate_tolerance)
 
-    out = StreamDecision(confidence=confidence)
     # 1. reference
     missing = [WantedProbe(a.pm, a.cc, ref) for a in arms if not at(a, ref)]
     missing += [WantedProbe(a.pm, a.cc, top) for a in arms
                 if at(a, ref) and not ok(a, ref) and not at(a, top)]
     if missing:
-        out.probes = missing
-        return out
+        return StreamDecision(probes=missing, confidence=confidence)
     measured = {a: [bs for bs in grid if at(a, bs)] for a in arms}
     carrying = {a: [bs for bs in measured[a] if ok(a, bs)] for a in arms}
     p99s = {a: {bs: [r.p99_ms for r in at(a, bs) if r.p99_ms is not None]
@@ -151,15 +149,12 @@ def decide_stream_sweep(
     def n(arm: Arm, bs: float) -> int:
         return len(at(arm, bs))
 
-    for a in arms:
-        if carrying[a]:
-            out.carrying.append(_label(a))
-        else:
-            out.not_carrying[_label(a)] = _why_not(at(a, top), top, rate_mbps, max_loss,
-                                                  rate_tolerance)
-    if not out.carrying:
-        out.settled = True  # no arm carries the stream at the largest buffer
-        return out
+    carried = [_label(a) for a in arms if carrying[a]]
+    not_carrying = {_label(a): _why_not(at(a, top), top, rate_mbps, max_loss, rate_tolerance)
+                    for a in arms if not carrying[a]}
+    if not carried:  # no arm carries the stream at the largest buffer
+        return StreamDecision(settled=True, carrying=carried, not_carrying=not_carrying,
+                              confidence=confidence)
     # 2. leader
     best_of = {a: min(carrying[a], key=lambda bs: (mean(a, bs), bs)) for a in arms if carrying[a]}
     chosen = min(best_of, key=lambda a: (mean(a, best_of[a]), best_of[a]))
@@ -167,6 +162,7 @@ def decide_stream_sweep(
     best = mean(chosen, best_bs)
     limit = (1 + delta) * best
     wanted: list[WantedProbe] = []
+    answer: dict = {}
 
     def want(arm: Arm, bs: float) -> None:
         wanted.append(WantedProbe(arm.pm, arm.cc, bs))
@@ -180,7 +176,6 @@ def decide_stream_sweep(
     if obs is None:  # a point to measure first
         want(chosen, below_edge)
     else:
-        out.skipped_edge_mib = below_edge
         # 4. the answer's runs
         p99, (low, high) = mean(chosen, obs), bounds(chosen, obs)
         if n(chosen, obs) < min_runs or (low <= limit <= high and obs != best_bs
@@ -190,20 +185,22 @@ def decide_stream_sweep(
         for bs in [b for b in reversed(grid) if b not in measured[chosen]][
                 :max(0, MIN_BUFFERS - len(probed))]:
             want(chosen, bs)
-        out.opm, out.occ, out.obs_mib = chosen.pm, chosen.cc, obs
         # the answer's interval: where one fresh probe of it should land, as the bulk sweep's
         # promise (the mean's own interval is narrower than the spread of new runs: on
         # shared.yaml 40.0-41.4 ms, and four fresh probes read 40.4-43.4), the host's drift
         # since the campaign included (`stream_interval`); None: no spread known yet
-        out.p99_ms = p99
-        out.p99_half_width_ms = fresh_p99_half_width(
-            p99, len(p99s[chosen][obs]),
-            run_spread(p99s[a][bs] for a in arms for bs in carrying[a]), confidence)
-        out.goodput_mbps = fmean(r.goodput_mbps for r in at(chosen, obs))
-        out.lost_fraction = fmean(r.lost_fraction for r in at(chosen, obs))
-        out.best_p99_ms, out.best_bs_mib, out.limit_p99_ms = best, best_bs, limit
+        answer = dict(
+            skipped_edge_mib=below_edge, opm=chosen.pm, occ=chosen.cc, obs_mib=obs,
+            p99_ms=p99,
+            p99_half_width_ms=fresh_p99_half_width(
+                p99, len(p99s[chosen][obs]),
+                run_spread(p99s[a][bs] for a in arms for bs in carrying[a]), confidence),
+            goodput_mbps=fmean(r.goodput_mbps for r in at(chosen, obs)),
+            lost_fraction=fmean(r.lost_fraction for r in at(chosen, obs)),
+            best_p99_ms=best, best_bs_mib=best_bs, limit_p99_ms=limit)
     # 2. (cont.) what could still win: repeated while the intervals overlap
     upper = bounds(chosen, best_bs)[1]
+    alternatives: list[Alternative] = []
     for a, bs in best_of.items():
         if a == chosen:
             continue
@@ -212,18 +209,21 @@ def decide_stream_sweep(
             continue  # eliminated: not better than the leader by a share of delta
         differs = tuple(k for k, same in (("pm", a.pm == chosen.pm),
                                           ("cc", a.cc == chosen.cc)) if not same)
-        out.alternatives.append(Alternative(_label(a), m / best - 1, differs))
+        alternatives.append(Alternative(_label(a), m / best - 1, differs))
         cap = min(max_runs, CONTENDER_MAX_RUNS)
         if n(a, bs) < cap:
             want(a, bs)
             if n(chosen, best_bs) <= n(a, bs) and n(chosen, best_bs) < cap:
                 want(chosen, best_bs)
-    out.alternatives.sort(key=lambda x: x.relative)
-    out.probes = list(dict.fromkeys(wanted))
-    out.settled = not out.probes and out.opm is not None
-    out.pm_settled = not any("pm" in a.differs_in for a in out.alternatives)
-    out.cc_settled = not any("cc" in a.differs_in for a in out.alternatives)
-    return out
+    alternatives.sort(key=lambda x: x.relative)
+    probes = list(dict.fromkeys(wanted))
+    return StreamDecision(
+        probes=probes, settled=not probes and answer.get("opm") is not None,
+        carrying=carried, not_carrying=not_carrying, alternatives=alternatives,
+        pm_settled=not any("pm" in a.differs_in for a in alternatives),
+        cc_settled=not any("cc" in a.differs_in for a in alternatives),
+        confidence=confidence, **answer,
+    )
 
 
 def _spread(values: Sequence[float]) -> float:

@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from statistics import fmean, median
+from typing import Any, ClassVar
+
+from .stored_form import OTHER, PRESENT, StoredForm, count, flag, names, number
 
 FLOOR_MBPS = 1e-3  # 1 kbit/s: a stalled run counts as this, so its logarithm is finite
 
@@ -42,16 +45,59 @@ class Spread:
     dof: int
 
 
+#: the stream selection's reading of an estimate as frame delay (`selection_stream.delay_view`)
+DELAY_VIEW = ("carries", "p99_ms", "p99_low_ms", "p99_high_ms")
+
+
+def stored_figure(x: float | None) -> float | None:
+    """A figure as a selection stores it: 6 decimals, and None where it is not finite."""
+    return None if x is None or not math.isfinite(x) else round(float(x), 6)
+
+
+def _subset(value) -> Subset:
+    return frozenset(names(value))
+
+
 @dataclass(frozen=True)
-class SubsetEstimate:
-    subset: Subset
-    runs: int
-    mean_mbps: float  # the arithmetic mean of the runs: what a user gets
-    log_mean: float
-    log_variance: float  # max(own, pooled); inf when unknown
-    dof: float  # of log_variance; 0 when unknown
-    confidence: float
+class SubsetEstimate(StoredForm):
+    """A subset's goodput over its runs: the mean, its interval (from the log spread: computed
+    when built from runs), and for a stream selection the same read as frame delay
+    (`DELAY_VIEW`, `delay`). Stored as it is (a selection's estimates): subset, runs and the
+    figures, to 6 decimals; the log statistics are not (a value read back has its interval)."""
+
+    subset: Subset = frozenset()
+    runs: int = 0
+    mean_mbps: float | None = None  # the arithmetic mean of the runs: what a user gets
+    log_mean: float = math.nan
+    log_variance: float = math.inf  # max(own, pooled); inf when unknown
+    dof: float = 0.0  # of log_variance; 0 when unknown
+    confidence: float = 0.9
     pooled: bool = False  # log_variance is the pooled one (its dof does not grow with runs)
+    low_mbps: float | None = None
+    high_mbps: float | None = None
+    carries: bool | None = None
+    p99_ms: float | None = None
+    p99_low_ms: float | None = None
+    p99_high_ms: float | None = None
+    delay: bool = field(default=False, compare=False, repr=False)  # carries the delay view
+    other: Mapping[str, Any] = OTHER()
+    present: frozenset[str] | None = PRESENT()
+    READERS: ClassVar = {"subset": _subset, "runs": count, "mean_mbps": number,
+                         "low_mbps": number, "high_mbps": number, "carries": flag,
+                         "p99_ms": number, "p99_low_ms": number, "p99_high_ms": number}
+    WRITERS: ClassVar = {"subset": sorted, "mean_mbps": stored_figure,
+                         "low_mbps": stored_figure, "high_mbps": stored_figure}
+
+    def __post_init__(self) -> None:
+        # built from runs: the interval from the log spread (t at `confidence`)
+        if self.present is None and self.low_mbps is None and math.isfinite(self.log_mean):
+            h = self.half_width_log
+            object.__setattr__(self, "low_mbps", self.mean_mbps * math.exp(-h))
+            object.__setattr__(self, "high_mbps",
+                               math.inf if math.isinf(h) else self.mean_mbps * math.exp(h))
+
+    def _written(self, name: str) -> bool:
+        return name not in DELAY_VIEW or self.delay
 
     @property
     def half_width_log(self) -> float:
@@ -59,35 +105,40 @@ class SubsetEstimate:
             return math.inf
         return _t(self.confidence, self.dof) * math.sqrt(self.log_variance / self.runs)
 
-    @property
-    def low_mbps(self) -> float:
-        return self.mean_mbps * math.exp(-self.half_width_log)
-
-    @property
-    def high_mbps(self) -> float:
-        h = self.half_width_log
-        return math.inf if math.isinf(h) else self.mean_mbps * math.exp(h)
-
     def overlaps(self, other: SubsetEstimate) -> bool:
         """The two intervals share a point: the measurements do not tell them apart."""
         return self.low_mbps <= other.high_mbps and other.low_mbps <= self.high_mbps
 
 
 @dataclass(frozen=True)
-class Gain:
-    """`better` against `base`: the ratio of the geometric means minus one, with its interval."""
+class Gain(StoredForm):
+    """`better` against `base`: the ratio of the geometric means minus one, with its interval;
+    `settled`: the interval excludes zero (the sign of the gain is known). Stored as it is (a
+    selection step's gain): the fraction and its interval to 6 decimals, settled, and for a
+    stream selection the change of p99 it stands for (`p99_change`, with `delay`)."""
 
-    base: Subset
-    better: Subset
-    fraction: float
-    low: float
-    high: float
-    mbps: float  # difference of the arithmetic means
+    base: Subset = frozenset()
+    better: Subset = frozenset()
+    fraction: float | None = None
+    low: float | None = None
+    high: float | None = None
+    mbps: float | None = None  # difference of the arithmetic means
+    settled: bool | None = None
+    p99_change: float | None = None
+    delay: bool = field(default=False, compare=False, repr=False)  # carries the delay view
+    other: Mapping[str, Any] = OTHER()
+    present: frozenset[str] | None = PRESENT()
+    READERS: ClassVar = {"fraction": number, "low": number, "high": number, "settled": flag,
+                         "p99_change": number}
+    WRITERS: ClassVar = {"fraction": stored_figure, "low": stored_figure,
+                         "high": stored_figure}
 
-    @property
-    def settled(self) -> bool:
-        """The interval excludes zero: the sign of the gain is known."""
-        return self.low > 0 or self.high < 0
+    def __post_init__(self) -> None:
+        if self.present is None and self.settled is None and None not in (self.low, self.high):
+            object.__setattr__(self, "settled", self.low > 0 or self.high < 0)
+
+    def _written(self, name: str) -> bool:
+        return name != "p99_change" or self.delay
 
 
 def logs(values: Sequence[float]) -> list[float]:

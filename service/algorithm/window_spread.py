@@ -18,38 +18,51 @@ steadiness rule (`probe_duration.steady_state`), judged on the intervals the pro
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 from .probe_duration import DEFAULT_WINDOW, steady_state
+from .stored_form import OTHER, PRESENT, StoredForm, number
 
 #: a (interval end s, Mbit/s) series, warm-up included, as the probes record it
 Series = Sequence[tuple[float, float]]
 
 
 @dataclass(frozen=True)
-class WindowSpread:
-    """The pooled within-run spread of the measured intervals of some runs."""
+class WindowSpread(StoredForm):
+    """The pooled within-run spread of the measured intervals of some runs; stored as it is (a
+    sweep decision's `spread_at_obs`), with the half-width it adds at the decision's confidence
+    (`at`). `dof` is not stored: a value read back has its half-width already."""
 
-    sd_mbps: float  #: pooled standard deviation of one interval about its run's mean
-    dof: int  #: intervals pooled minus runs
-    intervals_per_run: float  #: mean count of measured intervals in a run
-    runs: int
-    unsteady_runs: int  #: runs whose rate never settled (`probe_duration.steady_state`)
+    interval_sd_mbps: float | None = None  #: pooled sd of one interval about its run's mean
+    dof: int = 0  #: intervals pooled minus runs
+    intervals_per_run: float | None = None  #: mean count of measured intervals in a run
+    runs: int = 0
+    unsteady_runs: int = 0  #: runs whose rate never settled (`probe_duration.steady_state`)
+    half_width_mbps: float | None = None  #: `half_width` at the confidence given to `at`
+    other: Mapping[str, Any] = OTHER()
+    present: frozenset[str] | None = PRESENT()
+    READERS: ClassVar = {"interval_sd_mbps": number, "intervals_per_run": number,
+                         "runs": number, "unsteady_runs": number, "half_width_mbps": number}
 
     def half_width(self, confidence: float) -> float | None:
         """Half-width of the interval of one fresh probe's mean that the within-run spread
         alone gives; None when too few intervals were measured to say."""
-        if self.dof < 1 or self.intervals_per_run <= 0:
+        if self.dof < 1 or not self.intervals_per_run or self.intervals_per_run <= 0:
             return None
         from scipy import stats  # here: scipy.stats costs every CLI start half a second
 
         t = float(stats.t.ppf(0.5 + confidence / 2, self.dof))
-        return t * self.sd_mbps / math.sqrt(self.intervals_per_run)
+        return t * self.interval_sd_mbps / math.sqrt(self.intervals_per_run)
+
+    def at(self, confidence: float) -> WindowSpread:
+        """The spread with its half-width at `confidence` (what a decision stores)."""
+        return replace(self, half_width_mbps=self.half_width(confidence))
 
     @property
     def unsteady(self) -> bool:
-        return self.unsteady_runs > 0
+        return bool(self.unsteady_runs)
 
 
 MIN_JUDGED = 3  # measured intervals below which a run's steadiness is not judged

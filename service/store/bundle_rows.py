@@ -15,12 +15,7 @@ from typing import Any
 from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session, defer
 
-from models import (
-    CampaignState,
-    ImpactFactor,
-    MeasurementArtifact,
-    RecalibrationEvent,
-)
+from models import ImpactFactor, MeasurementArtifact, RecalibrationEvent
 
 from .results import finite_json
 
@@ -31,9 +26,12 @@ _LOCAL = {
     "dispatched_at", "site_wait_at", "updated_at",
 }
 
-def columns(model) -> dict[str, Any]:
-    """The exported columns of a table: name -> SQLAlchemy column."""
-    return {c.key: c for c in inspect(model).columns if c.key not in _LOCAL}
+def columns(model) -> dict[str, str]:
+    """The exported columns of a table: column name (the bundle's key) -> the row's attribute
+    (`campaigns.run_state` is `Campaign.run_state_json`)."""
+    mapper = inspect(model)
+    return {c.key: mapper.get_property_by_column(c).key for c in mapper.columns
+            if c.key not in _LOCAL}
 
 
 def to_json(row) -> dict[str, Any]:
@@ -41,10 +39,8 @@ def to_json(row) -> dict[str, Any]:
     inside JSON columns: a file must never fail to export; a campaign's state in its stored
     form)."""
     out = {}
-    for name in columns(type(row)):
-        value = getattr(row, name)
-        if isinstance(value, CampaignState):
-            value = value.to_dict()
+    for name, attribute in columns(type(row)).items():
+        value = getattr(row, attribute)
         out[name] = value.isoformat() if isinstance(value, datetime) else finite_json(value)
     return out
 
@@ -78,9 +74,10 @@ def artifact_rows(session: Session, *, measurement_ids: list[int]) -> list[Measu
 
 # --- writes (an import) -----------------------------------------------------------------------
 def add_rows(session: Session, model, rows: list[dict[str, Any]], **keys: Any) -> list:
-    """Insert checked rows (flows/takeaways/bundle_schema) of one table with this database's keys
-    (`campaign_id`, `topology_id`, ...)."""
-    out = [model(**row, **keys) for row in rows]
+    """Insert checked rows (flows/takeaways/bundle_schema) of one table, by column name, with
+    this database's keys (`campaign_id`, `topology_id`, ...)."""
+    attribute = columns(model)
+    out = [model(**{attribute.get(k, k): v for k, v in row.items()}, **keys) for row in rows]
     session.add_all(out)
     session.flush()
     return out

@@ -8,10 +8,12 @@ from typing import Any
 
 from models import Campaign
 
+from ..state import state_of
+
 
 def report(campaign: Campaign) -> dict[str, Any]:
     """What a campaign decided and met on the way, as one JSON object (API, provenance)."""
-    state = campaign.run_state
+    state = state_of(campaign)
     return {
         **state.legacy_notes(),
         "ccs": campaign.active_ccs,
@@ -26,7 +28,7 @@ def report(campaign: Campaign) -> dict[str, Any]:
 
 def flags(campaign: Campaign) -> list[str]:
     """What a recommendation from this campaign must say is missing from its data."""
-    state = campaign.run_state
+    state = state_of(campaign)
     out = []
     if state.failed_probes:
         out.append(f"missing_measurements:{len(state.failed_probes)}")

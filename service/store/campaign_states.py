@@ -1,5 +1,5 @@
 """A campaign's life (queued -> running -> done / failed / cancelled, and a retry) and its run
-state (models/campaign_state.py): what moves a campaign row between states, and how a phase
+state (service/state/campaign_state.py): what moves a campaign row between states, and how a phase
 records what it decided.
 
 Plain data access like `store.campaigns`: flushes, never commits.
@@ -12,9 +12,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from models import CAMPAIGN_STATES, FINAL_CAMPAIGN_STATES, Campaign, CampaignState, utcnow
+from models import CAMPAIGN_STATES, FINAL_CAMPAIGN_STATES, Campaign, utcnow
 
 from ..errors import Conflict, Invalid, NotFound
+from ..state import CampaignState, put_state, state_of
 
 _TRANSITIONS = {
     "queued": {"running", "cancelled", "failed"},
@@ -58,10 +59,11 @@ def is_final(campaign: Campaign) -> bool:
 
 def save_state(campaign: Campaign, state: CampaignState) -> None:
     """Save the state a phase returned (`PhaseVerdict.state`) as the campaign's."""
-    campaign.run_state = state
+    put_state(campaign, state)
 
 
 def update_state(campaign: Campaign, **changes: Any) -> CampaignState:
     """Record what a phase decided: the campaign's state with `changes` (its field names)."""
-    campaign.run_state = state = replace(campaign.run_state, **changes)
+    state = replace(state_of(campaign), **changes)
+    put_state(campaign, state)
     return state

@@ -16,16 +16,10 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
-from models import (
-    ACTIVE_CAMPAIGN_STATES,
-    Campaign,
-    CampaignState,
-    Site,
-    Topology,
-    utcnow,
-)
+from models import ACTIVE_CAMPAIGN_STATES, Campaign, Site, Topology, utcnow
 
 from ..errors import NotFound
+from ..state import CampaignState
 from .campaign_fleet import fleet_rows, mark_site_wait
 from .campaign_report import buffer_range, flags, report
 from .campaign_states import is_final, save_state, set_state, update_state

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import func, select
+from sqlalchemy import JSON, Float, func, inspect, select
 from sqlalchemy.orm import Session
 
 from models import NO_EXCLUSION, Campaign, Measurement, MeasurementPhase
@@ -16,7 +16,33 @@ from probes.vocabulary import PathManager, normalize_pm
 from ..errors import NotFound
 from .campaigns import get_campaign
 
-MeasurementKey = tuple[str, str, str, float, int, str]  # phase, pm, cc, bs, run, excluded
+
+class MeasurementKey(NamedTuple):
+    """A step's measurement key: within its campaign, what makes a re-executed probe find its
+    earlier result (the table's unique key). One type for the plan's steps (`ProbeStep.key`),
+    the phases' stored runs (`Context.done`), recording and this store; a tuple, so it is also
+    the probe lease's stored step and a probe's name across sites."""
+
+    phase: str
+    pm: str
+    cc: str
+    bs_mib: float
+    run: int
+    excluded_subflow: str = NO_EXCLUSION
+
+    @classmethod
+    def of(cls, value: Any) -> MeasurementKey:
+        """The key of anything with the six attributes (a step, a record, a stored row)."""
+        return cls(value.phase, value.pm, value.cc, float(value.bs_mib), value.run,
+                   value.excluded_subflow or NO_EXCLUSION)
+
+    def stored(self) -> MeasurementKey:
+        """The key as a row stores it: the PM's canonical name, the CC in lower case."""
+        return self._replace(pm=normalize_pm(self.pm), cc=self.cc.strip().lower())
+
+    def matches(self) -> list:
+        """The conditions that find its row (with the campaign's)."""
+        return [getattr(Measurement, name) == value for name, value in self._asdict().items()]
 
 
 @dataclass(frozen=True)
@@ -60,63 +86,48 @@ def record_measurement(session: Session, record: MeasurementRecord) -> tuple[Mea
     """Store one probe run; (row, created). A second call with the same key returns the first row
     unchanged (created False), so a re-executed task never duplicates data. The campaign's
     progress counters are the caller's (`flows.campaign.recording` charges the budget when
-    created)."""
-    r = record
-    campaign = get_campaign(session, campaign_id=r.campaign_id)
-    pm, cc = normalize_pm(r.pm), r.cc.strip().lower()
-    excluded = r.excluded_subflow or NO_EXCLUSION
+    created). The row is the record's fields as they are named, each as its column takes it."""
+    campaign = get_campaign(session, campaign_id=record.campaign_id)
+    key = MeasurementKey.of(record).stored()
     existing = session.scalar(
-        select(Measurement).where(
-            Measurement.campaign_id == campaign.id,
-            Measurement.phase == r.phase,
-            Measurement.pm == pm,
-            Measurement.cc == cc,
-            Measurement.bs_mib == float(r.bs_mib),
-            Measurement.run == r.run,
-            Measurement.excluded_subflow == excluded,
-        )
-    )
+        select(Measurement).where(Measurement.campaign_id == campaign.id, *key.matches()))
     if existing is not None:
         return existing, False
-    series = [float(v) for v in r.goodput_mbps]
-    row = Measurement(
-        campaign_id=campaign.id,
-        phase=r.phase,
-        pm=pm,
-        cc=cc,
-        bs_mib=float(r.bs_mib),
-        run=r.run,
-        excluded_subflow=excluded,
-        subflows=list(r.subflows),
-        duration_s=float(r.duration_s),
-        interval_s=float(r.interval_s),
-        goodput_mbps=series,
-        mean_goodput_mbps=(
-            r.mean_goodput_mbps
-            if r.mean_goodput_mbps is not None
-            else (sum(series) / len(series) if series and r.status == "ok" else None)
-        ),
-        subflow_bytes=dict(r.subflow_bytes or {}),
-        rtt_ms=dict(r.rtt_ms or {}),
-        rto_ms=dict(r.rto_ms or {}),
-        observed_subflows=[dict(o) for o in r.observed_subflows],
-        effective_buffers=dict(r.effective_buffers or {}),
-        quiet_check=dict(r.quiet_check) if r.quiet_check is not None else None,
-        warmup_s=float(r.warmup_s),
-        timing=dict(r.timing) if r.timing is not None else None,
-        clock_offset_ms=r.clock_offset_ms,
-        clock_offset_uncertainty_ms=r.clock_offset_uncertainty_ms,
-        tool=r.tool,
-        tool_version=r.tool_version,
-        raw_output=r.raw_output,
-        status=r.status,
-        error=r.error,
-        started_at=r.started_at,
-        finished_at=r.finished_at,
-    )
+    values = {f.name: getattr(record, f.name) for f in fields(record)
+              if f.name not in ("campaign_id", *MeasurementKey._fields)}
+    series = [float(v) for v in record.goodput_mbps]
+    values["goodput_mbps"] = series
+    if values["mean_goodput_mbps"] is None and series and record.status == "ok":
+        values["mean_goodput_mbps"] = sum(series) / len(series)  # the whole series' mean
+    row = Measurement(campaign_id=campaign.id, **key._asdict(), **_as_columns(values))
     session.add(row)
     session.flush()
     return row, True
+
+
+def _as_columns(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Each value as its column of `measurements` takes it: a float column a float, a JSON
+    column plain JSON (dicts and lists, a fresh copy); None is left to the column's default."""
+    columns = inspect(Measurement).columns
+    out = {}
+    for name, value in values.items():
+        if value is None:
+            continue
+        kind = columns[name].type
+        if isinstance(kind, Float):
+            value = float(value)
+        elif isinstance(kind, JSON):
+            value = _plain(value)
+        out[name] = value
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def capped_at_links(m: Measurement) -> bool:
@@ -246,16 +257,10 @@ def failed_measurements(session: Session, *, campaign_id: int) -> list[Measureme
 def done_keys(session: Session, *, campaign_id: int) -> set[MeasurementKey]:
     """The keys of every stored run (ok or failed): those steps are done."""
     rows = session.execute(
-        select(
-            Measurement.phase,
-            Measurement.pm,
-            Measurement.cc,
-            Measurement.bs_mib,
-            Measurement.run,
-            Measurement.excluded_subflow,
-        ).where(Measurement.campaign_id == campaign_id)
+        select(*(getattr(Measurement, name) for name in MeasurementKey._fields))
+        .where(Measurement.campaign_id == campaign_id)
     )
-    return {(p, pm, cc, float(bs), run, ex) for p, pm, cc, bs, run, ex in rows}
+    return {MeasurementKey.of(row) for row in rows}
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from service.algorithm.arm import Arm
 from service.algorithm.measured_curve import MeasuredCurve
 from service.algorithm.solver import solve
 from service.algorithm.sweep import plateau_extension
-from service.flows.answers.confidence_summary import (
+from service.state.confidence_summary import (
     decision_statement,
     format_rate,
     format_relative,
@@ -130,7 +130,7 @@ def test_one_run_decides_a_buffer_far_from_the_line_and_the_answer_has_two():
     runs = {arm: {bs: len(v) for bs, v in per_bs.items()} for arm, per_bs in samples.items()}
     assert runs[("PCDC", "cubic")] == {2.0: 3, 1.0: 1, 0.5: 2, 0.25: 1, 0.125: 1}
     assert runs[("FullMesh", "cubic")] == {2.0: 2}
-    assert d.eliminated == ["FullMesh/cubic"]
+    assert d.eliminated == ("FullMesh/cubic",)
 
 
 def test_every_survivor_has_three_buffers_for_the_fit():
@@ -321,7 +321,7 @@ def test_t_star_held_by_its_own_spread_beside_an_arms_collapse():
     assert d.settled and d.t_star_held and d.t_star_runs == 3
     # two runs only: the pooled spread decides, and T* is repeated
     two = {arm: {**samples[arm], 2.0: [19.7, 19.5]}}
-    assert decide([arm], grid, two, 0.07).probes == [WantedProbe("FullMesh", "cubic", 2.0)]
+    assert decide([arm], grid, two, 0.07).probes == (WantedProbe("FullMesh", "cubic", 2.0),)
 
 
 def _replay_cycling(table, arms, grid, delta, **kwargs):
@@ -405,7 +405,7 @@ def test_one_run_at_the_links_rate_does_not_set_t_star_alone():
               reno: {0.95: [20.46, 7.55, 8.39], 2.65: [16.78, 20.86, 21.67],
                      7.4: [21.94, 21.81, 22.08]}}
     d = decide([bbr, reno], grid, samples, 0.07, noise_samples=spread)
-    assert d.probes == [WantedProbe("FullMesh", "bbr", 7.4)]
+    assert d.probes == (WantedProbe("FullMesh", "bbr", 7.4),)
 
 
 def test_the_grid_grows_only_once_every_arm_near_the_top_was_measured_below_it():
@@ -458,7 +458,7 @@ def test_the_leader_runs_twice_below_the_top_only_where_it_may_have_fallen():
     assert WantedProbe("FullMesh", "cubic", 1.0) not in d.probes
     fall = {("FullMesh", "cubic"): {2.0: [15.4, 15.2], 1.0: [19.0]}}
     d = decide([Arm("FullMesh", "cubic")], grid, fall, 0.07)
-    assert d.probes == [WantedProbe("FullMesh", "cubic", 1.0)]
+    assert d.probes == (WantedProbe("FullMesh", "cubic", 1.0),)
 
 
 def test_a_point_within_delta_of_every_links_rate_is_within_delta_of_any_t_star():

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.flows.answers.confidence_summary import (
+from service.state.confidence_summary import (
     Alternative,
     confidence_statement,
     format_rate,

@@ -24,8 +24,8 @@ from service.algorithm.adaptive.variation import (
     fresh_probe_range,
     path_variation,
 )
-from service.flows.answers.confidence_summary import confidence_statement
 from service.flows.campaign.phases.answer_spread import widened
+from service.state.confidence_summary import confidence_statement
 
 LTE_STEPS = [(0, 10.0), (8, 3.0), (14, 6.0), (24, 1.5), (30, 8.0)]  # field-lte.yaml, Mbit/s up
 WIRED = 4.0

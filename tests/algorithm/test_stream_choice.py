@@ -52,8 +52,8 @@ def test_the_rule_on_exact_data():
     assert d.obs_mib == 2.0 and d.p99_ms == pytest.approx(66.0)
     assert d.not_carrying == {"FullMesh/reno": "goodput 5.5 Mbit/s at best (0.25 MiB) under "
                               "the rate 8"}
-    assert d.carrying == ["FullMesh/cubic", "PCDC/bbr"]
-    assert d.pm_settled and d.cc_settled and d.alternatives == []
+    assert d.carrying == ("FullMesh/cubic", "PCDC/bbr")
+    assert d.pm_settled and d.cc_settled and d.alternatives == ()
 
 
 def test_a_wider_delta_takes_a_smaller_buffer():

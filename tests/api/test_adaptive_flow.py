@@ -11,6 +11,7 @@ from service.flows.answers.recommend import recommend
 from service.flows.campaign.finish import finish_campaign
 from service.flows.campaign.phases.adaptive_sweep import PROMISE_FLOOR
 from service.settings import Settings
+from service.state import state_of
 from service.store import campaigns, inventory, recommendations
 from tests.conftest import new_campaign
 
@@ -45,11 +46,11 @@ def test_adaptive_campaign_settles_with_a_fraction_of_the_grid(db_session):
     # 26 of the grid's 48 here: the top band (4 arms x 2 buffers x 2 runs) is most of it on a
     # 6-point grid; the saving grows with the grid (12 points x 9 runs: about a tenth)
     assert buffer_probes <= 0.6 * 2 * 2 * len(GRID) * 2
-    note = c.run_state.sweep_decision
+    note = state_of(c).sweep_decision
     assert note.stop == "settled"
-    assert (note.opm, note.occ, note.obs_mib) == ("PCDC", "cubic", 0.2)
-    assert c.run_state.budget.planned == c.run_state.budget.done  # progress ends at 100 %
-    rec_id = finish_campaign(db_session, campaign_id=c.id)
+    assert (note.decision.opm, note.decision.occ, note.decision.obs_mib) == ("PCDC", "cubic", 0.2)
+    assert state_of(c).budget.planned == state_of(c).budget.done  # progress ends at 100 %
+    rec_id = finish_campaign(db_session, campaign_id=c.id).recommendation_id
     rec = recommendations.get_recommendation(db_session, recommendation_id=rec_id)
     assert (rec.opm, rec.occ, rec.obs_mib) == ("PCDC", "cubic", 0.2)
     assert rec.otp_mbps == pytest.approx(10.0, abs=0.1)
@@ -69,17 +70,18 @@ def test_adaptive_campaign_settles_with_a_fraction_of_the_grid(db_session):
 def _the_stored_answer_is_the_decision(db_session, c, rec, settings) -> None:
     """The answer stored at finish is the sweep's decision, figures and promise as decided; the
     same question asked later gets that row back; another delta is solved (a what-if)."""
-    note = c.run_state.sweep_decision
+    note = state_of(c).sweep_decision
     assert rec.provenance["answer_from"] == "adaptive decision"
     assert "solve_reads" not in rec.provenance  # the measured means' solve reads the same
     assert (rec.opm, rec.occ, rec.obs_mib, rec.otp_mbps, rec.tp_max_mbps) == (
-        note.opm, note.occ, note.obs_mib, note.otp_mbps, note.t_star_mbps)
-    assert rec.outputs["target_mbps"] == note.target_mbps
+        note.decision.opm, note.decision.occ, note.decision.obs_mib, note.decision.otp_mbps,
+        note.decision.t_star_mbps)
+    assert rec.outputs["target_mbps"] == note.decision.target_mbps
     promise = rec.outputs["promise"]
     assert (promise["low_mbps"], promise["high_mbps"], promise["of"]) == (
         note.promise.low_mbps, note.promise.high_mbps, note.promise.of)
     assert (promise["statement"], promise["confidence"]) == (note.statement,
-                                                             note.confidence)
+                                                             note.decision.confidence)
     asked = recommend(db_session, topology_id=c.topology_id, delta=c.delta, settings=settings,
                       reuse=True)
     assert asked.recommendation_id == rec.id
@@ -123,9 +125,10 @@ def test_the_promise_never_reaches_above_what_the_links_carry(db_session):
 
     drive(db_session, c, goodput, settings)
     rec = recommendations.get_recommendation(
-        db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
+        db_session,
+        recommendation_id=finish_campaign(db_session, campaign_id=c.id).recommendation_id)
     top = ceiling(rec.outputs["subflows_used"])
     promise = rec.outputs["promise"]
-    assert promise is not None, (c.run_state.sweep_decision, rec.quality_flags)
+    assert promise is not None, (state_of(c).sweep_decision, rec.quality_flags)
     assert promise["low_mbps"] < rec.otp_mbps < top
     assert promise["high_mbps"] == pytest.approx(top)  # the spread alone reached past it

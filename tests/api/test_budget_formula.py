@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from models import Campaign, CampaignState, Subflow, Topology, Warm
+from models import Campaign, Subflow, Topology
 from service.flows.campaign import budget
-from service.flows.campaign.selected import sweep_arms
+from service.state import CampaignState, Warm, put_state, state_of
+from service.state.selected import sweep_arms
 
 
 def _campaign(state: CampaignState | None = None, **columns) -> Campaign:
@@ -18,7 +19,7 @@ def _campaign(state: CampaignState | None = None, **columns) -> Campaign:
         active_ccs=None, impact_runs=None,
     )
     c = Campaign(**{**base, **columns})
-    c.run_state = state or CampaignState()
+    put_state(c, state or CampaignState())
     return c
 
 
@@ -27,7 +28,7 @@ def test_the_plan_follows_the_columns():
     # impact: 2 CCs x 2 runs x (TP_0 + 3 TP_i); sweep: 2 PMs x 2 CCs x 3 buffers x 2 runs
     assert budget.planned(c, 3) == {"warm": 0, "impact": 16, "selection": 0, "sweep": 24}
     c.active_ccs, c.impact_runs = ["reno"], 2
-    c.run_state = c.run_state.with_budget(extra_impact_runs={"reno": 1})
+    put_state(c, state_of(c).with_budget(extra_impact_runs={"reno": 1}))
     c.buffer_grid_mib = [0.1, 0.2, 0.4, 0.8]  # the grid grew
     c.runs = 3  # the quality gate asked for another round
     assert budget.planned(c, 3) == {"warm": 0, "impact": 12, "selection": 0, "sweep": 24}
@@ -37,7 +38,7 @@ def test_an_adaptive_sweep_plans_an_estimate_then_what_it_asks():
     c = _campaign(mode="adaptive", buffer_grid_mib=[0.1 * 2**k for k in range(8)])
     # 4 arms x 2 runs x (1 + log2 8) steps
     assert budget.planned(c, 3)["sweep"] == 4 * 2 * 4
-    c.run_state = c.run_state.with_budget(asked={"sweep": 40})
+    put_state(c, state_of(c).with_budget(asked={"sweep": 40}))
     assert budget.planned(c, 3)["sweep"] == 40
 
 
@@ -47,10 +48,10 @@ def test_an_adaptive_sweep_measures_pcdc_on_every_subflow_once_as_fullmesh():
     c = _campaign(mode="adaptive", buffer_grid_mib=[0.1 * 2**k for k in range(8)])
     c.topology = Topology(subflows=[Subflow(name=n, bandwidth_kbps=1e3) for n in ("A-X", "B-X")])
     assert len(sweep_arms(c)) == 4  # no selection yet: every PM x CC
-    c.run_state = replace(c.run_state, selection={"done": True, "ccs": {
+    put_state(c, replace(state_of(c), selection={"done": True, "ccs": {
         "reno": {"subset": ["A-X", "B-X"], "usable": True},
         "cubic": {"subset": ["A-X"], "usable": True},
-    }})
+    }}))
     assert sweep_arms(c) == [("PCDC", "cubic"), ("FullMesh", "reno"), ("FullMesh", "cubic")]
     assert budget.planned(c, 2)["sweep"] == 3 * 2 * 4
     c.mode = "grid"  # the paper's procedure sweeps every arm
@@ -62,7 +63,7 @@ def test_an_adaptive_sweep_measures_pcdc_on_every_subflow_once_as_fullmesh():
 def test_a_warm_campaign_plans_its_checks_until_they_drifted():
     c = _campaign(CampaignState(warm=Warm(probes=6)))
     assert budget.planned(c, 3) == {"warm": 6, "impact": 0, "selection": 0, "sweep": 0}
-    c.run_state = replace(c.run_state, warm=Warm(probes=6, verdict="warm_drifted"))
+    put_state(c, replace(state_of(c), warm=Warm(probes=6, verdict="warm_drifted")))
     assert budget.planned(c, 3) == {"warm": 6, "impact": 16, "selection": 0, "sweep": 24}
 
 
@@ -72,7 +73,7 @@ def test_remaining_progress_and_affords():
     assert budget.affords(c, 2) and not budget.affords(c, 3)
     assert not budget.affords(c, 1, reserve_s=6.0)
     # the estimate spent, the campaign still active: one probe at least
-    c.run_state = c.run_state.with_budget(done=10)
+    put_state(c, state_of(c).with_budget(done=10))
     assert budget.remaining_s(c) == 5.0 and budget.progress(c) == 1.0
     c.state = "done"
     assert budget.remaining_s(c) == 0.0

@@ -22,6 +22,7 @@ from service.flows.answers.recommend import recommend
 from service.flows.takeaways import bundle_archive, measurement_table
 from service.flows.takeaways.bundle_export import build_bundle, export_bundle
 from service.flows.takeaways.bundle_import import import_bundle, rederive, same_answer
+from service.state import CampaignState, state_of
 from service.store import artifacts, campaigns, inventory, measurements, recommendations
 from tests.api.calibration import seed_srl_hu
 from tests.builders import paper_site
@@ -81,9 +82,9 @@ def test_a_bundle_round_trips_into_another_database(db_session, other_db):
     with session_scope(other_db) as s:
         imported = campaigns.get_campaign(s, campaign_id=done.campaign_id)
         assert done.topology_id != campaign.topology_id or done.campaign_id != campaign.id
-        source = imported.run_state.imported.source
+        source = state_of(imported).imported.source
         assert source["campaign_id"] == campaign.id and source["database"] == "postgresql"
-        assert imported.run_state.imported.capabilities["SRL"]["report"] == {
+        assert state_of(imported).imported.capabilities["SRL"]["report"] == {
             "kernel": "6.1.0-test"}
         again = rederive(s, campaign_id=done.campaign_id)
         new_answer = recommendations.get_recommendation(
@@ -217,7 +218,6 @@ def test_a_version_1_bundle_still_imports(db_session, other_db):
     a bundle imports into the same campaign state, and answers the same."""
     from dataclasses import replace
 
-    from models import CampaignState
 
     campaign = finished_campaign(db_session)
     answer = recommendations.get_recommendation(
@@ -234,6 +234,6 @@ def test_a_version_1_bundle_still_imports(db_session, other_db):
         done = import_bundle(s, data)
     with session_scope(other_db) as s:
         imported = campaigns.get_campaign(s, campaign_id=done.campaign_id)
-        assert imported.run_state.imported.source["bundle_version"] == 1
-        assert replace(imported.run_state, imported=None) == state
+        assert state_of(imported).imported.source["bundle_version"] == 1
+        assert replace(state_of(imported), imported=None) == state
         assert same_answer(rederive(s, campaign_id=done.campaign_id), answer)

@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from service import db
+from service.state import STATE_VERSION, CampaignState, Warm
 
 
 @pytest.mark.slow
@@ -48,7 +49,6 @@ def test_migration_0003_moves_notes_into_columns_and_back(tmp_path):
 
 
 def test_migration_0024_moves_notes_and_budget_columns_into_the_run_state_and_back(tmp_path):
-    from models import CampaignState
 
     url = f"sqlite:///{tmp_path / 'm.sqlite3'}"
     db.upgrade(url, "0023")
@@ -105,7 +105,6 @@ def test_the_state_round_trips_and_is_frozen():
 
     import pytest
 
-    from models import STATE_VERSION, CampaignState, Warm
 
     state = CampaignState(
         warm=Warm(from_campaign=1, from_recommendation=2, probes=4, verdict="warm_confirmed",

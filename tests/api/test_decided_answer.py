@@ -4,8 +4,7 @@ solved."""
 
 from __future__ import annotations
 
-from models import BulkSweepDecision, Campaign
-from models.campaign_state import CampaignState
+from models import Campaign
 from service.algorithm.solver import SolverAnswer
 from service.flows.answers.decided import (
     decided_question,
@@ -14,6 +13,7 @@ from service.flows.answers.decided import (
     promise_of,
     sweep_decision,
 )
+from service.state import BulkSweepOutcome, CampaignState
 
 GRID = [0.1, 0.2, 0.4, 0.8]
 DECISION = {
@@ -22,12 +22,12 @@ DECISION = {
     "statement": "Expect 9.8-10.0 Mbit/s ...",
     "promise": {"low_mbps": 9.8, "high_mbps": 10.0, "of": "one fresh probe"},
 }
-TYPED = BulkSweepDecision.from_dict(DECISION)
+TYPED = BulkSweepOutcome.from_dict(DECISION)
 
 
 def _campaign(mode: str = "adaptive", **state) -> Campaign:
     return Campaign(mode=mode, delta=0.07, buffer_grid_mib=GRID,
-                    run_state=CampaignState(sweep_decision=DECISION, **state))
+                    run_state_json=CampaignState(sweep_decision=DECISION, **state).to_dict())
 
 
 def _solution(opm: str, occ: str, obs: float, otp: float) -> SolverAnswer:
@@ -50,7 +50,7 @@ def test_no_decision_without_a_settled_sweep_of_this_database():
     assert sweep_decision(_campaign(mode="grid")) is None
     assert sweep_decision(_campaign(imported={"from": {"campaign_id": 3}})) is None
     stopped = Campaign(mode="adaptive", delta=0.07, buffer_grid_mib=GRID,
-                       run_state=CampaignState(sweep_decision={"stop": "budget", "opm": None}))
+                       run_state_json={"sweep_decision": {"stop": "budget", "opm": None}})
     assert sweep_decision(stopped) is None
 
 

@@ -11,6 +11,7 @@ from service.algorithm.objective import Objective
 from service.algorithm.topology import TopologySpec
 from service.flows.campaign.phases.fitting import MAX_GRID_EXTENSIONS
 from service.settings import Settings
+from service.state import state_of
 from service.store import campaigns, inventory
 from tests.conftest import new_campaign
 
@@ -43,7 +44,7 @@ def test_the_grid_grows_until_the_plateau(db_session):
     # 0.4 -> 0.8 gains 100 %: one more point (x2); 0.8 -> 1.6 gains nothing: the sweep stops.
     assert sorted(swept) == [0.1, 0.2, 0.4, 0.8, 1.6]
     assert c.buffer_grid_mib == [0.1, 0.2, 0.4, 0.8, 1.6]
-    assert c.run_state.budget.planned == 2 + 2 * 5  # TP_0 and TP_1, 2 PMs x 5 buffers
+    assert state_of(c).budget.planned == 2 + 2 * 5  # TP_0 and TP_1, 2 PMs x 5 buffers
     assert "grid_extended:0.8,1.6" in campaigns.flags(c)
     assert not any(f.startswith("grid_below_plateau") for f in campaigns.flags(c))
 
@@ -87,8 +88,8 @@ def test_a_stream_sweep_neither_extends_the_grid_nor_adds_gate_rounds(db_session
     swept = _swept(db_session, c, goodput, settings)
     assert sorted(swept) == [0.1, 0.2, 0.4]
     assert c.buffer_grid_mib == [0.1, 0.2, 0.4]
-    assert (c.runs, c.run_state.budget.extra_rounds) == (1, 0)
-    assert c.run_state.budget.done == c.run_state.budget.planned == 2 + 2 * 3
+    assert (c.runs, state_of(c).budget.extra_rounds) == (1, 0)
+    assert state_of(c).budget.done == state_of(c).budget.planned == 2 + 2 * 3
     assert not any(f.startswith(("grid_extended", "grid_below_plateau"))
                    for f in campaigns.flags(c))
 
@@ -143,5 +144,5 @@ def test_an_adaptive_grid_does_not_grow_once_its_answer_carries_the_links_rate(d
     drive(db_session, c, goodput, settings, ccs={"reno"}, subflows=("F-U", "S-U"))
     assert c.buffer_grid_mib == grid
     assert not any(f.startswith("grid_extended") for f in campaigns.flags(c))
-    note = c.run_state.sweep_decision
-    assert (note.opm, note.obs_mib) == ("PCDC", 0.1)
+    note = state_of(c).sweep_decision
+    assert (note.decision.opm, note.decision.obs_mib) == ("PCDC", 0.1)

@@ -10,6 +10,7 @@ from service.flows.campaign import recording
 from service.flows.campaign.budget import impact_runs
 from service.flows.campaign.calibration import next_step
 from service.settings import Settings
+from service.state import state_of
 from service.store import campaigns, inventory
 from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign
@@ -57,7 +58,7 @@ def test_unsettled_signs_get_more_runs_then_are_flagged(db_session):
     # impact_max_runs reached: the buffer sweep starts, and K-C is noted as unsettled.
     assert advance.step.phase == "buffer"
     assert campaigns.report(c)["unsettled_omegas"] == {"reno": ["K-C"]}
-    assert c.run_state.budget.planned == 3 * 3 + 2 * 3  # three impact runs of 3 probes, the sweep
+    assert state_of(c).budget.planned == 3 * 3 + 2 * 3  # three impact runs of 3 probes, the sweep
 
 
 def test_no_extra_impact_run_past_the_budget(db_session):

@@ -14,6 +14,7 @@ from service.flows.campaign import recording
 from service.flows.campaign.calibration import next_step
 from service.flows.campaign.finish import finish_campaign
 from service.settings import Settings
+from service.state import state_of
 from service.store import inventory, measurements, recommendations
 from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign
@@ -57,11 +58,13 @@ def _run(db_session, moving: bool):
             finished_at=start + timedelta(seconds=5)))
         clock += GAP_S
     assert advance.finish, c.error
-    note = c.run_state.sweep_decision
+    note = state_of(c).sweep_decision
     runs = [m for m in measurements.list_buffer_runs(db_session, campaign_id=c.id)
-            if (m.pm, m.cc, float(m.bs_mib)) == (note.opm, note.occ, note.obs_mib)]
+            if (m.pm, m.cc, float(m.bs_mib))
+            == (note.decision.opm, note.decision.occ, note.decision.obs_mib)]
     rec = recommendations.get_recommendation(
-        db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
+        db_session,
+        recommendation_id=finish_campaign(db_session, campaign_id=c.id).recommendation_id)
     return c, note, runs, rec
 
 

@@ -9,6 +9,7 @@ from service.flows.campaign import budget
 from service.flows.campaign.calibration import next_step
 from service.flows.campaign.finish import finish_campaign
 from service.settings import Settings
+from service.state import put_state, state_of
 from service.store import inventory
 from tests.conftest import new_campaign
 
@@ -34,7 +35,7 @@ def test_the_plan_and_the_spending_per_phase(client, auth, db_session):
     planned = budget.summary(c)["planned"]
     assert planned == {"impact": {"probes": 3, "probe_seconds": 6.0},
                        "sweep": {"probes": 6, "probe_seconds": 12.0}}
-    assert c.run_state.budget.planned == 9
+    assert state_of(c).budget.planned == 9
     shown = client.get(f"/campaigns/{c.id}", headers=auth).json()
     assert shown["notes"]["probe_budget"]["planned"] == planned
     assert shown["remaining_s"] == 9 * DURATION_S and shown["progress"] == 0.0
@@ -55,20 +56,20 @@ def test_the_plan_and_the_spending_per_phase(client, auth, db_session):
     finish_campaign(db_session, campaign_id=c.id)
     db_session.commit()
     # A flat sweep fails the quality gate: more rounds were planned, and all of them spent.
-    b = c.run_state.budget
+    b = state_of(c).budget
     assert recorded["impact"] == 3 and recorded["sweep"] == 6 * (1 + b.extra_rounds)
     spent = budget.summary(c)["spent"]
     assert spent == {phase: {"probes": n, "probe_seconds": n * DURATION_S * 1.0}
                      for phase, n in recorded.items()}
     assert sum(v["probes"] for v in spent.values()) == b.done == b.planned
-    assert sum(v["probe_seconds"] for v in spent.values()) == c.run_state.budget.used_s
+    assert sum(v["probe_seconds"] for v in spent.values()) == state_of(c).budget.used_s
     shown = client.get(f"/campaigns/{c.id}", headers=auth).json()
     assert shown["state"] == "done" and shown["remaining_s"] == 0 and shown["progress"] == 1.0
 
 
 def test_a_budget_that_cannot_cover_the_impact_phase_fails_the_campaign(db_session):
     c = _campaign(db_session)
-    c.run_state = c.run_state.with_budget(cap_s=2 * DURATION_S)  # 2 probes of the impact phase's 3
+    put_state(c, state_of(c).with_budget(cap_s=2 * DURATION_S))  # 2 probes of the impact phase's 3
     settings = Settings(run_campaigns=False, impact_max_runs=1, _env_file=None)
     drive(db_session, c, lambda _s: 9.0, settings, ccs={"reno"}, finishes=False)
     assert c.state == "failed" and "before the impact phase ended" in c.error

@@ -10,8 +10,8 @@ from sqlalchemy import select
 from models import Campaign, ImpactFactor, Recommendation, utcnow
 from models.history import RecalibrationSchedule
 from service.flows.answers.recommend import recommend
+from service.flows.campaign.recalibration_events import record_events
 from service.flows.scheduling.recalibration import queue_due_campaigns
-from service.flows.scheduling.recalibration_events import record_events
 from service.settings import Settings
 from service.store import schedules
 

@@ -189,7 +189,7 @@ def test_a_finished_campaign_whose_solve_fails_queues_no_other(client, auth, db_
         gate_passed=False, warnings=[],
     ))
     db_session.flush()
-    rec_id = finish_campaign(db_session, campaign_id=campaign.id)
+    rec_id = finish_campaign(db_session, campaign_id=campaign.id).recommendation_id
     db_session.commit()
     rec = client.get(f"/recommendations/{rec_id}").json()
     assert rec["kind"] == "provisional" and rec["campaign_id"] is None

@@ -8,8 +8,9 @@ from models import NO_EXCLUSION
 from service.algorithm.topology import TopologySpec
 from service.flows.campaign.finish import finish_campaign
 from service.flows.campaign.phases.fixed_buffer_check import mean, next_run, verdict
-from service.flows.campaign.selected import selected_subsets, subset_of_key
 from service.settings import Settings
+from service.state import state_of
+from service.state.selected import selected_subsets, subset_of_key
 from service.store import inventory, recommendations
 from tests.conftest import new_campaign
 
@@ -63,22 +64,23 @@ def test_shared_harm_selects_a_fast_subflow_alone(db_session):
     # under the 17 Mbit/s a fast one measured): never probed alone, and the reference's note
     # says so (the other CC checked the reference's decisions and shares its SP*)
     assert not any(len(p) == 1 and p[0].startswith(THIN) for p in probed)
-    ref_note = c.run_state.selection.ccs[c.run_state.omega_ccs.ccs[0]]
+    ref_note = state_of(c).selection.ccs[state_of(c).omega_ccs.ccs[0]]
     assert {n for n in names if n.startswith(THIN)} <= set(ref_note.not_alone)
     # Ω is measured under the reference CC (the best TP_0; a tie goes to the first CC named):
     # there it kept every subflow, and the answer says where the two disagree
-    (reference,) = c.run_state.omega_ccs.ccs
+    (reference,) = state_of(c).omega_ccs.ccs
     assert reference == "reno"
     impact = [s for s in steps if s.phase == "impact"]
     assert {s.cc for s in impact if s.excluded_subflow != NO_EXCLUSION} == {reference}
     assert {s.cc for s in impact if s.excluded_subflow == NO_EXCLUSION} == {"reno", "cubic"}
-    note = c.run_state.selection.ccs[reference]
+    note = state_of(c).selection.ccs[reference]
     assert note.omega.agree is False
     assert note.path[0].decision == "start"
-    assert c.run_state.selection.ccs["cubic"].omega is None
+    assert state_of(c).selection.ccs["cubic"].omega is None
     # the answer runs the selected subflows and says how they were chosen
     rec = recommendations.get_recommendation(
-        db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
+        db_session,
+        recommendation_id=finish_campaign(db_session, campaign_id=c.id).recommendation_id)
     choice = rec.outputs["subset_choice"]
     # a fast subflow alone wins, under cubic (reno carries 0.9 of it): cubic took the
     # reference's selection, so the answer says so and compares nothing with Ω
@@ -111,11 +113,11 @@ def test_every_path_useful_selects_them_all(db_session, client):
 
     steps = drive(db_session, c, goodput, settings)
     assert sorted(selected_subsets(c)["cubic"]) == ["P-D", "T-D"]
-    assert c.run_state.selection.ccs["cubic"].omega.agree is True
+    assert state_of(c).selection.ccs["cubic"].omega.agree is True
     # both together measured 0.88 Mbit/s, more than either uplink's rate (0.512, 0.384): the
     # rates decide it and no subset is probed
     assert not [s for s in steps if s.phase == "selection"]
-    assert [p.decision for p in c.run_state.selection.ccs["cubic"].path] == ["all"]
+    assert [p.decision for p in state_of(c).selection.ccs["cubic"].path] == ["all"]
     finish_campaign(db_session, campaign_id=c.id)
     db_session.commit()
     page = client.get(f"/dashboard/topologies/{topology.id}/impact")
@@ -146,7 +148,7 @@ def test_an_addition_that_pays_only_with_autotuned_buffers_falls_back(db_session
 
     steps = drive(db_session, c, goodput, settings)
     for cc in ("reno", "cubic"):
-        entry = c.run_state.selection.ccs[cc]
+        entry = state_of(c).selection.ccs[cc]
         assert entry.subset == ("K-C",)
         check = entry.buffer_check
         assert check["kept"] == "start" and check["bs_mib"] == 0.8

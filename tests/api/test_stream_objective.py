@@ -160,7 +160,7 @@ def test_a_finished_stream_campaign_stores_its_answer_and_its_page_reads_it(
         client, auth, db_session):
     topo = _topology(client, auth, SRL, HU)
     campaign = seed_stream(db_session, topo["id"], done=False)
-    rec_id = finish_campaign(db_session, campaign_id=campaign.id)
+    rec_id = finish_campaign(db_session, campaign_id=campaign.id).recommendation_id
     db_session.commit()
     rec = recommendations.get_recommendation(db_session, recommendation_id=rec_id)
     assert rec.kind == "calibrated" and rec.provenance["source"] == "stream"

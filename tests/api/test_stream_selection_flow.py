@@ -17,10 +17,11 @@ from service.flows.campaign import recording
 from service.flows.campaign.calibration import next_step
 from service.flows.campaign.executor import profile_of
 from service.flows.campaign.finish import finish_campaign
-from service.flows.campaign.selected import selected_subsets, subset_of_key
 from service.flows.takeaways import report
 from service.flows.takeaways.report_data import report_data
 from service.settings import Settings
+from service.state import state_of
+from service.state.selected import selected_subsets, subset_of_key
 from service.store import inventory, recommendations
 from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign
@@ -84,7 +85,7 @@ def test_a_stream_drops_a_jittery_subflow_that_adds_goodput(db_session, client, 
     assert {("P-D",), ("T-D",), ("P-D", "T-D")} <= probed
     # bulk, both subflows together measured 0.75 against 0.45: a goodput selection keeps both
     assert selected_subsets(c) == {"cubic": ["P-D"]}
-    note = c.run_state.selection.ccs["cubic"]
+    note = state_of(c).selection.ccs["cubic"]
     assert note.metric == "p99_frame_delay" and "p99 frame delay" in note.why
     assert note.buffer_check is None  # a goodput check: not made for a stream
     start, stop = note.path
@@ -99,7 +100,8 @@ def test_a_stream_drops_a_jittery_subflow_that_adds_goodput(db_session, client, 
             assert s.allowed_subflows == ("P-D",) or list(s.allowed_subflows) == ["P-D"]
 
     rec = recommendations.get_recommendation(
-        db_session, recommendation_id=finish_campaign(db_session, campaign_id=c.id))
+        db_session,
+        recommendation_id=finish_campaign(db_session, campaign_id=c.id).recommendation_id)
     db_session.commit()
     assert rec.opm == "PCDC" and rec.outputs["subflows_used"] == ["P-D"]
     choice = rec.outputs["subset_choice"]
@@ -143,8 +145,8 @@ def test_a_streams_selection_runs_on_the_reference_cc_and_the_others_share_it(db
     reference = selection[0].cc
     assert selected_subsets(c) == {"cubic": ["P-D"], "reno": ["P-D"]}
     other = next(cc for cc in ("cubic", "reno") if cc != reference)
-    assert c.run_state.selection.ccs[other].shared_from == reference
-    assert c.run_state.selection.ccs[reference].shared_from is None
+    assert state_of(c).selection.ccs[other].shared_from == reference
+    assert state_of(c).selection.ccs[reference].shared_from is None
     for s in steps:  # both CCs' PCDC arms run the shared SP*
         if s.phase == "buffer" and s.pm == "PCDC":
             assert list(s.allowed_subflows) == ["P-D"]

@@ -18,6 +18,7 @@ from service.flows.campaign import recording
 from service.flows.campaign.calibration import next_step
 from service.flows.campaign.finish import finish_campaign
 from service.settings import Settings
+from service.state import state_of
 from service.store import inventory
 from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign
@@ -75,7 +76,7 @@ def test_a_stream_campaign_sweeps_adaptively_and_answers_with_its_decision(db_se
             assert buffer_steps.count(point) == 1  # a stalled point: one probe
     decision = decided_stream(c)
     assert decision is not None and decision.settled
-    assert c.run_state.sweep_decision.stop == "settled"
+    assert state_of(c).sweep_decision.stop == "settled"
     answer = stream_answer(db_session, c, objective, c.delta)
     d = answer.decision
     # 0.04 MiB is at the carrying edge (0.03 stalled): the next buffer up is the answer
@@ -83,7 +84,8 @@ def test_a_stream_campaign_sweeps_adaptively_and_answers_with_its_decision(db_se
     assert d.p99_ms == pytest.approx(30.6) and d.skipped_edge_mib == 0.04
     assert answer.outputs()["settled"] and answer.error is None
     # finished, the decision is the campaign's stored answer
-    rec = db_session.get(Recommendation, finish_campaign(db_session, campaign_id=c.id))
+    rec = db_session.get(Recommendation,
+                         finish_campaign(db_session, campaign_id=c.id).recommendation_id)
     assert (rec.opm, rec.occ, rec.obs_mib) == ("FullMesh", "reno", 0.06)
     assert rec.outputs["stream"]["p99_ms"] == pytest.approx(30.6)
 

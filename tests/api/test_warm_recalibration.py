@@ -12,9 +12,10 @@ from sqlalchemy import select
 from models.history import RecalibrationEvent
 from service.flows.answers.recommend import recommend
 from service.flows.campaign.finish import finish_campaign
+from service.flows.campaign.warm import WARM_RUNS, checks, drifted
 from service.flows.scheduling.recalibration import queue_due_campaigns
-from service.flows.scheduling.warm import WARM_RUNS, checks, drifted
 from service.settings import Settings
+from service.state import state_of
 from service.store import campaigns, schedules
 from tests.algorithm.paper_data import CCS
 
@@ -49,7 +50,7 @@ def _answer_warm_probes(db_session, campaign, settings, goodput) -> list:
 
 def test_a_steady_network_confirms_the_last_answer_with_a_few_probes(client, auth, db_session):
     first, rec, warm, settings = _calibrated_then_due(client, auth, db_session)
-    assert warm.run_state.warm.from_campaign == first.id
+    assert state_of(warm).warm.from_campaign == first.id
     t_star = rec.outputs["t_star"]
 
     def steady(step):  # what the last answer promised, give or take 2 %
@@ -61,12 +62,12 @@ def test_a_steady_network_confirms_the_last_answer_with_a_few_probes(client, aut
     # The chosen arm at OBS and T*'s arm at its buffer, WARM_RUNS each: nothing else.
     assert {(s.pm, s.cc, s.bs_mib) for s in steps} == {
         (rec.opm, rec.occ, rec.obs_mib), (t_star["pm"], t_star["cc"], t_star["bs_mib"])}
-    assert len(steps) == 2 * WARM_RUNS and warm.run_state.budget.planned == 2 * WARM_RUNS
-    rec_id = finish_campaign(db_session, campaign_id=warm.id)
+    assert len(steps) == 2 * WARM_RUNS and state_of(warm).budget.planned == 2 * WARM_RUNS
+    rec_id = finish_campaign(db_session, campaign_id=warm.id).recommendation_id
     again = db_session.get(type(rec), rec_id)
     assert (again.opm, again.occ, again.obs_mib) == (rec.opm, rec.occ, rec.obs_mib)
     assert "warm_confirmed" in again.quality_flags
-    assert warm.state == "done" and warm.run_state.warm.verdict == "warm_confirmed"
+    assert warm.state == "done" and state_of(warm).warm.verdict == "warm_confirmed"
     kinds = db_session.scalars(select(RecalibrationEvent.kind).where(
         RecalibrationEvent.campaign_id == warm.id)).all()
     assert kinds == ["warm_confirmed", "warm_confirmed"]
@@ -82,12 +83,12 @@ def test_drift_widens_to_the_full_campaign(client, auth, db_session):
 
     steps = _answer_warm_probes(db_session, warm, settings, halved)
     assert steps[-1].phase == "impact"  # the full campaign goes on after the checks
-    assert warm.run_state.warm.verdict == "warm_drifted"
+    assert state_of(warm).warm.verdict == "warm_drifted"
     events = db_session.scalars(select(RecalibrationEvent).where(
         RecalibrationEvent.campaign_id == warm.id)).all()
     assert [(e.kind, e.change_pct) for e in events] == [("warm_drifted", pytest.approx(-50.0))]
     # progress: the warm probes plus the whole plan
-    assert warm.run_state.budget.planned > 2 * WARM_RUNS + len(CCS)
+    assert state_of(warm).budget.planned > 2 * WARM_RUNS + len(CCS)
 
 
 def test_drift_needs_more_than_delta_and_more_than_the_noise():

@@ -15,6 +15,7 @@ from service.db import session_scope
 from service.flows.applying import apply as apply_flow
 from service.flows.applying import failover_watch
 from service.settings import get_settings
+from service.state import state_of
 from service.store import applied, schedules
 from service.store.inventory import ensure_topology
 from tests.apply import livebed
@@ -65,7 +66,7 @@ def test_a_failover_queues_a_recalibration(bed, embedded_default, monkeypatch):
         with session_scope() as s:
             c = s.get(Campaign, campaign_id)
             assert (c.ccs, c.runs, c.state) == (["reno"], 1, "queued")
-            assert c.run_state.warm is None  # the answer's own path is gone: a full sweep
+            assert state_of(c).warm is None  # the answer's own path is gone: a full sweep
     finally:
         subprocess.run(["ip", "-n", bed.core_ns, "link", "set", core_dev, "up"], check=False)
         failover_watch.stop_all("the test ends")

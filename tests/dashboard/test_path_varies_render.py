@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 from api.dashboard.routes import env
+from api.schemas import RecommendationOut
 
 VARIATION = {"varies": True, "runs": 4, "span_s": 72.0, "p10_mbps": 4.6, "p90_mbps": 12.4,
              "spread_mbps": 7.8, "run_low_mbps": 5.1, "run_high_mbps": 11.2,
@@ -14,13 +15,15 @@ VARIATION = {"varies": True, "runs": 4, "span_s": 72.0, "p10_mbps": 4.6, "p90_mb
 
 
 def _render(variation: dict) -> str:
-    rec = SimpleNamespace(
+    row = SimpleNamespace(
         id=1, kind="calibrated", delta=0.07, opm="FullMesh", occ="bbr", obs_mib=0.5,
         otp_mbps=8.1, quality_flags=["adaptive:settled"], created_at=datetime.now(UTC),
-        traditional={"available": False}, inputs={}, topology_id=1, campaign_id=1,
+        traditional={"available": False, "subflows": []}, inputs={}, topology_id=1,
+        campaign_id=1, bs_min_mib=0.1, bs_max_mib=1.0, provenance={},
         outputs={"promise": {"statement": "Expect 3.00-12.5 Mbit/s (90 %).", "low_mbps": 3.0,
                              "high_mbps": 12.5, "of": "one fresh probe", "confidence": 0.9,
                              "variation": variation}})
+    rec = RecommendationOut.of(row)  # the page shows the answer as the API sends it
     return str(env.get_template("_macros.html").make_module().rec_summary(rec, "/dashboard"))
 
 

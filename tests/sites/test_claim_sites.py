@@ -13,6 +13,7 @@ from service.algorithm.topology import TopologySpec
 from service.flows.campaign import leasing
 from service.flows.campaign.plan import ProbeStep
 from service.settings import Settings
+from service.state import put_state, state_of
 from service.store import campaigns, inventory, sitelocks
 from tests.builders import site
 from tests.conftest import migrated_database, new_campaign
@@ -89,7 +90,7 @@ def test_a_campaign_gives_its_sites_way_to_the_busier_site_s_asking_campaign(thr
     with db.session_scope(engine) as s:
         for key, planned in (("ab", 40), ("bc", 4)):
             c = campaigns.get_campaign(s, campaign_id=ids[key])
-            c.run_state = c.run_state.with_budget(planned=planned)
+            put_state(c, state_of(c).with_budget(planned=planned))
     bc = claim("bc")
     assert bc is not None, "nobody else asks for SB: B-C takes it"
     assert claim("ab") is None, "SB is busy"

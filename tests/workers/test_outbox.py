@@ -16,6 +16,7 @@ from api.app import create_app
 from models import Campaign, utcnow
 from service.db import get_engine, session_scope
 from service.flows.campaign import dispatch
+from service.messaging import site_queue
 from service.settings import Settings
 from service.store import probe_lease, tokens
 
@@ -29,7 +30,7 @@ def _queue_length(broker_url: str, site: str) -> int:
     db = int(broker_url.rsplit("/", 1)[1])
     client = redis.Redis(host=REDIS_HOST, port=6379, db=db)
     try:
-        return client.llen(dispatch.site_queue(site))
+        return client.llen(site_queue(site))
     finally:
         client.close()
 
@@ -39,7 +40,7 @@ def _newest_message_headers(broker_url: str, site: str) -> dict:
     db = int(broker_url.rsplit("/", 1)[1])
     client = redis.Redis(host=REDIS_HOST, port=6379, db=db)
     try:
-        return json.loads(client.lindex(dispatch.site_queue(site), 0))["headers"]
+        return json.loads(client.lindex(site_queue(site), 0))["headers"]
     finally:
         client.close()
 

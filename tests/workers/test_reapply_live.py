@@ -1,13 +1,16 @@
 """Recalibration when the path changes, for real: a topology calibrated on the emulated testbed
 and applied with auto_reapply; one ISP's uplink stepped down for good; the scheduled warm
 recalibration notices the drift, sweeps again, answers, and its answer is applied through the
-apply plan by the in-process executor's own hook. The sites then hold the new plan; a rollback
-puts every value back as before the first apply. The times from the step to the new answer and
-to its application are printed (benchmarks/recalibration_time.py measures them)."""
+apply plan by the hook the in-process executor is installed with
+(`scheduling.reapply.after_finish`, as the API process installs it). The sites then hold the
+new plan; a rollback puts every value back as before the first apply. The times from the step
+to the new answer and to its application are printed (benchmarks/recalibration_time.py measures
+them)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 
 import pytest
 
@@ -20,8 +23,10 @@ from service.flows.applying import apply as apply_flow
 from service.flows.campaign.dispatch import start_campaign
 from service.flows.campaign.plan import CampaignParameters
 from service.flows.campaign.runner import InProcessExecutor, run_campaign
+from service.flows.scheduling import reapply
 from service.flows.scheduling.recalibration import queue_due_campaigns
 from service.settings import get_settings
+from service.state import state_of
 from service.store import applied, campaigns, schedules
 from service.store.inventory import ensure_topology
 from tests.apply.sitestate import holds
@@ -92,7 +97,8 @@ def test_a_lasting_capacity_step_is_recalibrated_and_reapplied(sites, testbed, f
 
     with session_scope() as s:
         (recal,) = queue_due_campaigns(s, settings=settings, now=due_at)
-    executor = InProcessExecutor(settings)  # runs it, then its hook re-applies the answer
+    # runs it, then its hook re-applies the answer (the API process's: `api.app`)
+    executor = InProcessExecutor(settings, partial(reapply.after_finish, settings=settings))
     try:
         executor.submit(recal)
 
@@ -110,7 +116,7 @@ def test_a_lasting_capacity_step_is_recalibrated_and_reapplied(sites, testbed, f
 
     with session_scope() as s:
         campaign = campaigns.get_campaign(s, campaign_id=recal)
-        assert campaign.state == "done" and campaign.run_state.warm.verdict == "warm_drifted"
+        assert campaign.state == "done" and state_of(campaign).warm.verdict == "warm_drifted"
         entry = next(h for h in schedules.calibration_history(s, topology_id=tid)
                      if h["campaign_id"] == recal)
         row = applied.get_apply(s, apply_id=second_apply)

@@ -4,13 +4,15 @@ the bounds its steps share."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from probes.vocabulary import PathManager
 
 from ..alternative import Alternative
 from ..arm import Arm
+from ..stored_form import OTHER, PRESENT, StoredForm, count, each, flag, names, number, text
 from .noise import DEFAULT_CONFIDENCE, PointNoise, Samples
 
 MAX_RUNS = 4
@@ -32,11 +34,15 @@ class WantedProbe:
     bs_mib: float
 
 
-@dataclass
-class BulkDecision:
-    """Either `probes` to run next, or a settled answer (`settled`)."""
+@dataclass(frozen=True)
+class BulkDecision(StoredForm):
+    """Either `probes` to run next, or a settled answer (`settled`).
 
-    probes: list[WantedProbe] = field(default_factory=list)
+    Stored as it is, in a campaign's state (`state.sweep_outcome.BulkSweepOutcome`, whose `stop`
+    says whether it settled): every field but the probes it still wanted and the noise behind
+    its half-widths (`noise_sd_mbps`, `noise_dof`: a value read back has its promise already)."""
+
+    probes: tuple[WantedProbe, ...] = ()
     settled: bool = False
     opm: PathManager | None = None
     occ: str | None = None
@@ -45,8 +51,8 @@ class BulkDecision:
     otp_half_width_mbps: float | None = None
     t_star_mbps: float | None = None
     target_mbps: float | None = None
-    survivors: list[str] = field(default_factory=list)
-    eliminated: list[str] = field(default_factory=list)
+    survivors: tuple[str, ...] = ()
+    eliminated: tuple[str, ...] = ()
     otp_runs: int = 0
     t_star_half_width_mbps: float | None = None
     t_star_runs: int = 0
@@ -54,9 +60,24 @@ class BulkDecision:
     confidence: float = DEFAULT_CONFIDENCE
     noise_sd_mbps: float | None = None  # the pooled spread of one run, and its dof
     noise_dof: int = 0
-    alternatives: list[Alternative] = field(default_factory=list)
+    alternatives: tuple[Alternative, ...] = ()
     pm_settled: bool = False
     cc_settled: bool = False
+    other: Mapping[str, Any] = OTHER()
+    present: frozenset[str] | None = PRESENT()
+    READERS: ClassVar = {
+        "opm": text, "occ": text, "obs_mib": number, "otp_mbps": number,
+        "otp_half_width_mbps": number, "t_star_mbps": number, "target_mbps": number,
+        "survivors": names, "eliminated": names, "otp_runs": count,
+        "t_star_half_width_mbps": number, "t_star_runs": count, "t_star_held": flag,
+        "pm_settled": flag, "cc_settled": flag, "alternatives": each(Alternative),
+        "confidence": number,
+    }
+
+    def __post_init__(self) -> None:
+        # frozen all the way down: the sequences it is given are kept as tuples
+        for name in ("probes", "survivors", "eliminated", "alternatives"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
     def otp_interval(self) -> tuple[float, float] | None:
         """Where the chosen arm's mean at OBS lies, at `confidence`."""

@@ -26,7 +26,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean, quantiles
-from typing import Any
+from typing import Any, ClassVar
+
+from ..stored_form import OTHER, PRESENT, StoredForm, flag, number
 
 VARIES_CONFIDENCE = 0.99  # the F-test's level: a quiet path is called varying 1 time in 100
 MIN_RUNS_JUDGED = 2  # a point's runs below this say nothing of the spread between runs
@@ -47,7 +49,7 @@ TimedPoints = Mapping[tuple[Any, float], Sequence[TimedRun]]
 
 
 @dataclass(frozen=True)
-class Variation:
+class Variation(StoredForm):
     """How the path moved under the campaign's probes, and at the answer's configuration.
 
     Pooled over the campaign: `between_rel_sd`, the runs' relative spread about their point's
@@ -56,34 +58,36 @@ class Variation:
     `VARIES_CONFIDENCE` and is at least delta. At the answer's point: its runs, the time they
     span (`span_s`, first start to last), their means' range (`run_low_mbps`..`run_high_mbps`),
     and its 1 s goodputs' 10th and 90th percentiles over all its runs (`p10_mbps`, `p90_mbps`;
-    `spread_mbps` = p90 - p10): the spread over time a user should expect of the rate."""
+    `spread_mbps` = p90 - p10): the spread over time a user should expect of the rate.
 
-    varies: bool
-    between_rel_sd: float
-    between_dof: int
-    expected_rel_sd: float
+    Stored as it is (a sweep decision's `variation`, an answer's `promise.variation`), `span_s`
+    to a tenth of a second."""
+
+    varies: bool = False
+    between_rel_sd: float = 0.0
+    between_dof: int = 0
+    expected_rel_sd: float = 0.0
     runs: int = 0
     span_s: float = 0.0
     run_low_mbps: float | None = None
     run_high_mbps: float | None = None
     p10_mbps: float | None = None
     p90_mbps: float | None = None
+    other: Mapping[str, Any] = OTHER()
+    present: frozenset[str] | None = PRESENT()
+    READERS: ClassVar = {"varies": flag, "runs": number, "span_s": number,
+                         "p10_mbps": number, "p90_mbps": number, "spread_mbps": number,
+                         "run_low_mbps": number, "run_high_mbps": number,
+                         "between_rel_sd": number, "between_dof": number,
+                         "expected_rel_sd": number}
+    DERIVED: ClassVar = frozenset({"spread_mbps"})
+    WRITERS: ClassVar = {"span_s": lambda s: round(s, 1)}
 
     @property
     def spread_mbps(self) -> float | None:
         if self.p10_mbps is None or self.p90_mbps is None:
             return None
         return self.p90_mbps - self.p10_mbps
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "varies": self.varies, "runs": self.runs, "span_s": round(self.span_s, 1),
-            "p10_mbps": self.p10_mbps, "p90_mbps": self.p90_mbps,
-            "spread_mbps": self.spread_mbps,
-            "run_low_mbps": self.run_low_mbps, "run_high_mbps": self.run_high_mbps,
-            "between_rel_sd": self.between_rel_sd, "between_dof": self.between_dof,
-            "expected_rel_sd": self.expected_rel_sd,
-        }
 
 
 def _pooled(points: TimedPoints) -> tuple[float, int, float, int, float]:

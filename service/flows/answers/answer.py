@@ -9,6 +9,8 @@ from pydantic import BaseModel, Field
 
 from probes.vocabulary import PathManager
 
+from ...algorithm.adaptive.variation import Variation
+
 
 class TStar(BaseModel):
     """T*: the largest throughput any (PM, CC) curve reaches on the buffer range (Eq. 9)."""
@@ -68,6 +70,11 @@ class Promise(BaseModel):
         "probes (`varies`) and by how much at this configuration: its 1 s goodputs' 10th-90th "
         "percentile (`p10_mbps`, `p90_mbps`, `spread_mbps`), its runs' range and the time "
         "they span; where it varies, the interval covers one fresh probe's range")
+
+    @property
+    def path_variation(self) -> Variation | None:
+        """`variation` as the algorithm's own type (its stored form is what is sent)."""
+        return None if self.variation is None else Variation.from_dict(self.variation)
 
 
 class SubsetChoice(BaseModel):

@@ -22,7 +22,7 @@ from ...algorithm.objective import Objective
 from ...settings import Settings
 from ...store import answer_generation, recommendations
 from .answer_cache import AnswerCache, Remembered, answers
-from .recommend import recommend
+from .recommend import QueueCampaign, recommend
 
 
 @dataclass(frozen=True)
@@ -52,12 +52,14 @@ def ask(
     looked_up: bool = False,
     cache: AnswerCache = answers,
     objective: Objective | None = None,
+    queue: QueueCampaign | None = None,
 ) -> SentAnswer:
     """The answer as sent (`render(row)` -> body, poll URL), committed.
 
     `generation`: the answer generation the caller read before anything else of this request
     (read here, first, when left out). `looked_up`: the caller already looked the question up
-    in `cache` under that generation and missed (it is not looked up twice).
+    in `cache` under that generation and missed (it is not looked up twice). `queue`: how a
+    provisional answer queues its campaign (`recommend`'s).
     """
     if generation is None:
         generation = answer_generation.current(session)
@@ -74,7 +76,7 @@ def ask(
         return recommend(
             session, topology_id=topology_id, topology=topology, rtts_ms=rtts_ms, delta=delta,
             bs_min_mib=bs_min_mib, bs_max_mib=bs_max_mib, settings=settings, reuse=True,
-            objective=objective,
+            objective=objective, queue=queue,
         )
 
     try:

@@ -10,13 +10,15 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from models import Campaign, SelectedCC
+from models import Campaign
 from probes.vocabulary import FULLMESH, PathManager
 
+from ...algorithm.selection import SelectionResult
 from ...algorithm.solver import SolverAnswer
+from ...state import state_of
+from ...state.selected import measured_selection
 from ...store import campaigns as campaign_store
 from ...store import measurements, results
-from ..campaign.selected import measured_selection
 from .answer import ArmLine, Eq1, Outputs, SubsetChoice, TStar
 from .campaign_answer import solve_campaign
 from .decided import (
@@ -77,7 +79,7 @@ def calibrated_answer(
     impacts = {r.cc: r for r in results.impact_results(session, campaign_id=campaign.id)}
     selection = _selection_of(campaign, solution.occ)
     used, standby = answer_subflows(session, snap, campaign, solution.opm, solution.occ, flags)
-    unsettled = (campaign.run_state.unsettled_omegas or {}).get(solution.occ, [])
+    unsettled = (state_of(campaign).unsettled_omegas or {}).get(solution.occ, [])
     # Omega decides SP* only in the paper's procedure: there its doubts are the answer's.
     if unsettled and campaign.mode != "adaptive":
         flags.append("omega_unsettled:" + ",".join(unsettled))
@@ -134,12 +136,12 @@ def answer_subflows(session: Session, snap: TopologySnapshot, campaign: Campaign
     return [n for n in impact.subset if n in names], list(impact.standby)
 
 
-def _selection_of(campaign: Campaign, occ: str | None) -> SelectedCC | None:
+def _selection_of(campaign: Campaign, occ: str | None) -> SelectionResult | None:
     selection = measured_selection(campaign)
     return None if selection is None else selection.of(occ)
 
 
-def _subset_choice(solution: SolverAnswer, selection: SelectedCC | None,
+def _subset_choice(solution: SolverAnswer, selection: SelectionResult | None,
                    impacts) -> SubsetChoice | None:
     if solution.opm == FULLMESH or solution.occ is None:
         return None

@@ -23,9 +23,9 @@ from ...algorithm.measured_curve import MeasuredCurve
 from ...algorithm.regression import Sample
 from ...algorithm.saturating_curve import AnyCurve
 from ...algorithm.solver import SolverAnswer, solve
+from ...state.selected import selected_subsets
 from ...store import campaigns as campaign_store
 from ...store import measurements, results
-from ..campaign.selected import selected_subsets
 
 
 @dataclass(frozen=True)

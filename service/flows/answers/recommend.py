@@ -11,6 +11,7 @@ the stored row back instead (`reuse`). Caching answers across requests is `answe
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
 from sqlalchemy.orm import Session
 
@@ -23,12 +24,20 @@ from ...errors import Invalid
 from ...settings import Settings
 from ...store import campaigns as campaign_store
 from ...store import inventory
-from ..campaign.dispatch import start_campaign
-from ..campaign.plan import CampaignParameters
 from .snapshot import snapshot_by_id, snapshot_of
 from .stored_answer import StoredAnswer, answer
 
 _UNSET_MIN, _UNSET_MAX = 1e-12, 1e12  # stand-ins for a bound the request leaves out
+
+
+class QueueCampaign(Protocol):
+    """How a request queues the campaign a provisional answer promises: the topology's active
+    campaign, or a new one; (campaign, queued anew). The request path's, given by the caller
+    (`flows.campaign.dispatch.campaign_for_question`): answers sit below the campaign domain,
+    so nothing here can start a campaign by itself."""
+
+    def __call__(self, session: Session, topology_id: int, delta: float, settings: Settings,
+                 objective: Objective) -> tuple[Campaign, bool]: ...
 
 
 def recommend(
@@ -45,12 +54,14 @@ def recommend(
     reuse: bool = False,
     finished: Campaign | None = None,
     objective: Objective | None = None,
+    queue: QueueCampaign | None = None,
 ) -> StoredAnswer:
     """Answer for a stored topology (by id) or an inline one (stored on the way); always stored.
 
     Buffer bounds left out: a calibrated answer is solved on the buffers its campaign measured
     (a fitted curve is not extrapolated), a provisional one reports the paper's 0.5..30 MiB.
-    `queue_campaign`: a provisional answer queues a campaign (with `settings`' defaults).
+    `queue_campaign`: a provisional answer queues a campaign (with `settings`' defaults, by
+    `queue`).
     `reuse`: a calibrated question asked before returns the stored answer (no new row).
     `objective`: bulk (default) or a stream: only campaigns of the same objective answer it.
     `finished`: the campaign whose end this answer reports (it may answer from an earlier
@@ -66,9 +77,10 @@ def recommend(
     def calibrating() -> tuple[Campaign | None, bool]:
         if not queue_campaign:
             return campaign_store.active_campaign(session, topology_id=snap.id), False
-        if settings is None:
-            raise ValueError("settings: a provisional answer that queues a campaign needs them")
-        return _campaign_for(session, snap.id, delta, settings, objective)
+        if settings is None or queue is None:
+            raise ValueError("settings, queue: a provisional answer that queues a campaign "
+                             "needs them")
+        return queue(session, snap.id, delta, settings, objective)
 
     return answer(session, snap, objective, delta, bs_min_mib, bs_max_mib, reuse=reuse,
                   finished=finished, calibrating=calibrating)
@@ -89,20 +101,3 @@ def _check_request(delta, bs_min, bs_max, topology_id, topology, rtts_ms) -> Non
             "rtts_ms goes with an inline topology; use PATCH /topologies/{id}",
             ("body", "rtts_ms"),
         )
-
-
-def _campaign_for(session, topology_id, delta, settings, objective: Objective,
-                  ) -> tuple[Campaign, bool]:
-    """The topology's active campaign, or a new one queued with `settings`' defaults."""
-    campaign = campaign_store.active_campaign(session, topology_id=topology_id)
-    if campaign is not None:
-        return campaign, False
-    campaign = start_campaign(
-        session,
-        topology_id=topology_id,
-        params=CampaignParameters(delta=delta,
-                                  objective=objective if objective.is_stream else None),
-        reason="recommendation",
-        settings=settings,
-    )
-    return campaign, True

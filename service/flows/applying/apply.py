@@ -30,10 +30,10 @@ from probes.site import apply as siteapply
 
 from ...db import session_scope
 from ...errors import Conflict
+from ...messaging import broker_client, site_queue
 from ...settings import Settings, get_settings
 from ...store import applied
 from ...store import apply_outbox as outbox_store
-from ..campaign.dispatch import _celery_client, site_queue
 from . import apply_outbox, apply_settle, failover_watch
 from .apply_confirm import CONFIRM_SECONDS, confirm, confirm_lasts_s
 from .apply_plan import build_plan, refuse_unmeasured
@@ -91,7 +91,7 @@ def dispatch(apply_id: int, plan: dict[str, Any], action: str, settings: Setting
                                       runners=RUNNERS)
     if not settings.broker_url:
         raise ValueError("embedded: the watchers start in run_apply, in this process")
-    client = _celery_client(settings.broker_url)
+    client = broker_client(settings.broker_url)
     for site in plan["sites"]:
         client.send_task(APPLY_TASK, args=[apply_id, site["site"], action],
                          queue=site_queue(site["site"]))

@@ -29,9 +29,9 @@ from sqlalchemy import Engine
 from models import utcnow
 
 from ...db import session_scope
+from ...messaging import broker_client, site_queue
 from ...settings import Settings
 from ...store import apply_outbox as store
-from ..campaign.dispatch import _celery_client, site_queue
 from . import apply_settle
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def hand_over(apply_id: int, plan: dict[str, Any], action: str, settings: Settin
     each action in a thread (`flows.applying.apply`'s run_apply and run_rollback)."""
     if settings.broker_url:
         try:
-            client = _celery_client(settings.broker_url)
+            client = broker_client(settings.broker_url)
             for site in plan["sites"]:
                 client.send_task(APPLY_TASK, args=[apply_id, site["site"], action],
                                  queue=site_queue(site["site"]))

@@ -9,8 +9,8 @@ child dies with that thread's process (PR_SET_PDEATHSIG: the "parent" the kernel
 thread that forked, so it must be this long-lived one, never a short task thread).
 
 A ``failover`` also queues a recalibration of the topology
-(`scheduling.recalibration.queue_after_path_change`): its new answer is applied where the apply
-asked for it (``auto_reapply``).
+(`path_change.queue_after_path_change`): its new answer is applied where the apply asked for it
+(``auto_reapply``).
 
 Events: ``watching``, ``failover``, ``restored`` (the watcher's own lines), ``watch_stopped``
 with its reason (written by whoever stopped it), ``watch_failed`` (it exited on its own, with
@@ -39,7 +39,9 @@ from probes.base import ProbeError
 from probes.site import apply as siteapply
 
 from ...db import session_scope
+from ...settings import get_settings
 from ...store import applied
+from .path_change import queue_after_path_change
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +79,6 @@ def _event(apply_id: int, kind: str, site: str, detail: dict[str, Any]) -> None:
 def _recalibrate(apply_id: int, what: dict[str, Any]) -> None:
     """A used path died: its topology is recalibrated now (`queue_after_path_change`), the
     campaign dispatched once committed; a failure is logged, the watcher carries on."""
-    from ...settings import get_settings
-    from ..scheduling.recalibration import queue_after_path_change
-
     try:
         with session_scope() as s:
             topology_id = applied.get_apply(s, apply_id=apply_id).topology_id

@@ -18,12 +18,13 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from models import MEASUREMENT_PHASES, Campaign, CampaignState, MeasurementPhase, Tally
+from models import MEASUREMENT_PHASES, Campaign, MeasurementPhase
 
 from ...algorithm import adaptive
+from ...state import CampaignState, Tally, put_state, state_of
+from ...state.selected import sweep_arms
 from ...store import campaigns as campaign_store
 from .plan import selection_probes
-from .selected import sweep_arms
 
 # The budget phases, by `MeasurementPhase.budget_phase`: the sweep's probes are stored with
 # phase "buffer" and charged to "sweep".
@@ -35,7 +36,7 @@ SWEEP = MeasurementPhase.SWEEP.budget_phase
 def impact_runs(campaign: Campaign, state: CampaignState | None = None) -> dict[str, int]:
     """Impact runs per CC: the plan's, plus those added while an Omega's sign was unsettled
     (by `state`, else the campaign's)."""
-    extra = (campaign.run_state if state is None else state).budget.extra_impact_runs
+    extra = (state_of(campaign) if state is None else state).budget.extra_impact_runs
     base = campaign.impact_runs if campaign.impact_runs is not None else campaign.runs
     return {cc: base + extra.get(cc, 0) for cc in campaign.measured_ccs}
 
@@ -70,7 +71,7 @@ def planned(campaign: Campaign, n_subflows: int,
             state: CampaignState | None = None) -> dict[str, int]:
     """Probes per budget phase, by the campaign's columns now and `state` (else the campaign's;
     see the module's docstring)."""
-    state = campaign.run_state if state is None else state
+    state = state_of(campaign) if state is None else state
     spent = {phase: state.budget.spent_probes(phase) for phase in state.budget.spent}
     if state.budget.settled:
         return {phase: spent.get(phase, 0) for phase in PHASES}
@@ -124,38 +125,38 @@ def settled(campaign: Campaign, state: CampaignState) -> CampaignState:
 
 def replan(campaign: Campaign) -> int:
     """Write the planned total and the per-phase plan into the budget; returns the total."""
-    campaign.run_state = replanned(campaign, campaign.run_state)
-    return campaign.run_state.budget.planned
+    put_state(campaign, replanned(campaign, state_of(campaign)))
+    return state_of(campaign).budget.planned
 
 
 def ask(campaign: Campaign, phase: str, probes: int) -> None:
     """A phase that chooses its probes as it goes needs `probes` more than it has spent."""
-    campaign.run_state = asked(campaign, campaign.run_state, phase, probes)
+    put_state(campaign, asked(campaign, state_of(campaign), phase, probes))
 
 
 def settle(campaign: Campaign) -> None:
     """Nothing more will be probed: every phase's plan is what it spent (progress 100 %)."""
-    campaign.run_state = settled(campaign, campaign.run_state)
+    put_state(campaign, settled(campaign, state_of(campaign)))
 
 
 def charge(campaign: Campaign, measurement_phase: str, probe_seconds: float) -> None:
     """A stored probe: one more probe done, its seconds used, booked to its phase."""
     phase = (MeasurementPhase(measurement_phase).budget_phase
              if measurement_phase in MEASUREMENT_PHASES else measurement_phase)
-    campaign.run_state = replace(campaign.run_state,
-                                 budget=campaign.run_state.budget.charged(phase, probe_seconds))
+    state = state_of(campaign)
+    put_state(campaign, replace(state, budget=state.budget.charged(phase, probe_seconds)))
     replan(campaign)
 
 
 def exhaust(campaign: Campaign) -> None:
     """The cap stopped a phase (flagged on the answer)."""
-    campaign.run_state = campaign.run_state.with_budget(exhausted=True)
+    put_state(campaign, state_of(campaign).with_budget(exhausted=True))
 
 
 def summary(campaign: Campaign) -> dict[str, Any]:
     """The campaign's probe-second budget, planned and spent per phase (for plans and answers):
     {"budget_s": ..., "planned": {phase: {"probes", "probe_seconds"}}, "spent": {...}}."""
-    b = campaign.run_state.budget
+    b = state_of(campaign).budget
     return {"budget_s": b.cap_s,
             "planned": {phase: t.to_dict() for phase, t in b.phase_plan.items()},
             "spent": {phase: t.to_dict() for phase, t in b.spent.items()}}
@@ -163,14 +164,14 @@ def summary(campaign: Campaign) -> dict[str, Any]:
 
 def left_s(campaign: Campaign) -> float | None:
     """Probe-seconds left of the budget; None: no budget."""
-    return campaign.run_state.budget.left_s()
+    return state_of(campaign).budget.left_s()
 
 
 def probe_cost_s(campaign: Campaign, state: CampaignState | None = None) -> float:
     """The probe-seconds one more probe is expected to cost: the plan's duration, or the mean of
     the probes so far where the timing rule lengthened them (long-RTT paths), so the budget is
     not overspent by probes that run longer than planned (by `state`, else the campaign's)."""
-    b = (campaign.run_state if state is None else state).budget
+    b = (state_of(campaign) if state is None else state).budget
     if b.done and b.used_s:
         return max(campaign.duration_s, b.used_s / b.done)
     return campaign.duration_s
@@ -192,7 +193,7 @@ def affords(campaign: Campaign, probes: int = 1, *, reserve_s: float = 0.0) -> b
 
 def progress(campaign: Campaign) -> float:
     """probes_done / probes_total in 0..1."""
-    return campaign.run_state.budget.progress()
+    return state_of(campaign).budget.progress()
 
 
 def remaining_s(campaign: Campaign) -> float:
@@ -200,5 +201,5 @@ def remaining_s(campaign: Campaign) -> float:
     probe's duration; 0 once it is final. The probing only: setup between probes comes on top."""
     if campaign_store.is_final(campaign):
         return 0.0
-    b = campaign.run_state.budget
+    b = state_of(campaign).budget
     return max(1, b.planned - b.done) * probe_cost_s(campaign)

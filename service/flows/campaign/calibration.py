@@ -24,6 +24,7 @@ from models import Campaign
 
 from ...algorithm.objective import objective_of
 from ...settings import Settings
+from ...state import state_of
 from ...store import campaigns as campaign_store
 from . import budget
 from .phases import (
@@ -91,9 +92,9 @@ def next_step(
                 continue
             if budget.affords(campaign):
                 return NextStep(step=verdict.step)
-            if verdict.step.phase == "impact" or campaign.run_state.budget.exhausted:
+            if verdict.step.phase == "impact" or state_of(campaign).budget.exhausted:
                 _fail(session, campaign, f"probe-seconds budget spent before the {phase.name} "
-                      f"phase ended ({campaign.run_state.budget.used_s:.0f} s used)")
+                      f"phase ended ({state_of(campaign).budget.used_s:.0f} s used)")
                 return FINAL
             budget.exhaust(campaign)
             session.flush()

@@ -17,8 +17,8 @@ from ...algorithm.impact_confidence import (
     impact_with_confidence,
 )
 from ...algorithm.regression import Fit, Sample, fit
+from ...state.selected import selected_subsets, sweep_arms
 from ...store import measurements, results
-from .selected import selected_subsets, sweep_arms
 
 MIN_BUFFERS_PER_ARM = 3  # a quadratic through fewer distinct buffers is not a fit
 

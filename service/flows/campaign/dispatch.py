@@ -19,14 +19,15 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import lru_cache
 
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
 from models import Campaign, Topology, utcnow
 
+from ...algorithm.objective import Objective
 from ...db import session_scope
+from ...messaging import broker_client, site_queue
 from ...settings import Settings
 from ...store import campaigns as campaign_store
 from ...store import dispatch_outbox, inventory, probe_lease
@@ -56,22 +57,8 @@ def register_executor(name: str, submit: Submit) -> None:
     _executors[name] = submit
 
 
-CONTROL_QUEUE = "mpcoa.control"  # beat's jobs and the resume sweeps
-
-
-def site_queue(site: str) -> str:
-    return f"site.{site}"
-
-
-@lru_cache(maxsize=4)
-def _celery_client(broker_url: str):
-    from celery import Celery
-
-    return Celery("mpcoa-client", broker=broker_url)
-
-
 def send_to_celery(campaign_id: int, site: str, settings: Settings, how: Handing) -> None:
-    _celery_client(settings.broker_url).send_task(
+    broker_client(settings.broker_url).send_task(
         ADVANCE_TASK, args=[campaign_id], queue=site_queue(site), expires=how.expires_s,
         countdown=how.countdown_s,
     )
@@ -115,6 +102,26 @@ def start_campaign(
     dispatch_campaign(session, campaign_id=campaign.id, settings=settings)
     return campaign
 
+
+
+def campaign_for_question(session: Session, topology_id: int, delta: float, settings: Settings,
+                          objective: Objective) -> tuple[Campaign, bool]:
+    """The campaign a provisional answer promises: the topology's active one, or a new one
+    queued with `settings`' defaults for the question's delta and objective; (campaign, queued
+    anew). What a request hands `answers.recommend` (its `queue`): queueing is the request
+    path's alone."""
+    campaign = campaign_store.active_campaign(session, topology_id=topology_id)
+    if campaign is not None:
+        return campaign, False
+    campaign = start_campaign(
+        session,
+        topology_id=topology_id,
+        params=CampaignParameters(delta=delta,
+                                  objective=objective if objective.is_stream else None),
+        reason="recommendation",
+        settings=settings,
+    )
+    return campaign, True
 
 def plan_for(
     topology: Topology, params: CampaignParameters, settings: Settings

@@ -1,7 +1,8 @@
 """The executor protocol: how a campaign advances, once, for every executor.
 
 A turn (`advance_once`): do the work that needs no probe (`calibration.next_step`), finish the
-campaign when nothing is left to measure (`flows.campaign.finish`), else claim the next step's lease
+campaign when nothing is left to measure (`flows.campaign.finish`: the turn carries what it left
+to do, `Turn.finished`, for the executor to act on), else claim the next step's lease
 (`leasing.claim`) under the turn's owner token. A step (`run_step`): the request it needs (none
 when a redelivery finds its key stored), the lease taken over from that token by this execution
 alone, the probe under the lease's heartbeat, then its result stored or, after the last attempt,
@@ -41,7 +42,7 @@ from ...settings import Settings
 from ...store import campaigns as campaign_store
 from ...store import dispatch_outbox, inventory, measurements, probe_lease
 from . import calibration, leasing, recording
-from .finish import finish_campaign
+from .finish import Finished, finish_campaign
 from .plan import ProbeStep
 from .probing import Prober, buffer_bytes
 from .timing import lengthened, step_timing
@@ -62,6 +63,8 @@ class Turn:
     lease: str | None = None
     held: bool = False
     owner: str | None = None  #: the token the lease was claimed under (hand it on with it)
+    #: this turn finished the campaign: what it did and left for the executor to hand on
+    finished: Finished | None = None
 
 
 @dataclass(frozen=True)
@@ -108,11 +111,11 @@ def advance_once(
             advance = calibration.next_step(
                 s, campaign_id=campaign_id, prober=prober, settings=settings
             )
-            if advance.finish:
-                finish_campaign(s, campaign_id=campaign_id)
+            finished = (finish_campaign(s, campaign_id=campaign_id) if advance.finish
+                        else None)
             state = campaign_store.get_campaign(s, campaign_id=campaign_id).state
             if advance.step is None:
-                return Turn(state)
+                return Turn(state, finished=finished)
             lease = leasing.claim(s, campaign_id=campaign_id, step=advance.step, owner=owner,
                                   settings=settings)
             held = lease is None and probe_lease.lease_is_live(s, campaign_id=campaign_id)

@@ -31,6 +31,7 @@ from ...algorithm.solver import DEFAULT_DELTA
 from ...algorithm.sweep import bdp_buffer_grid, run_order
 from ...errors import Invalid
 from ...settings import Settings
+from ...store.measurements import MeasurementKey
 
 # The paper's grid: 0.5 .. 30 MiB in 0.5 MiB steps (60 points).
 DEFAULT_BUFFER_GRID_MIB = [0.5 * k for k in range(1, 61)]
@@ -217,8 +218,8 @@ class ProbeStep:
     allowed_subflows: tuple[str, ...] | None = None  # None: every subflow carries data
 
     @property
-    def key(self) -> tuple:
-        return (self.phase, self.pm, self.cc, float(self.bs_mib), self.run, self.excluded_subflow)
+    def key(self) -> MeasurementKey:
+        return MeasurementKey.of(self)
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -133,10 +133,8 @@ def record_failure(
 
 
 def _key(campaign_id: int, step: ProbeStep) -> dict:
-    return {
-        "campaign_id": campaign_id, "phase": step.phase, "pm": step.pm, "cc": step.cc,
-        "bs_mib": step.bs_mib, "run": step.run, "excluded_subflow": step.excluded_subflow,
-    }
+    """The record's key fields: the campaign's and the step's `MeasurementKey`."""
+    return {"campaign_id": campaign_id, **step.key._asdict()}
 
 
 def _per_subflow(observed: list[dict], key: str) -> dict[str, float]:

@@ -22,12 +22,16 @@ from ...settings import Settings
 from ...store import campaigns as campaign_store
 from ...store import probe_lease
 from . import dispatch, executor
+from .finish import Finished
 from .plan import ProbeStep
 from .probing import Prober, default_prober_factory
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[Campaign, ProbeStep | None], None]
+#: what the executor does with a finished campaign's events (`finish.Finished`): given by whoever
+#: installs it (the domains above this one: a recalibration's re-apply, `scheduling.reapply`)
+OnFinished = Callable[[Finished], None]
 SITE_BUSY_WAIT_S = 1.0  # a campaign waiting for a site another campaign is probing
 
 
@@ -39,8 +43,10 @@ def run_campaign(
     prober: Prober | None = None,
     on_progress: Progress | None = None,
     stop: threading.Event | None = None,
+    on_finished: OnFinished | None = None,
 ) -> str:
-    """Run a campaign to its end in this thread; returns its final state."""
+    """Run a campaign to its end in this thread; returns its final state. `on_finished`: what
+    to do with the events of the turn that finished it (after that turn's commit)."""
     engine = engine or get_engine(settings)
     stop = stop or threading.Event()
     if prober is None:
@@ -53,6 +59,8 @@ def run_campaign(
         if on_progress is not None:
             with session_scope(engine) as s:
                 on_progress(campaign_store.get_campaign(s, campaign_id=campaign_id), turn.step)
+        if turn.finished is not None and on_finished is not None:
+            on_finished(turn.finished)
         if turn.step is None:
             return turn.state
         if turn.lease is None:  # a site is busy, or it gives way to a busier site's campaign
@@ -80,8 +88,9 @@ def _run_with_retries(engine, campaign_id: int, turn, prober: Prober, settings, 
 class InProcessExecutor:
     """One daemon thread working through queued campaign ids in order."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, on_finished: OnFinished | None = None) -> None:
         self.settings = settings
+        self.on_finished = on_finished
         self._queue: queue.Queue[int] = queue.Queue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -127,11 +136,8 @@ class InProcessExecutor:
             except queue.Empty:
                 continue
             try:
-                state = run_campaign(campaign_id, settings=self.settings, stop=self._stop)
-                if state == "done":  # a recalibration's new answer, applied where asked
-                    from ..scheduling import reapply
-
-                    reapply.after_campaign(campaign_id, self.settings)
+                run_campaign(campaign_id, settings=self.settings, stop=self._stop,
+                             on_finished=self.on_finished)
             except Exception:
                 log.exception(
                     "campaign %s: the in-process executor stopped on an error", campaign_id
@@ -141,12 +147,13 @@ class InProcessExecutor:
 _executor: InProcessExecutor | None = None
 
 
-def install(settings: Settings) -> InProcessExecutor:
+def install(settings: Settings, on_finished: OnFinished | None = None) -> InProcessExecutor:
     """The process-wide in-process executor, registered with dispatch (created once, with the
-    first caller's settings)."""
+    first caller's settings and `on_finished`: what it does with a finished campaign's events,
+    `scheduling.reapply.after_finish` in the API process and the demo)."""
     global _executor
     if _executor is None:
-        _executor = InProcessExecutor(settings)
+        _executor = InProcessExecutor(settings, on_finished)
         runner = _executor
         dispatch.register_executor("inprocess", lambda cid, *_: runner.submit(cid))
     return _executor

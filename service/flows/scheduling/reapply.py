@@ -29,13 +29,15 @@ from models.history import RecalibrationEvent
 from ...db import session_scope
 from ...errors import ServiceError
 from ...settings import Settings
+from ...state import state_of
 from ...store import applied, schedules
 from ..applying import apply as apply_flow
+from ..campaign.finish import RECALIBRATING, Finished
 
 log = logging.getLogger(__name__)
 
 #: the campaigns that recalibrate (a user's own calibration is the user's to apply)
-REASONS = ("scheduled", "path_changed")
+REASONS = RECALIBRATING
 MARKS = ("reapply_started", "reapply_refused")
 
 
@@ -56,7 +58,7 @@ def _newest_recalibration(session: Session, topology_id: int, since: datetime) -
     if (campaign is None or campaign.reason not in REASONS or campaign.finished_at is None
             or campaign.finished_at <= since or campaign.recommendation_id is None):
         return None
-    warm = campaign.run_state.warm
+    warm = state_of(campaign).warm
     return None if warm is not None and warm.verdict == "warm_confirmed" else campaign
 
 
@@ -144,3 +146,11 @@ def after_campaign(campaign_id: int, settings: Settings, *,
         started = reapply_due(s, settings=settings, topology_ids=[campaign.topology_id])
     dispatch_all(started, settings, engine=engine)
     return [apply_id for apply_id, _plan in started]
+
+
+def after_finish(finished: Finished, settings: Settings, *,
+                 engine: Engine | None = None) -> list[int]:
+    """What an executor does with a finished campaign's events (`finish.Finished`): a
+    recalibration's re-apply, where one is owed (`after_campaign`)."""
+    due = finished.reapply_due
+    return [] if due is None else after_campaign(due.campaign_id, settings, engine=engine)

@@ -1,7 +1,7 @@
-"""Recalibration: queue the campaigns whose cron schedule is due, and the one a path change
-calls for at once (a failover watcher promoted a standby: `queue_after_path_change`). What
-changed after each calibration is `recalibration_events`' (finishing a campaign records it and
-never reaches this module, which starts campaigns)."""
+"""Recalibration: queue the campaigns whose cron schedule is due (the one a path change calls for
+at once is the failover's own: `applying.path_change`). What changed after each calibration is
+`campaign.recalibration_events`' (finishing a campaign records it and never reaches this
+module, which starts campaigns)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from models import utcnow
 
 from ...settings import Settings
 from ...store import campaigns as campaign_store
-from ...store import inventory, schedules
+from ...store import schedules
+from ..campaign import warm
 from ..campaign.dispatch import start_campaign
 from ..campaign.plan import CampaignParameters
-from . import warm
 
 log = logging.getLogger(__name__)
 
@@ -61,36 +61,5 @@ def _queue_if_due(session: Session, schedule, settings: Settings, now: datetime)
     if settings.warm_recalibration:
         warm.start_warm(session, campaign=campaign)
     schedule.last_run_at, schedule.last_campaign_id = now, campaign.id
-    session.flush()
-    return campaign.id
-
-
-def queue_after_path_change(session: Session, *, topology_id: int, what: dict,
-                            settings: Settings) -> int | None:
-    """A path of the applied answer died (the failover watcher's `failover` event, `what`):
-    a full recalibration now, with the topology's schedule's parameters (no warm check: the
-    answer's own path is gone), and a `path_changed` event on it. None, logged, when switched
-    off, when the topology has no enabled schedule (nothing says what to probe) or when one of
-    its campaigns is under way already."""
-    if not settings.recalibrate_on_failover:
-        return None
-    schedule = next((s for s in schedules.enabled_schedules(session)
-                     if s.topology_id == topology_id), None)
-    if schedule is None:
-        log.info("topology %s: a path changed (%s); no enabled schedule, no recalibration",
-                 topology_id, what)
-        return None
-    inventory.get_topology(session, topology_id=topology_id)
-    if campaign_store.active_campaign(session, topology_id=topology_id):
-        return None  # the campaign under way measures the changed path already
-    campaign = start_campaign(
-        session, topology_id=topology_id,
-        params=CampaignParameters.model_validate(schedule.parameters or {}),
-        reason="path_changed", settings=settings)
-    schedules.add_event(session, campaign=campaign, previous_campaign_id=None,
-                        kind="path_changed",
-                        subject=f"{what.get('site', '?')}: endpoint {what.get('endpoint')} "
-                                f"failed, {what.get('promoted')} promoted",
-                        before=what.get("endpoint"), after=what)
     session.flush()
     return campaign.id

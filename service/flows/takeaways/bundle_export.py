@@ -12,12 +12,13 @@ from sqlalchemy.orm import Session
 
 from models import Campaign, Topology, utcnow
 
+from ...state import state_of
+from ...state.selected import selection_note
 from ...store import artifacts as artifact_store
 from ...store import bundle_rows as rows
 from ...store import campaigns as campaign_store
 from ...store import inventory, measurements, results
 from ...store import recommendations as recommendation_store
-from ..campaign.selected import selection_note
 from . import bundle_archive as archive
 from . import measurement_table
 
@@ -133,7 +134,7 @@ def topology_document(topology: Topology) -> dict[str, Any]:
 def _capabilities(session: Session, campaign: Campaign, topology: Topology) -> dict[str, Any]:
     """Each site's capability report: the one an import brought along (kept in the campaign's
     state), else the site's latest."""
-    origin = campaign.run_state.imported
+    origin = state_of(campaign).imported
     if origin is not None and origin.capabilities is not None:
         return dict(origin.capabilities)
     out = {}
@@ -169,7 +170,7 @@ def _kernel(raw_output: str) -> dict[str, Any] | None:
 
 def _earlier_provenance(campaign: Campaign) -> dict[str, Any]:
     """A campaign that was itself imported says where it came from first."""
-    origin = campaign.run_state.imported
+    origin = state_of(campaign).imported
     return {} if origin is None else {"imported_from": dict(origin.source)}
 
 

@@ -29,10 +29,8 @@ from sqlalchemy.orm import Session
 
 from models import (
     Campaign,
-    CampaignState,
     FitRecord,
     ImpactFactor,
-    ImportOrigin,
     Measurement,
     RecalibrationEvent,
     Recommendation,
@@ -40,6 +38,7 @@ from models import (
 
 from ...algorithm import topology as algo
 from ...errors import Invalid
+from ...state import CampaignState, ImportOrigin, state_of
 from ...store import artifacts as artifact_store
 from ...store import bundle_rows as rows
 from ...store import campaigns as campaign_store
@@ -96,7 +95,7 @@ def import_bundle(session: Session, data: bytes) -> Imported:
         if differs:
             answer.quality_flags = [*answer.quality_flags, DIFFERS]
     campaign_store.update_state(campaign, imported=replace(
-        campaign.run_state.imported, answered=True, answer=said, answer_differs=differs,
+        state_of(campaign).imported, answered=True, answer=said, answer_differs=differs,
         no_answer=why))
     session.flush()
     return Imported(campaign.id, topology.id, answer.id if answer else None, count,
@@ -210,7 +209,7 @@ def _campaign(session: Session, doc, topology_id: int, sha256: str) -> Campaign:
                 "bundle_sha256": sha256},
         capabilities=doc.capabilities,
         software=doc.software,
-    ))
+    )).to_dict()
     (campaign,) = rows.add_rows(session, Campaign, [values], topology_id=topology_id,
                                 recommendation_id=None)
     return campaign
@@ -288,4 +287,4 @@ def _said_of_row(answer: Recommendation | None) -> dict[str, Any]:
 
 
 def _from(campaign: Campaign) -> dict[str, Any]:
-    return dict(campaign.run_state.imported.source)
+    return dict(state_of(campaign).imported.source)

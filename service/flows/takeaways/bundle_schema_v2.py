@@ -1,9 +1,10 @@
 """Version 2 of the campaign bundle's document (docs/formats.md, "Campaign bundle").
 
-Version 1 with one change: the campaign row carries its `run_state` (models/campaign_state.py:
-the probe budget and what the phases decided) where version 1 had seven budget columns and
-`notes`. Every other section is version 1's (`bundle_schema_v1`); a version-1 document still
-imports (flows/takeaways/bundle_import converts its row with `CampaignState.from_legacy`).
+Version 1 with one change: the campaign row carries its `run_state`
+(service/state/campaign_state.py: the probe budget and what the phases decided) where version 1
+had seven budget columns and `notes`. Every other section is version 1's (`bundle_schema_v1`); a
+version-1 document still imports (flows/takeaways/bundle_import converts its row with
+`CampaignState.from_legacy`).
 """
 
 # ruff: noqa: RUF012 -- pydantic models (`Open` is a BaseModel ruff cannot see): defaults are copied

@@ -15,6 +15,9 @@ from collections.abc import Iterator
 
 import matplotlib
 
+from ...algorithm.subset_stats import SubsetEstimate
+from ...state import state_of
+
 matplotlib.use("Agg")  # before pyplot: never a display
 
 import matplotlib.pyplot as plt
@@ -22,7 +25,7 @@ from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from models import MeasurementPhase, SelectionEstimate
+from models import MeasurementPhase
 
 from .report_data import ReportData
 
@@ -100,9 +103,9 @@ def _summary_page(data: ReportData) -> Figure:
          f"{_fmt(max(grid, default=None), ' MiB')}"),
         ("runs / probe duration", f"{c.runs} / {_fmt(c.duration_s, ' s')}"),
         ("δ / seed", f"{c.delta:g} / {c.seed}"),
-        ("probe budget", _fmt(c.run_state.budget.cap_s, " probe-s")),
+        ("probe budget", _fmt(state_of(c).budget.cap_s, " probe-s")),
         ("probes ok / failed", f"{data.counts.get('ok', 0)} / {data.counts.get('failed', 0)}"),
-        ("probe time used", _fmt(c.run_state.budget.used_s, " s")),
+        ("probe time used", _fmt(state_of(c).budget.used_s, " s")),
         ("probe tool asked", c.probe_tool or "auto"),
         ("tools", ", ".join(f"{t} {'/'.join(v)}" for t, v in data.software.get("tools",
                                                                                 {}).items())
@@ -254,7 +257,7 @@ def _selection_page(data: ReportData) -> Figure:
     return fig
 
 
-def _plotted(e: SelectionEstimate | None, by_delay: bool):
+def _plotted(e: SubsetEstimate | None, by_delay: bool):
     """A step's plotted value and interval: p99 frame delay (ms) or goodput (Mbit/s)."""
     if e is None:
         return None, None, None

@@ -13,13 +13,14 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from models import Campaign, MeasurementPhase, Recommendation, Selection
+from models import Campaign, MeasurementPhase, Recommendation
 
+from ...state import Selection
+from ...state.selected import measured_selection
 from ...store import campaigns as campaign_store
 from ...store import inventory, measurements, results
 from ...store import recommendations as recommendation_store
 from ..answers.campaign_answer import SolvedCampaign
-from ..campaign.selected import measured_selection
 from .bundle_export import software
 from .bundle_import import rederive
 

@@ -8,16 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from models import (
-    NO_EXCLUSION,
-    BulkSweepDecision,
-    DecidedPromise,
-    MeasurementPhase,
-    PathVariation,
-    SpreadAtObs,
-    StoredAlternative,
-)
-from models.sweep_decision import STOP_BUDGET, STOP_SETTLED
+from models import NO_EXCLUSION, MeasurementPhase
 from probes.vocabulary import FULLMESH, PCDC, PathManager
 
 from ....algorithm import adaptive
@@ -25,10 +16,11 @@ from ....algorithm.alternative import Alternative
 from ....algorithm.capacity import PAYLOAD_SHARE, LinkCapacity
 from ....algorithm.sweep import plateau_extension
 from ....algorithm.window_spread import combined_half_width, window_spread
-from ...answers.confidence_summary import confidence_statement
+from ....state import STOP_BUDGET, STOP_SETTLED, BulkSweepOutcome, DecidedPromise, state_of
+from ....state.confidence_summary import confidence_statement
+from ....state.selected import measured_selection, merged_into_fullmesh, sweep_arms
 from .. import budget
 from ..plan import ProbeStep
-from ..selected import measured_selection, merged_into_fullmesh, sweep_arms
 from ..timing import observed_rtts, step_timing
 from .answer_spread import spread_probe, variation_at, widened
 from .base import Context, PhaseVerdict, probe
@@ -51,7 +43,7 @@ def advance(ctx: Context) -> PhaseVerdict:
     decision = None
     links = _links_ceiling(ctx, FULLMESH, campaign.ccs[0]) if campaign.ccs else None
     while True:
-        spent = campaign.run_state.budget.exhausted or sum(tried.values()) >= cap
+        spent = state_of(campaign).budget.exhausted or sum(tried.values()) >= cap
         # Where a measured point already carries (1 - delta) of every link's rate, a larger
         # buffer cannot show a T* it is not within delta of: the grid grows only if the answer
         # on this grid is not such a point (harmful.yaml: PCDC on F-U read 18.8 of the links'
@@ -71,22 +63,22 @@ def advance(ctx: Context) -> PhaseVerdict:
         held = None if spent else spread_probe(runs, decision, campaign.delta)
         if held is not None:
             return probe(_step(ctx, held, tried),
-                         budget.asked(campaign, campaign.run_state, budget.SWEEP, 1))
+                         budget.asked(campaign, state_of(campaign), budget.SWEEP, 1))
         if decision.settled or spent:
             break
         return probe(_cheapest(ctx, [_step(ctx, wanted, tried) for wanted in decision.probes]),
-                     budget.asked(campaign, campaign.run_state, budget.SWEEP,
+                     budget.asked(campaign, state_of(campaign), budget.SWEEP,
                                   len(decision.probes) + 1))
     stop = STOP_SETTLED if decision is not None and decision.settled else STOP_BUDGET
     # The answer is read off the measured means; the fit only draws the curves, so an arm with
     # fewer than three measured buffers leaves the campaign answerable. First, as the fit
     # records its unfitted arms in the campaign's state, which the state returned carries.
     fit(ctx, required=False)
-    state = replace(campaign.run_state, sweep_decision=BulkSweepDecision(
-        stop=stop, **({} if decision is None else _decision_note(ctx, decision, runs)),
+    state = replace(state_of(campaign), sweep_decision=BulkSweepOutcome(
+        decision=adaptive.BulkDecision() if decision is None else decision, stop=stop,
+        **({} if decision is None else _promised(ctx, decision, runs)),
         # PCDC on every subflow is FullMesh's probe: measured once, as FullMesh (`sweep_arms`)
         pcdc_as_fullmesh=tuple(sorted(merged_into_fullmesh(campaign))),
-        confidence=adaptive.DEFAULT_CONFIDENCE,
     ))
     return PhaseVerdict(state=budget.settled(campaign, state))
 
@@ -154,19 +146,14 @@ def _links_ceiling(ctx: Context, pm: PathManager | None, cc: str | None) -> floa
     return rates.max_mbps(subset or rates.ends) * PAYLOAD_SHARE
 
 
-def _decision_note(ctx: Context, decision: adaptive.BulkDecision, runs) -> dict:
-    """The `BulkSweepDecision` fields of the settled decision, what it promises for the answer:
-    OTP with its interval and the interval fresh probes should land in, T* and whether it
-    held, what is settled and what is within reach, and the one sentence a user reads first.
-    `runs`: the buffer runs (`fitting.BufferRuns`), their series for the spread inside the
-    probes at OBS; where the campaign's runs show the path moving over time (`variation`),
-    the interval covers one fresh probe's range and the statement says by how much the path
-    moves."""
+def _promised(ctx: Context, decision: adaptive.BulkDecision, runs) -> dict:
+    """What the settled decision promises for the answer (`BulkSweepOutcome`'s own fields):
+    the interval fresh probes should land in, what is settled of the subset, the one sentence a
+    user reads first, the path's variation and the spread inside the probes at OBS. `runs`:
+    the buffer runs (`fitting.BufferRuns`), their series for the spread inside the probes at
+    OBS; where the campaign's runs show the path moving over time (`variation`), the interval
+    covers one fresh probe's range and the statement says by how much the path moves."""
     series = runs.series
-    fields = {k: getattr(decision, k) for k in (
-        "opm", "occ", "obs_mib", "otp_mbps", "otp_half_width_mbps", "t_star_mbps",
-        "target_mbps", "otp_runs", "t_star_half_width_mbps", "t_star_runs", "t_star_held",
-        "pm_settled", "cc_settled")}
     selection = measured_selection(ctx.campaign)
     subset = (None if selection is None or decision.opm != PCDC
               else selection.ccs.get(decision.occ or ""))
@@ -176,7 +163,9 @@ def _decision_note(ctx: Context, decision: adaptive.BulkDecision, runs) -> dict:
     # The promise is where one fresh probe of the answer should land (the mean's own interval
     # is narrower than the spread of new runs); the mean's interval where no spread is known.
     spread = window_spread(series.get((decision.opm, decision.occ, decision.obs_mib), []))
-    within = None if spread is None else spread.half_width(decision.confidence)
+    if spread is not None:
+        spread = spread.at(decision.confidence)
+    within = None if spread is None else spread.half_width_mbps
     run_to_run = decision.prediction_half_width(fresh_runs=1)
     predicted = combined_half_width(run_to_run, within) if run_to_run is not None else None
     interval = decision.otp_interval()
@@ -201,22 +190,13 @@ def _decision_note(ctx: Context, decision: adaptive.BulkDecision, runs) -> dict:
             alternatives=[*decision.alternatives, *reach], budget_spent=not decision.settled,
             variation=variation if variation.varies else None)
     return {
-        **fields,
-        "survivors": tuple(decision.survivors), "eliminated": tuple(decision.eliminated),
         "promise": None if interval is None else DecidedPromise(
             low_mbps=max(0.0, interval[0]), high_mbps=interval[1],
             of=("one fresh probe" if predicted is not None or variation.varies
                 else "the mean"),
         ),
-        "alternatives": tuple(
-            StoredAlternative(a.label, a.relative, tuple(a.differs_in))
-            for a in decision.alternatives
-        ),
         "subset_settled": subset_settled,
         "statement": statement,
-        "variation": PathVariation.from_dict(variation.to_dict()),
-        "spread_at_obs": None if spread is None else SpreadAtObs(
-            interval_sd_mbps=spread.sd_mbps, intervals_per_run=spread.intervals_per_run,
-            runs=spread.runs, unsteady_runs=spread.unsteady_runs, half_width_mbps=within,
-        ),
+        "variation": variation,
+        "spread_at_obs": spread,
     }

@@ -15,15 +15,17 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
-from models import Campaign, CampaignState, Measurement
+from models import Campaign, Measurement
 
 from ....algorithm.topology import TopologySpec
 from ....settings import Settings
+from ....state import CampaignState
+from ....state.selected import selected_subsets
 from ....store import campaigns as campaign_store
 from ....store import inventory, measurements, results
+from ....store.measurements import MeasurementKey
 from ..plan import ProbeStep
 from ..probing import Prober
-from ..selected import selected_subsets
 
 
 @dataclass(frozen=True)
@@ -81,11 +83,10 @@ class Context:
         return [m for m in self.measurements if m.phase == phase and m.status == "ok"]
 
     @cached_property
-    def _done(self) -> frozenset[tuple]:
-        return frozenset((m.phase, m.pm, m.cc, float(m.bs_mib), m.run, m.excluded_subflow)
-                         for m in self.measurements)
+    def _done(self) -> frozenset[MeasurementKey]:
+        return frozenset(MeasurementKey.of(m) for m in self.measurements)
 
-    def done(self) -> frozenset[tuple]:
+    def done(self) -> frozenset[MeasurementKey]:
         """The keys of every stored run: those steps are done (`ProbeStep.key`)."""
         return self._done
 

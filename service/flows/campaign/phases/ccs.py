@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from ....state import state_of
 from ....store import artifacts as artifact_store
 from .. import budget
 from .base import DONE, Context, PhaseVerdict
@@ -49,7 +50,7 @@ def advance(ctx: Context) -> PhaseVerdict:
     # (and gives the selection its TP_0 and TP_i subsets) without deciding anything.
     campaign.impact_runs = 1 if campaign.mode == "adaptive" else campaign.runs
     # The plan the CC columns just written imply: returned, `next_step` saves it.
-    state = budget.replanned(campaign, campaign.run_state)
+    state = budget.replanned(campaign, state_of(campaign))
     if not campaign.active_ccs:
         failed = ctx.fail(
             f"none of the campaign's CCs {campaign.ccs} is offered by both "

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from models import MeasurementPhase
 from probes.base import intervals_after_warmup
 
+from ....state import state_of
 from ....store import campaigns as campaign_store
 from ....store import measurements, results
 from ..derive import fit_from_runs
@@ -64,7 +65,7 @@ def timed_series(values: list[float], interval_s: float) -> list[tuple[float, fl
 
 
 def grid_extensions(ctx: Context) -> list[float]:
-    return list(ctx.campaign.run_state.grid_extended or ())
+    return list(state_of(ctx.campaign).grid_extended or ())
 
 
 def grow_grid(ctx: Context, more: float) -> None:

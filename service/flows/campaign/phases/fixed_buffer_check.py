@@ -18,7 +18,6 @@ shares the reference's SP* shares its check.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from models import NO_EXCLUSION, MeasurementPhase
@@ -26,8 +25,8 @@ from probes.vocabulary import FULLMESH, PCDC
 
 from ....algorithm.alternative import Alternative
 from ....algorithm.selection import SelectionResult, subset_label
+from ....state.selected import subset_key, subset_of_key
 from ..plan import ProbeStep
-from ..selected import subset_key, subset_of_key
 from .base import Context
 
 Key = tuple[str, tuple[str, ...]]  # (the CC the check ran under, the subset, sorted)
@@ -117,9 +116,9 @@ def fall_back(res: SelectionResult) -> SelectionResult:
     base = start.estimate.mean_mbps
     relative = res.estimate.mean_mbps / base - 1 if base > 0 else 0.0
     was = Alternative(subset_label(res.subset, res.subflows), relative, ("subset",))
-    return replace(res, subset=start.subset, estimate=start.estimate,
-                   standbys=(res.estimate, *res.standbys),
-                   within_reach=(was, *res.within_reach))
+    return res.revised(subset=start.subset, estimate=start.estimate,
+                       standbys=(res.estimate, *res.standbys),
+                       within_reach=(was, *res.within_reach))
 
 
 def note(bs_mib: float, cc: str, chosen: list[float | None], start: list[float | None],

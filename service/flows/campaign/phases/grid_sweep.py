@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import replace
 from statistics import fmean
 
-from models import CampaignState, MeasurementPhase
+from models import MeasurementPhase
 
 from ....algorithm.objective import objective_of
 from ....algorithm.sweep import plateau_extension
+from ....state import CampaignState, state_of
 from ...answers.stream_answer import stalled
 from .. import budget
 from ..plan import buffer_steps
@@ -35,7 +36,7 @@ def advance(ctx: Context) -> PhaseVerdict:
     # The state this pass decides (the grid's growth, its flag, the extra rounds, their
     # replans): returned on the verdict, never written here. The plan's columns the steps
     # follow (the grid, the runs) are still written on the campaign row as they change.
-    state = start = campaign.run_state
+    state = start = state_of(campaign)
     while True:
         if not state.budget.exhausted:
             done, subsets = ctx.done(), ctx.subsets()
@@ -52,7 +53,7 @@ def advance(ctx: Context) -> PhaseVerdict:
                     continue
         fits = fit(ctx)
         # the fit records its unfitted arms in the campaign's state itself: carried over
-        state = replace(state, unfitted_arms=campaign.run_state.unfitted_arms)
+        state = replace(state, unfitted_arms=state_of(campaign).unfitted_arms)
         if fits is None:
             return replace(FAILED, state=state)
         if goodput_decides and not all(f.gate_passed for f in fits):

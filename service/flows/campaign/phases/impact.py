@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 from statistics import fmean
 
-from models import NO_EXCLUSION, CampaignState, MeasurementPhase, OmegaCCs
+from models import NO_EXCLUSION, MeasurementPhase
 
 from ....algorithm.impact_confidence import ConfidentImpact, subflows_needing_runs
+from ....state import CampaignState, OmegaCCs, state_of
 from ....store import results
 from .. import budget
 from ..derive import impact_from_runs
@@ -26,7 +27,7 @@ def advance(ctx: Context) -> PhaseVerdict:
     if campaign.mode == "adaptive":
         return _advance_adaptive(ctx)
     # The state this pass decides (the extra runs): returned on the verdict, never written here.
-    state, changed = campaign.run_state, False
+    state, changed = state_of(campaign), False
     while True:
         done = ctx.done()
         runs = budget.impact_runs(campaign, state)
@@ -52,7 +53,7 @@ def _advance_adaptive(ctx: Context) -> PhaseVerdict:
     under the reference only, so Ω is computed, stored and shown for that CC. The other CCs'
     leave-one-out probes would cost len(subflows) probes each and inform no decision."""
     campaign = ctx.campaign
-    if campaign.run_state.omega_ccs is not None:
+    if state_of(campaign).omega_ccs is not None:
         return DONE
     done = ctx.done()
     runs = budget.impact_runs(campaign)
@@ -71,7 +72,7 @@ def _advance_adaptive(ctx: Context) -> PhaseVerdict:
         ctx.session, campaign_id=campaign.id, subflows=ctx.subflows,
         confidence=ctx.settings.impact_confidence,
     )
-    state = replace(campaign.run_state, omega_ccs=OmegaCCs(  # the CCs Ω was measured under
+    state = replace(state_of(campaign), omega_ccs=OmegaCCs(  # the CCs Ω was measured under
         ccs=tuple(r.cc for r in derived),
         why="adaptive mode: Ω under the reference CC (the best TP_0) only; the measured "
             "selection decides SP*",

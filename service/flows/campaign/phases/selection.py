@@ -15,13 +15,11 @@ A stream objective's selection runs the same rules on paced probes, weighing p99
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import replace
 from statistics import fmean
-from typing import Any
 
-from models import NO_EXCLUSION, Campaign, CampaignState, SelectedCC, Selection
+from models import NO_EXCLUSION, Campaign
 from probes.vocabulary import FULLMESH, PCDC
 
 from ....algorithm.capacity import LinkCapacity
@@ -30,17 +28,17 @@ from ....algorithm.selection import (
     Budget,
     SelectionResult,
     SelectionState,
-    Step,
     next_probes,
     result,
-    subset_label,
 )
 from ....algorithm.selection_omega import compare_with_omega
-from ....algorithm.subset_stats import Gain, Subset, SubsetEstimate
+from ....algorithm.selection_stream import delay_view
+from ....algorithm.subset_stats import Subset
+from ....state import CampaignState, Selection, state_of
+from ....state.selected import measured_selection, subset_key, subset_of_key
 from ....store import results
 from .. import budget
 from ..plan import IMPACT_BS_MIB, ProbeStep
-from ..selected import measured_selection, subset_key, subset_of_key
 from . import fixed_buffer_check as check
 from . import selection_stream as stream
 from .base import DONE, Context, PhaseVerdict, probe
@@ -82,7 +80,7 @@ def advance(ctx: Context) -> PhaseVerdict:
         wanted = next_probes(state)
         if wanted:
             return probe(_step(ctx, cc, wanted[0], samples, failures),
-                         budget.asked(campaign, campaign.run_state, "selection", len(wanted)))
+                         budget.asked(campaign, state_of(campaign), "selection", len(wanted)))
         done[cc] = result(state)
         states[cc] = state
         if reference is None and done[cc].estimate is not None:
@@ -90,13 +88,13 @@ def advance(ctx: Context) -> PhaseVerdict:
     checked = {} if objective.is_stream else _fixed_buffer_checks(ctx, done)
     if isinstance(checked, PhaseVerdict):
         return checked
-    return PhaseVerdict(state=replace(campaign.run_state, selection=_finished(
+    return PhaseVerdict(state=replace(state_of(campaign), selection=_finished(
         ctx, done, states, checked)))
 
 
 def _asked_one(ctx: Context) -> CampaignState:
     """The state with one more selection probe asked of the budget."""
-    return budget.asked(ctx.campaign, ctx.campaign.run_state, "selection", 1)
+    return budget.asked(ctx.campaign, state_of(ctx.campaign), "selection", 1)
 
 
 def _fixed_buffer_checks(ctx: Context, done: dict[str, SelectionResult]):
@@ -186,68 +184,19 @@ def _step(ctx: Context, cc: str, subset: Subset, samples, failures) -> ProbeStep
 
 
 def _finished(ctx: Context, done: dict[str, SelectionResult], states, checks) -> Selection:
-    """The finished selection as the state keeps it: per CC its result, its fixed-buffer
-    check and how it compares with Omega's subset."""
+    """The finished selection as the state keeps it: per CC its result, with its fixed-buffer
+    check and how it compares with Omega's subset (a stream's read as frame delay)."""
     impacts = {r.cc: r.subset for r in results.impact_results(ctx.session,
                                                                 campaign_id=ctx.campaign.id)}
     objective = objective_of(ctx.campaign.objective)
     per_cc = {}
     for cc, res in done.items():
-        entry = result_to_dict(res)
-        if cc in checks:
-            entry["buffer_check"] = checks[cc]
+        omega = None
         if cc in impacts and res.estimate is not None:
             # a stream's runs are delay scores: Ω's subset against them is not a goodput gain
-            comparison = compare_with_omega(res, impacts[cc],
-                                            None if objective.is_stream else states.get(cc))
-            entry["omega"] = {
-                "subset": list(comparison.omega), "agree": comparison.agree,
-                "statement": comparison.statement(res.subflows),
-            }
-        per_cc[cc] = SelectedCC.from_dict(stream.as_delay(entry, objective)
-                                          if objective.is_stream else entry)
+            omega = compare_with_omega(res, impacts[cc],
+                                       None if objective.is_stream else states.get(cc)
+                                       ).view(res.subflows)
+        res = replace(res, buffer_check=checks.get(cc), omega=omega)
+        per_cc[cc] = delay_view(res, objective.rate_mbps) if objective.is_stream else res
     return Selection(done=True, ccs=per_cc)
-
-
-# --- JSON forms (read into `SelectedCC`) -----------------------------------------------
-def _num(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), 6)
-
-
-def _estimate(e: SubsetEstimate | None) -> dict[str, Any] | None:
-    if e is None:
-        return None
-    return {"subset": sorted(e.subset), "runs": e.runs, "mean_mbps": _num(e.mean_mbps),
-            "low_mbps": _num(e.low_mbps), "high_mbps": _num(e.high_mbps)}
-
-
-def _gain(g: Gain | None) -> dict[str, Any] | None:
-    if g is None:
-        return None
-    return {"fraction": _num(g.fraction), "low": _num(g.low), "high": _num(g.high),
-            "settled": g.settled}
-
-
-def _path_step(step: Step, subflows: Sequence[str]) -> dict[str, Any]:
-    return {
-        "decision": step.decision, "subset": list(step.subset),
-        "label": subset_label(step.subset, subflows), "subflow": step.subflow,
-        "rival": None if step.rival is None else list(step.rival),
-        "estimate": _estimate(step.estimate), "gain": _gain(step.gain),
-        "settled": step.settled,
-    }
-
-
-def result_to_dict(res: SelectionResult) -> dict[str, Any]:
-    return {
-        "subset": list(res.subset), "label": subset_label(res.subset, res.subflows),
-        "usable": res.estimate is not None, "complete": res.complete, "settled": res.settled,
-        "reason": res.reason, "shared_from": res.shared_from,
-        "estimate": _estimate(res.estimate),
-        "path": [_path_step(s, res.subflows) for s in res.path],
-        "standby_subflows": list(res.standby_subflows),
-        "within_reach": [{"label": a.label, "relative": _num(a.relative)}
-                         for a in res.within_reach],
-        "contradicted": [_path_step(s, res.subflows) for s in res.contradicted],
-        "bounded": list(res.bounded), "not_alone": list(res.not_alone),
-    }

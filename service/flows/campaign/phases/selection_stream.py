@@ -1,6 +1,7 @@
 """The subflow selection of a stream campaign: its paced selection probes as runs per subset,
 the selection's state over them (`algorithm.selection_stream`: a subflow kept where it lowers
-p99 frame delay or is needed to carry the stream), and the stored result read as frame delay.
+p99 frame delay or is needed to carry the stream; its result read as frame delay there,
+`delay_view`).
 
 The impact phase's probes stay bulk (TP_0, TP_i: Ω and the reference CC's order); only the
 selection's own probes, paced at the stream's frame rate and size (`executor.profile_of`), say
@@ -18,22 +19,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 from models import MeasurementPhase
 
 from ....algorithm.objective import Objective
-from ....algorithm.selection_stream import p99_change, p99_view, stream_state
+from ....algorithm.selection_stream import stream_state
 from ....algorithm.selection_types import SelectionResult, SelectionState
 from ....algorithm.stream_choice import StreamRun
 from ....algorithm.subset_stats import Subset
+from ....state.selected import subset_of_key
 from ...answers.stream_answer import frames_of, one_way, stream_run
 from ..plan import IMPACT_BS_MIB
-from ..selected import subset_of_key
 from .base import Context
-
-#: how an answer and the dashboard name what the stream selection weighed
-METRIC = "p99_frame_delay"
 
 
 def stream_runs(ctx: Context) -> dict[str, tuple[dict[Subset, list[StreamRun]], dict[Subset, int]]]:
@@ -68,30 +65,3 @@ def state(subflows: Sequence[str], runs, failures, objective: Objective,
     carries; the bulk selection's settings otherwise (no stated rates: they bound goodput)."""
     return stream_state(subflows, runs, failures, rate_mbps=objective.rate_mbps,
                         max_loss=objective.loss_allowed, **settings)
-
-
-def as_delay(entry: dict[str, Any], objective: Objective) -> dict[str, Any]:
-    """A stored selection (`selection.result_to_dict`) read as frame delay: every estimate
-    gains its p99 and interval (ms) and whether it carried, every gain the change of p99
-    (−0.2: 20 % lower), and the entry says what was weighed and why a subflow is kept."""
-    def estimate(e):
-        if e is not None:
-            e.update(p99_view(e["mean_mbps"], e["low_mbps"] or 0.0,
-                              e["high_mbps"] if e["high_mbps"] is not None else float("inf")))
-        return e
-
-    def step(s):
-        estimate(s.get("estimate"))
-        g = s.get("gain")
-        if g is not None:
-            g["p99_change"] = p99_change(g["fraction"]) if g["fraction"] is not None else None
-        return s
-
-    estimate(entry.get("estimate"))
-    for s in (*entry.get("path", []), *entry.get("contradicted", [])):
-        step(s)
-    entry["metric"] = METRIC
-    entry["why"] = (f"paced probes of {objective.rate_mbps:.3g} Mbit/s: a subflow is kept where "
-                    "it lowers the p99 frame delay by more than delta/2, or where the stream is "
-                    "not carried without it")
-    return entry

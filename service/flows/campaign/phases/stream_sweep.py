@@ -15,18 +15,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from models import NO_EXCLUSION, MeasurementPhase
-from models.sweep_decision import STOP_BUDGET, STOP_SETTLED
 from probes.vocabulary import PCDC
 
 from ....algorithm import adaptive
 from ....algorithm.arm import Arm
 from ....algorithm.objective import objective_of
 from ....algorithm.stream_sweep import decide_stream_sweep
+from ....state import STOP_BUDGET, STOP_SETTLED, state_of
+from ....state.selected import merged_into_fullmesh, sweep_arms
 from ...answers.decided import stream_note
 from ...answers.stream_answer import CONFIDENCE, NO_PROBE, measured_runs, stalled
 from .. import budget
 from ..plan import ProbeStep
-from ..selected import merged_into_fullmesh, sweep_arms
 from .base import Context, PhaseVerdict, probe
 from .fitting import buffer_samples, fit
 
@@ -49,18 +49,18 @@ def advance(ctx: Context) -> PhaseVerdict:
         arms, campaign.buffer_grid_mib, runs, rate_mbps=objective.rate_mbps,
         delta=campaign.delta, max_loss=objective.loss_allowed, confidence=CONFIDENCE,
         min_runs=max(1, min(campaign.runs, adaptive.MIN_RUNS)))
-    spent = (campaign.run_state.budget.exhausted
+    spent = (state_of(campaign).budget.exhausted
              or sum(tried.values()) >= budget.adaptive_sweep_cap(campaign))
     if not decision.settled and not spent and decision.probes:
         wanted = decision.probes[0]  # the rule lists the most pressing first
         run = tried.get((wanted.pm, wanted.cc, wanted.bs_mib), 0) + 1
         return probe(_step(ctx, wanted, run), budget.asked(
-            campaign, campaign.run_state, budget.SWEEP, len(decision.probes)))
+            campaign, state_of(campaign), budget.SWEEP, len(decision.probes)))
     stop = STOP_SETTLED if decision.settled else STOP_BUDGET
     # The curves only (the answer is the decision); first, as the fit records its unfitted
     # arms in the campaign's state, which the state returned below then carries.
     fit(ctx, required=False)
-    state = replace(campaign.run_state, sweep_decision=stream_note(
+    state = replace(state_of(campaign), sweep_decision=stream_note(
         decision, stop, pcdc_as_fullmesh=tuple(sorted(merged_into_fullmesh(campaign)))))
     return PhaseVerdict(state=budget.settled(campaign, state))
 

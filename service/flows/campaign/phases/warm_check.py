@@ -1,4 +1,4 @@
-"""A warm recalibration's phase (`flows.scheduling.warm`): the probes checking the last answer, then
+"""A warm recalibration's phase (`flows.campaign.warm`): the probes checking the last answer, then
 the verdict. Confirmed finishes the campaign on the last calibration; drifted is done, and the full
 campaign goes on (its probes added to the plan)."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ....state import state_of
 from ....store import campaigns as campaign_store
-from ...scheduling import warm
-from .. import budget
+from .. import budget, warm
 from .base import DONE, ENOUGH, Context, PhaseVerdict, probe
 
 name = "warm"
@@ -20,7 +20,7 @@ def advance(ctx: Context) -> PhaseVerdict:
     if promises is None:
         return DONE
     steps = [step for check in promises for step in check.steps()]
-    state = campaign.run_state
+    state = state_of(campaign)
     if state.warm.probes != len(steps):
         state = replace(state, warm=replace(state.warm, probes=len(steps)))
     state = budget.replanned(campaign, state)

@@ -1,10 +1,18 @@
-"""A typed value's stored JSON form, read from every form ever stored (`StoredForm`).
+"""A result's stored JSON form, read from every form ever stored (`StoredForm`).
+
+The algorithm's settled results (`adaptive.BulkDecision`, `stream_choice.StreamDecision`,
+`Alternative`, `adaptive.variation.Variation`, `window_spread.WindowSpread`) are kept in a
+campaign's state as they are, through this form; nothing above re-declares them.
 
 A class names its fields' readers (`READERS`, the stored key is the field's name); `from_dict`
 reads each key with its reader, keeps a key it does not name, or whose value is not of its type,
 in `other` as stored (an imported bundle's may be anything: a read never fails), and remembers the
 keys it read (`present`); `to_dict` writes back exactly those keys (an older form without a key
-reads the default and writes back without it), or every field for a value made here.
+reads the default and writes back without it), or every named key for a value made here. A key in
+`DERIVED` is one the value computes (a property): written from it, accepted on reading (for
+`present`) but never passed to the constructor: a stored one is kept as it was, in `other`.
+`WRITERS` rounds a field as it is stored; a key in `OPTIONAL` is written by a value made here
+only when it is set.
 """
 
 from __future__ import annotations
@@ -14,8 +22,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import field
 from typing import Any, ClassVar
 
-# the keys a value was read with (`to_dict`); not part of its meaning
-PRESENT = field(default=None, compare=False, repr=False)
+
+def PRESENT():
+    """The keys a value was read with (`to_dict`); not part of its meaning. A new `Field` per
+    use: dataclasses name the one they are given."""
+    return field(default=None, compare=False, repr=False)
+
+
+def OTHER():
+    """Keys a stored form carried that this version does not name: compared, never hashed."""
+    return field(default_factory=dict, hash=False, repr=False)
 
 
 # --- readers: the stored value as its type, or ValueError (the value is then kept in `other`) --
@@ -67,6 +83,15 @@ def nested(kind: type) -> Callable[[Any], Any]:
     return read
 
 
+def each(kind: type) -> Callable[[Any], tuple]:
+    """A list of JSON objects, each read as `kind`."""
+    def read(value: Any) -> tuple:
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, Mapping) for v in value):
+            raise ValueError(value)
+        return tuple(kind.from_dict(v) for v in value)
+    return read
+
+
 def as_json(value: Any) -> Any:
     """A field as JSON: a nested value its stored form, a tuple a list, a float that is not
     finite None (JSON has no infinity: PostgreSQL refuses it, SQLite stores text no reader
@@ -88,6 +113,12 @@ class StoredForm:
     READERS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
     # keys every stored form of the class carries, written before the fields
     CONSTANT: ClassVar[Mapping[str, Any]] = {}
+    # keys the value computes: written from the attribute, never given to the constructor
+    DERIVED: ClassVar[frozenset[str]] = frozenset()
+    # a field's value as it is stored (rounded), where it is not the value itself
+    WRITERS: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
+    # keys a value made here writes only when set (not None)
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset()
 
     other: Mapping[str, Any]
     present: frozenset[str] | None
@@ -103,14 +134,32 @@ class StoredForm:
             try:
                 if reader is None:
                     raise ValueError(key)
-                values[key] = reader(raw)
+                value = reader(raw)
             except (TypeError, ValueError, KeyError):
                 other[key] = raw  # kept as stored (see the module's docstring)
-        return cls(**values, other=other, present=frozenset(k for k in data if k in cls.READERS))
+                continue
+            if key in cls.DERIVED:
+                other[key] = raw  # written back as it was (not computed again)
+            else:
+                values[key] = value
+        present = frozenset(k for k in data if k in cls.READERS and k not in other)
+        return cls(**values, other=other, present=present)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {name: as_json(getattr(self, name)) for name in self.READERS
-               if self.present is None or name in self.present}
+        out = {}
+        for name in self.READERS:  # in the class's order; a key kept as stored in its place
+            if name in self.other:
+                out[name] = as_json(self.other[name])
+                continue
+            if self.present is not None and name not in self.present:
+                continue
+            if self.present is None and not self._written(name):
+                continue
+            value = getattr(self, name)
+            write = self.WRITERS.get(name)
+            out[name] = as_json(value if write is None or value is None else write(value))
         return {**self.CONSTANT, **out, **as_json(self.other)}
 
-
+    def _written(self, name: str) -> bool:
+        """Whether a value made here writes `name` (every key but an `OPTIONAL` one unset)."""
+        return name not in self.OPTIONAL or getattr(self, name) is not None

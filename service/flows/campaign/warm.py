@@ -17,14 +17,15 @@ from statistics import fmean, stdev
 
 from sqlalchemy.orm import Session
 
-from models import NO_EXCLUSION, Campaign, Warm, WarmCheck
+from models import NO_EXCLUSION, Campaign
 from probes.vocabulary import PCDC, PathManager
 
+from ...state import Warm, WarmCheck, state_of
+from ...state.selected import selected_subsets
 from ...store import campaigns as campaign_store
 from ...store import inventory, measurements, recommendations, results, schedules
-from ..campaign import budget
-from ..campaign.plan import ProbeStep
-from ..campaign.selected import selected_subsets
+from . import budget
+from .plan import ProbeStep
 
 WARM_RUNS = 3
 CONFIDENCE = 0.95
@@ -101,7 +102,7 @@ def checks(session: Session, *, recommendation, campaign_id: int) -> list[Check]
 
 def pending_checks(session: Session, *, campaign: Campaign) -> list[Check] | None:
     """The warm checks of a campaign still to be judged, or None (not warm, or judged)."""
-    warm = campaign.run_state.warm
+    warm = state_of(campaign).warm
     if warm is None or warm.verdict is not None:
         return None
     rec = recommendations.get_recommendation(
@@ -130,7 +131,7 @@ def judge(session: Session, *, campaign: Campaign, checks_: list[Check]) -> bool
     for m in measurements.ok_measurements(session, campaign_id=campaign.id, phase="warm"):
         if m.mean_goodput_mbps is not None:
             by_arm.setdefault((m.pm, m.cc, float(m.bs_mib)), []).append(m.mean_goodput_mbps)
-    warm = campaign.run_state.warm
+    warm = state_of(campaign).warm
     report, moved = [], False
     for check in checks_:
         b = check.step_base

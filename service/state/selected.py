@@ -1,14 +1,18 @@
 """A campaign's measured subflow selection as it is kept: the subset a selection probe ran (its
-key) and SP* per CC from the campaign's state. Read by the sweep, the fit and the answer; written
-by `phases.selection`."""
+key) and SP* per CC from the campaign's state. Read by the sweep, the fit, the answer, the warm
+check, the bundle and the report (every flow domain: so here, below them); written by
+`flows.campaign.phases.selection`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from models import Campaign, Selection
+from models import Campaign
 from probes.vocabulary import FULLMESH, PCDC
+
+from .campaign_state import state_of
+from .selection_state import Selection
 
 PREFIX = "only:"  # a selection run's key: the probed subset, in the topology's order
 
@@ -23,7 +27,7 @@ def subset_of_key(key: str) -> tuple[str, ...]:
 
 def measured_selection(campaign: Campaign) -> Selection | None:
     """The finished selection (per CC: SP*, its path, standbys, Ω's view); None without one."""
-    selection = campaign.run_state.selection
+    selection = state_of(campaign).selection
     return selection if selection is not None and selection.done else None
 
 

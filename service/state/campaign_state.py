@@ -1,15 +1,16 @@
 """What a campaign decided and met on its way, as one typed, versioned value (`CampaignState`).
 
 A campaign row keeps its plan (CCs, PMs, grid, runs, ...) in columns and everything its phases
-decide in one JSON column, `run_state`: the probe budget, the warm check, Ω's CCs, the measured
-selection, the sweep's decision and what the answer must flag. `Campaign.run_state` reads and
-writes it as this type; nothing reads the stored JSON by key but `from_dict`.
+decide in one JSON column, `run_state` (`Campaign.run_state_json`: `models/` keeps the JSON only):
+the probe budget, the warm check, Ω's CCs, the measured selection, the sweep's outcome and what
+the answer must flag. `state_of(campaign)` reads it as this type and `put_state` writes it;
+nothing reads the stored JSON by key but `from_dict`.
 
 Frozen: a phase that decides something makes a new state (`dataclasses.replace`) and assigns it,
 so SQLAlchemy sees the change and nothing shares a half-updated state. The nested values a phase
 keeps as JSON (a warm check's report, a failed probe) are the JSON forms their own types write;
 the state names them, it does not re-type them. The measured selection
-(`models.selection_state.Selection`), the sweep's decision (`models.sweep_decision`), Ω's CCs
+(`state.selection_state.Selection`), the sweep's outcome (`state.sweep_outcome`), Ω's CCs
 (`OmegaCCs`) and an import's origin (`ImportOrigin`) are typed; a stored or hand-written dict of
 one is read as it.
 
@@ -22,11 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any
 
+from .campaign_parts import ImportOrigin, OmegaCCs, Warm
+from .campaign_parts import plain as _plain
 from .selection_state import Selection
-from .stored_form import PRESENT, StoredForm, flag, number, text
-from .sweep_decision import SweepDecision, read_sweep_decision
+from .sweep_outcome import SweepOutcome, read_sweep_decision
 
 STATE_VERSION = 1
 
@@ -139,118 +141,6 @@ class Budget:
 
 
 @dataclass(frozen=True)
-class WarmCheck(StoredForm):
-    """One warm check's report (`flows.scheduling.warm.judge`): which promise (`check`: "obs" or
-    "t_star") of which arm at which buffer, the goodput promised and measured (None: every
-    probe failed, and then no runs, tolerance or verdict), the runs, the tolerance and whether it
-    drifted."""
-
-    check: str | None = None
-    arm: str | None = None
-    bs_mib: float | None = None
-    promised_mbps: float | None = None
-    measured_mbps: float | None = None
-    runs: int | None = None
-    tolerance_mbps: float | None = None
-    drifted: bool | None = None
-    other: Mapping[str, Any] = field(default_factory=dict)
-    present: frozenset[str] | None = PRESENT
-    READERS: ClassVar = {"check": text, "arm": text, "bs_mib": number,
-                         "promised_mbps": number, "measured_mbps": number, "runs": number,
-                         "tolerance_mbps": number, "drifted": flag}
-
-
-@dataclass(frozen=True)
-class Warm:
-    """A warm campaign: the answer it checks, the probes planned for the check, the verdict
-    (warm_confirmed / warm_drifted) and the checks' report once judged."""
-
-    from_campaign: int | None = None
-    from_recommendation: int | None = None
-    probes: int = 0
-    verdict: str | None = None
-    checks: tuple[WarmCheck, ...] = ()
-
-    def __post_init__(self) -> None:
-        # a check given in its stored form (a seed, `from_dict`) is read as a `WarmCheck`
-        object.__setattr__(self, "checks", tuple(
-            c if isinstance(c, WarmCheck) else WarmCheck.from_dict(c)
-            for c in self.checks if isinstance(c, (WarmCheck, Mapping))))
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"from_campaign": self.from_campaign,
-                               "from_recommendation": self.from_recommendation,
-                               "probes": self.probes}
-        if self.verdict is not None:
-            out["verdict"] = self.verdict
-            out["checks"] = [c.to_dict() for c in self.checks]
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Warm:
-        return cls(from_campaign=data.get("from_campaign"),
-                   from_recommendation=data.get("from_recommendation"),
-                   probes=int(data.get("probes", 0)), verdict=data.get("verdict"),
-                   checks=tuple(data.get("checks") or ()))
-
-
-@dataclass(frozen=True)
-class OmegaCCs:
-    """Adaptive mode: the CCs Ω was measured under (the reference CC) and why."""
-
-    ccs: tuple[str, ...] = ()
-    why: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ccs": list(self.ccs), "why": self.why}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | OmegaCCs | None) -> OmegaCCs | None:
-        if data is None or isinstance(data, OmegaCCs):
-            return data
-        ccs = data.get("ccs")  # an imported bundle's may be anything
-        return cls(ccs=tuple(ccs) if isinstance(ccs, (list, tuple)) else (), why=data.get("why"))
-
-
-@dataclass(frozen=True)
-class ImportOrigin:
-    """Where an imported campaign came from (`flows.takeaways.bundle_import`): the bundle's
-    source (stored as "from": the exporting campaign, when and by whom, the bundle's version and
-    SHA-256), the sites' capability reports and the software it carried; once the import solved
-    it again (`answered`), the bundle's answer, how the answer here differs and why there is
-    none."""
-
-    source: Mapping[str, Any] = field(default_factory=dict)
-    capabilities: Mapping[str, Any] | None = None
-    software: Mapping[str, Any] | None = None
-    answered: bool = False
-    answer: Mapping[str, Any] | None = None
-    answer_differs: Any = None
-    no_answer: Any = None
-    other: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"from": _plain(self.source),
-                               "capabilities": _plain(self.capabilities),
-                               "software": _plain(self.software)}
-        if self.answered:
-            out.update(answer=_plain(self.answer), answer_differs=_plain(self.answer_differs),
-                       no_answer=_plain(self.no_answer))
-        return {**out, **_plain(self.other)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | ImportOrigin | None) -> ImportOrigin | None:
-        if data is None or isinstance(data, ImportOrigin):
-            return data
-        named = ("from", "capabilities", "software", "answer", "answer_differs", "no_answer")
-        return cls(source=data.get("from") or {}, capabilities=data.get("capabilities"),
-                   software=data.get("software"), answered="answer" in data,
-                   answer=data.get("answer"), answer_differs=data.get("answer_differs"),
-                   no_answer=data.get("no_answer"),
-                   other={k: v for k, v in data.items() if k not in named})
-
-
-@dataclass(frozen=True)
 class CampaignState:
     """Everything a campaign's phases decided (see the module's docstring).
 
@@ -258,9 +148,10 @@ class CampaignState:
     - `warm`: the warm check, None when the campaign is not warm;
     - `omega_ccs`: adaptive mode, the CCs Ω was measured under and why (`OmegaCCs`);
     - `unsettled_omegas`: per CC the subflows whose Ω sign stayed unsettled;
-    - `selection`: the measured selection once done (`Selection`: per CC a `SelectedCC`);
-    - `sweep_decision`: the adaptive sweep's decision (`BulkSweepDecision` or
-      `StreamSweepDecision`);
+    - `selection`: the measured selection once done (`Selection`: per CC the algorithm's
+      `SelectionResult`);
+    - `sweep_decision`: how the adaptive sweep ended (`BulkSweepOutcome` or
+      `StreamSweepOutcome`, each holding the algorithm's own decision);
     - `grid_extended`, `grid_below_plateau`: how the grid sweep met the plateau;
     - `failed_probes`, `unfitted_arms`: what the answer must say is missing;
     - `imported`: where an imported campaign came from (`ImportOrigin`);
@@ -273,7 +164,7 @@ class CampaignState:
     omega_ccs: OmegaCCs | None = None
     unsettled_omegas: Mapping[str, list[str]] | None = None
     selection: Selection | None = None
-    sweep_decision: SweepDecision | None = None
+    sweep_decision: SweepOutcome | None = None
     grid_extended: tuple[float, ...] | None = None
     grid_below_plateau: float | None = None
     failed_probes: tuple[Mapping[str, Any], ...] | None = None
@@ -393,17 +284,23 @@ class CampaignState:
                 "budget_exhausted": b.exhausted}
 
 
+def state_of(campaign: Any) -> CampaignState:
+    """A campaign row's state (its `run_state_json` as `CampaignState`). Read once per stored
+    value: a page reads it many times, and the measured selection is no small value. The JSON is
+    never changed in place (`put_state` assigns a new dict; a refresh loads a new one), so the
+    value read stands while it is the same object."""
+    stored = campaign.run_state_json
+    read = campaign.__dict__.get("_run_state_read")
+    if read is None or read[0] is not stored:
+        read = (stored, CampaignState.from_dict(stored))
+        campaign.__dict__["_run_state_read"] = read
+    return read[1]
+
+
+def put_state(campaign: Any, state: CampaignState) -> None:
+    """Write `state` as the campaign row's run state (a new dict: SQLAlchemy sees the change)."""
+    campaign.run_state_json = state.to_dict()
+
+
 def _tuple(value: Any) -> tuple | None:
     return None if value is None else tuple(value)
-
-
-def _plain(value: Any) -> Any:
-    """A JSON value with every mapping a plain dict, every tuple a list and every typed value its
-    stored form (a fresh copy)."""
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value

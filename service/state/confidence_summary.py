@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ...algorithm.adaptive import BulkDecision
-from ...algorithm.adaptive.variation import Variation
-from ...algorithm.alternative import Alternative
+from ..algorithm.adaptive import BulkDecision
+from ..algorithm.adaptive.variation import Variation
+from ..algorithm.alternative import Alternative
 
 MAX_LISTED = 2  # alternatives named in the sentence; the rest are counted
 
