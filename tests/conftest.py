@@ -13,6 +13,7 @@ the flows that only read and write rows run there, in the fast tier. What needs 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import sqlite3
@@ -20,6 +21,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -46,7 +48,35 @@ def pytest_configure(config) -> None:
     """SIGTERM stops a test run as Ctrl-C does: pytest unwinds and the fixtures' teardowns run
     (testbed namespaces, servers, databases), where by default the process would just end and
     leave them behind."""
+    _real_monotonic_under_faketime(config)
     signal.signal(signal.SIGTERM, _stop)
+
+
+def _real_monotonic_under_faketime(config) -> None:
+    """A run under Debian's `faketime -f '+366d'` (libfaketime 0.9.10) starts again at once
+    with the monotonic clock left real and a libfaketime that honours that (the `libfaketime`
+    package's, a dev dependency; the same wall-clock shift, FAKETIME, for this process and
+    every one it starts: they inherit LD_PRELOAD and FAKETIME). Debian's moves CLOCK_MONOTONIC
+    by the same year but not the deadline of a wait on it (`sem_clockwait`, which it does not
+    wrap), so every lock or event wait with a timeout -- a scheduler thread's, Celery's --
+    would wait that year; told to leave that clock alone, its `clock_nanosleep` turns every
+    `time.sleep` into EINVAL. The monotonic clock carries no date: leaving it real tests what
+    the shift is for."""
+    preload = re.split(r"[\s:]+", os.environ.get("LD_PRELOAD", "").strip())
+    if not any("faketime" in p for p in preload) or os.environ.get(
+            "FAKETIME_DONT_FAKE_MONOTONIC") == "1":
+        return
+    import importlib.util
+
+    spec = importlib.util.find_spec("libfaketime")
+    assert spec is not None and spec.origin, "faketime: the dev dependency libfaketime is missing"
+    fixed = Path(spec.origin).parent / "vendor" / "libfaketime" / "src" / "libfaketime.so.1"
+    os.environ["LD_PRELOAD"] = " ".join(str(fixed) if "faketime" in p else p for p in preload)
+    os.environ["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        capture.suspend_global_capture(in_=True)  # the new run's output goes where this one's
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 
 # `slow`: needs none of the others, but starts server processes or subprocesses (`mpcoa serve`,
@@ -64,10 +94,14 @@ def netperfmeter_2() -> str | None:
     return version if is_netperfmeter_2(version) else None
 
 
-def pytest_report_header(config) -> str:
+def pytest_report_header(config) -> list[str]:
     version = netperfmeter_2()
-    return ("netperfmeter tests: run on NetPerfMeter " + version if version else
-            "netperfmeter tests: deselected (MPCOA_NETPERFMETER names no NetPerfMeter 2.x)")
+    lines = ["netperfmeter tests: run on NetPerfMeter " + version if version else
+             "netperfmeter tests: deselected (MPCOA_NETPERFMETER names no NetPerfMeter 2.x)"]
+    if "FAKETIME" in os.environ:
+        lines.append(f"clock: FAKETIME={os.environ['FAKETIME']} for this run and every process "
+                     f"it starts (now {support.now():%Y-%m-%d %H:%M} UTC; monotonic clock real)")
+    return lines
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -199,6 +233,33 @@ def _testbeds_need_the_netns_marker():
         yield
     finally:
         Testbed.up = real_up
+
+
+class Clock:
+    """The test's clock: this process's, started at the real now and moved only by the test
+    (`shift`). Every clock of the process moves with it -- the product's `utcnow`, the answer
+    cache's, `time.time` -- but not `time.monotonic` (timeouts stay real), nor the clock of the
+    PostgreSQL server or of a process the test starts."""
+
+    def __init__(self, traveller) -> None:
+        self._traveller = traveller
+
+    def now(self) -> datetime:
+        return support.now()
+
+    def shift(self, delta: timedelta) -> datetime:
+        """Move the clock on by `delta` (it goes on ticking from there); the new now."""
+        self._traveller.shift(delta)
+        return support.now()
+
+
+@pytest.fixture
+def clock(time_machine) -> Clock:
+    """The one clock fixture: a test that needs time to pass (data turning stale, a token
+    expiring) takes it and shifts it; seeds date their rows from `support.now()`, which it
+    moves."""
+    time_machine.move_to(support.now(), tick=True)
+    return Clock(time_machine)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,12 @@
-"""Small helpers every test folder shares: waiting for a condition, a free local port, and the
-guard that makes a test touching PostgreSQL, Redis or the testbed without its marker fail.
+"""Small helpers every test folder shares: the one "now" seeds date their rows from, waiting for
+a condition, a free local port, and the guard that makes a test touching PostgreSQL, Redis or the
+testbed without its marker fail.
+
+Time: no test writes a date that the product compares with its clock. Seeds and fixtures take
+their times from `now()` (`ago(days=1)`: measured yesterday), which is this process's clock; a
+test that needs time to pass moves that clock with the `clock` fixture (tests/conftest.py,
+time-machine), which moves the product's `utcnow` and the answer cache's clock with it. So the
+suite passes on any day, and with the clock a year ahead (`faketime -f '+366d'`, docs/testing.md).
 
 The markers (`postgres`, `broker`, `netns`) decide what the fast tier leaves out (`pytest -m
 fast`: tests/conftest.py marks `fast` every test without them); a forgotten one would put a test
@@ -15,6 +22,7 @@ import fcntl
 import socket
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,6 +32,17 @@ T = TypeVar("T")
 
 #: the test being set up or run (tests/conftest.py keeps it current); None between tests
 current_item: pytest.Item | None = None
+
+
+def now() -> datetime:
+    """What every seed and fixture takes "now" to be: this process's clock (aware, UTC), as the
+    product reads it (`models.utcnow`); the `clock` fixture moves both."""
+    return datetime.now(UTC)
+
+
+def ago(**delta: float) -> datetime:
+    """`now()` less `timedelta(**delta)`: when seeded data was measured (`ago(days=1)`)."""
+    return now() - timedelta(**delta)
 
 
 def require(marker: str, what: str) -> None:

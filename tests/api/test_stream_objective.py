@@ -5,7 +5,7 @@ never mixed with a bulk answer (in the database or the cache)."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -22,6 +22,7 @@ from service.store import campaigns, recommendations, results
 from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign
 from tests.dashboard.crawl import chart_data
+from tests.support import ago
 
 from .calibration import seed_srl_hu
 from .conftest import HU, SRL
@@ -184,7 +185,7 @@ def seed_pcdc_stream(session, topology_id: int) -> Campaign:
                             buffer_grid_mib=GRID, runs=2, duration_s=5, mode="grid",
                             objective=objective)
     campaigns.set_state(session, campaign_id=campaign.id, state="running")
-    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    t0 = ago(days=1)
     every = list(OMEGA)
     n = 0
 

@@ -3,9 +3,9 @@ broker) runs due schedules itself, one process per database by the scheduler lea
 
 Real `mpcoa serve` processes on a SQLite file in a tmp dir (and `mpcoa serve --workers 2` on
 PostgreSQL), a beat of 1 s and a lease of 4 s. The first test waits for a per-minute cron to come
-due on the wall clock; the others use a yearly cron and move the schedule's last run back before
-its yearly due time (`_come_due`), so a due time arrives at the next tick and no other arrives
-during the test.
+due on the wall clock; the others use a yearly cron whose due time was a week ago (`_yearly`) and
+move the schedule's last run back before it (`_come_due`), so a due time arrives at the next tick
+and no other can arrive during the test, whatever the date.
 """
 
 from __future__ import annotations
@@ -31,14 +31,20 @@ from service.store.inventory import ensure_topology
 from service.store.leases import lease_holder
 from tests.conftest import migrated_database, new_campaign
 from tests.processes import kill_group, stop_group, tail_logs
-from tests.support import free_port, wait_for
+from tests.support import ago, free_port, wait_for
 
 from .conftest import BIN, topology_body
 
 pytestmark = pytest.mark.slow  # starts server processes or subprocesses (docs/testing.md)
 
 EVERY_MINUTE = "* * * * *"
-YEARLY = "0 0 1 1 *"
+
+
+def _yearly() -> str:
+    """A yearly cron due a week ago (its next due time is a year away), from the test's clock:
+    no date written here can come due inside a run (a fixed 1 January would, once a year)."""
+    at = ago(days=7)
+    return f"{at.minute} {at.hour} {min(at.day, 28)} {at.month} *"
 
 
 def _env(tmp: Path) -> dict[str, str]:
@@ -218,7 +224,7 @@ def _two_serves(serve, engine, topology_id: int, left: int) -> None:
         wait_for(lambda: c.get(f"/campaigns/{left}").json()["state"] == "failed", 30,
                  "the campaign left queued to be resumed (and fail: no testbed)")
         r = c.put(f"/topologies/{topology_id}/schedule",
-                  json={"cron": YEARLY, "parameters": {"runs": 1, "ccs": ["reno"]}})
+                  json={"cron": _yearly(), "parameters": {"runs": 1, "ccs": ["reno"]}})
         assert r.status_code == 200, r.text
         holder = wait_for(lambda: serve.holder()[0], 10, "the lease")
         assert _pid_of(holder) in procs
@@ -311,7 +317,7 @@ def test_serve_workers_on_postgresql_run_one_scheduler(tmp_path):
                               headers={"Authorization": f"Bearer {token}"}) as c:
                 topology_id = _topology(c, local, remote)
                 r = c.put(f"/topologies/{topology_id}/schedule",
-                          json={"cron": YEARLY, "parameters": {"runs": 1, "ccs": ["reno"]}})
+                          json={"cron": _yearly(), "parameters": {"runs": 1, "ccs": ["reno"]}})
                 assert r.status_code == 200, r.text
                 first = wait_for(holder, 10, "the lease")
                 assert _parent_pid(_pid_of(first)) == proc.pid  # one of the two workers
