@@ -13,6 +13,7 @@ from service.algorithm import topology as algo
 from service.algorithm.objective import Objective, objective_of
 from service.algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB, DEFAULT_DELTA
 from service.flows.answers.answer import ArmLine, Eq1, Promise, StreamOutputs, SubsetChoice, TStar
+from service.flows.answers.provenance import canonical
 from service.flows.campaign import budget
 from service.flows.campaign.plan import CampaignParameters
 from service.store.campaigns import report
@@ -260,7 +261,9 @@ class RecommendationOut(BaseModel):
     subflows_used: list[str]
     standby_subflows: list[str]
     traditional: Traditional
-    provenance: dict[str, Any]
+    provenance: dict[str, Any] = Field(
+        description="what the answer came from, every object's keys in sorted order; "
+        "`data_age_s`: its newest measurement's age when the answer was first given (s)")
     quality_flags: list[str]
     notes: list[str]
     poll_url: str | None
@@ -292,7 +295,7 @@ class RecommendationOut(BaseModel):
             subflows_used=out.get("subflows_used", []),
             standby_subflows=out.get("standby_subflows", []),
             traditional=rec.traditional,
-            provenance=rec.provenance,
+            provenance=canonical(rec.provenance),
             quality_flags=rec.quality_flags,
             notes=out.get("notes", []),
             poll_url=out.get("poll_url"),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -69,6 +70,38 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+def answers_from(source: str) -> float:
+    """How many answers this process has sent from `source` (cache | solved | provisional):
+    the answer-latency histogram's count, as /metrics shows it. A cache hit is asserted as one
+    more "cache" answer, never by the bytes being equal."""
+    from api.metrics import ANSWER_LATENCY
+
+    for metric in ANSWER_LATENCY.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_count") and sample.labels.get("source") == source:
+                return sample.value
+    return 0.0
+
+
+@contextlib.contextmanager
+def statements(bind=None) -> Iterator[list[str]]:
+    """The SQL statements run in the block, in order: on `bind` (a connection or engine), or on
+    every engine of this process."""
+    from sqlalchemy import Engine, event
+
+    target = Engine if bind is None else bind
+    seen: list[str] = []
+
+    def watch(_conn, _cursor, statement, *_args):
+        seen.append(statement)
+
+    event.listen(target, "before_cursor_execute", watch)
+    try:
+        yield seen
+    finally:
+        event.remove(target, "before_cursor_execute", watch)
 
 
 def free_port() -> int:

@@ -10,9 +10,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine, event
 
-from models import Recommendation, utcnow
+from models import Recommendation
 from service.flows.answers.answer_cache import answers
 from service.store import tokens
+from tests.support import answers_from
 
 from .calibration import seed_srl_hu
 from .conftest import HU, SRL
@@ -23,12 +24,14 @@ QUESTION = {"delta": 0.07}
 
 
 def _cached_answer(client, auth, topology_id: int) -> dict:
-    """The calibrated answer, asked until the cache serves it (the same body twice)."""
+    """The calibrated answer, asked until the cache serves it (the second ask is a hit)."""
     first = client.post("/recommendations", json={**QUESTION, "topology_id": topology_id},
                         headers=auth)
     assert first.status_code == 200, first.text
+    hits = answers_from("cache")
     again = client.post("/recommendations", json={**QUESTION, "topology_id": topology_id},
                         headers=auth)
+    assert answers_from("cache") == hits + 1
     assert again.content == first.content
     return first.json()
 
@@ -89,16 +92,16 @@ def test_a_revoked_token_is_refused_at_once(client, auth, db_session):
     assert _ask(client, auth, topo["id"]).status_code == 200  # the others' answers stay
 
 
-def test_an_expired_token_is_refused_at_once(client, auth, db_session, monkeypatch):
+def test_an_expired_token_is_refused_at_once(client, auth, db_session, clock):
     topo = _topology(client, auth, SRL, HU)
     seed_srl_hu(db_session, topo["id"])
-    expires_at = utcnow() + timedelta(minutes=10)
+    expires_at = clock.now() + timedelta(minutes=10)
     token = tokens.create_token(db_session, name="short-lived", expires_at=expires_at)
     db_session.commit()
     mine = {"Authorization": f"Bearer {token}"}
     _cached_answer(client, mine, topo["id"])
     # nothing in the database changes: only the clock the answers and the token check read
-    monkeypatch.setattr(answers, "clock", lambda: expires_at + timedelta(seconds=1))
+    clock.shift(timedelta(minutes=10, seconds=1))
     assert _ask(client, mine, topo["id"]).status_code == 401
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import pytest
 
 from service.algorithm.topology import TopologySpec
@@ -99,7 +101,11 @@ def test_calibrated_answer_reproduces_table5_with_provenance(client, auth, db_se
     assert sorted(prov["fit_ids"]) == sorted(f.id for f in seeded["fits"])
     assert prov["measurement_count"] == seeded["measurements"]
     assert prov["run_count"] == RUNS
-    assert prov["data_age_s"] > 0
+    # the newest measurement's age when the answer was given (seeded a day ago)
+    newest = datetime.fromisoformat(prov["newest_measurement_at"])
+    given = datetime.fromisoformat(rec["created_at"].replace("Z", "+00:00"))
+    assert prov["data_age_s"] == pytest.approx((given - newest).total_seconds(), abs=1e-3)
+    assert timedelta(hours=20) < given - newest < timedelta(days=1)
     assert {f["pm"] for f in prov["fits"]} == {"PCDC", "FullMesh"}
     assert all(f["r2"] > 0.9 and f["gate_passed"] for f in prov["fits"])
     assert not [f for f in rec["quality_flags"] if f.startswith("quality_gate_failed")]
