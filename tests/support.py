@@ -46,6 +46,18 @@ def ago(**delta: float) -> datetime:
     return now() - timedelta(**delta)
 
 
+def real_clock_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (this process's environment by default) without libfaketime's variables: for a
+    server a test starts in place of the machine's own (Redis) and for the browser, which keep
+    the real clock as PostgreSQL and the shared Redis do under a run with the clock shifted
+    (docs/testing.md, "Time"). Neither can run under libfaketime (Redis's allocator recurses
+    into its clock_gettime, Chromium hangs), and neither reads a date the product compares."""
+    env = dict(os.environ if env is None else env)
+    for key in [k for k in env if k.startswith("FAKETIME") or k == "LD_PRELOAD"]:
+        del env[key]
+    return env
+
+
 def require(marker: str, what: str) -> None:
     """Fail the current test unless it carries `marker` (it is about to use `what`)."""
     item = current_item

@@ -27,6 +27,7 @@ from service import db
 from service.settings import Settings
 from service.store import tokens
 from tests.conftest import create_database, drop_database, pg_url
+from tests.support import real_clock_env
 
 from .seed import Seeded, seed
 
@@ -135,7 +136,7 @@ def browser() -> Iterator[object]:
     playwright = sync_playwright().start()
     try:
         browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, env=real_clock_env()
         )
         try:
             yield browser
