@@ -15,7 +15,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from probes import siteapply
-from probes import siteconfig as sc
 from service import db
 from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope
@@ -24,7 +23,7 @@ from service.settings import Settings, get_settings
 from service.store import tokens
 from service.store.inventory import ensure_topology
 from tests.apply.measured import measured_answer
-from tests.apply.sitestate import holds
+from tests.apply.sitestate import holds, site_state
 from tests.support import wait_for
 
 from .conftest import topology_body, worker_env
@@ -33,14 +32,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.broker, pytest.mark.netns]
 DEAD_BROKER = "redis://127.0.0.1:1/0"  # nothing listens on port 1: the broker is down
 DEADLINE_S = 40  # longer than an apply and its confirmation after a worker's restart
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _congestion_controls_hold_still():
-    """The sites "as before" include the host's available congestion controls."""
-    from tests.support import host_lock
-
-    with host_lock("congestion-controls", exclusive=False):
-        yield
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +85,7 @@ class Sites:
         self.before = self.now()
 
     def now(self) -> dict:
-        return {n: sc.read_state(self.testbed.ns(n)) for n in self.names}
+        return {n: site_state(self.testbed.ns(n)) for n in self.names}
 
     def as_before(self) -> bool:
         return self.now() == self.before
