@@ -84,6 +84,23 @@ def wait_for(
         time.sleep(interval)
 
 
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def shared_fixtures(name: str) -> Path:
+    """The folder `fixtures/<name>` of the project's shared/ (real NetPerfMeter 2.0.10 output,
+    too large for the repository): shared/ beside the repository, or beside the folder the
+    repository's work tree sits in (a CI clone has a copy beside it; a developer's work tree
+    may sit one level deeper). Fails the test, naming where it looked, when there is none."""
+    looked = []
+    for parent in REPOSITORY.parents:
+        folder = parent / "shared" / "fixtures" / name
+        if folder.is_dir():
+            return folder
+        looked.append(str(folder))
+    pytest.fail(f"no shared fixtures {name!r}: looked in {', '.join(looked)}", pytrace=False)
+
+
 def answers_from(source: str) -> float:
     """How many answers this process has sent from `source` (cache | solved | provisional):
     the answer-latency histogram's count, as /metrics shows it. A cache hit is asserted as one
