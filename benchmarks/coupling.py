@@ -19,7 +19,8 @@ JSON on stderr):
 Then it judges RFC 6356's goals on the medians of the rounds (the exit status is 1 when one
 does not hold): do no harm <= `HARM_BOUND` (wVegas 1.6: a delay-based control against vegas
 swings more); uncoupled reno and vegas above LIA and wVegas against the same TCP flow, the
-median of the per-round gaps > 0; improve >= `IMPROVE_MIN`; balance: wVegas's share on the
+median of the per-round gaps > 0 (and EWTCP above LIA); improve >= `IMPROVE_MIN` (for
+seed 002's EWTCP and cs218 too); balance: wVegas's share on the
 congested path below uncoupled reno's, the loss-based controls' at most
 `LOSS_BASED_MAX_SHARE` x reno's. These goals are statistical (a loaded 2-core machine moves
 every figure), so they are judged here over rounds, not in the test suite, which keeps a short
@@ -48,6 +49,11 @@ GOALS = ("harm", "improve", "balance")
 #: --runs 20): LIA 0.85 (0.55-1.78, 1 round above 1.3), wVegas 1.15 (0.77-3.10, 3 above 1.4)
 HARM_BOUND = {"lia": 1.3, "olia": 1.3, "balia": 1.3, "wvegas": 1.6}
 IMPROVE_MIN = 0.9
+#: improve throughput is judged for these (the coupled ones and seed 002's EWTCP and cs218)
+IMPROVED = (*HARM_BOUND, "ewtcp", "cs218")
+#: against the same TCP flow, the first takes a larger share than the second: uncoupled reno
+#: and vegas than their coupled counterparts, EWTCP (coupled only through n) than LIA
+TAKES_MORE = (("reno", "lia"), ("vegas", "wvegas"), ("ewtcp", "lia"))
 #: balance, x uncoupled reno's share on the congested path; 20 rounds' worst single round 1.13 x
 LOSS_BASED_MAX_SHARE = 1.2
 
@@ -137,16 +143,16 @@ def judge(res: dict[str, dict[str, list[dict]]], ccs: list[str],
         if cc in HARM_BOUND and (m := _median(res, cc, "harm", "ratio")) is not None:
             out.append(("do no harm: MPTCP / TCP", cc, m, f"<= {HARM_BOUND[cc]}",
                         m <= HARM_BOUND[cc]))
-        if cc in HARM_BOUND and (m := _median(res, cc, "improve", "ratio")) is not None:
+        if cc in IMPROVED and (m := _median(res, cc, "improve", "ratio")) is not None:
             out.append(("improve: MPTCP / best path", cc, m, f">= {IMPROVE_MIN}",
                         m >= IMPROVE_MIN))
     if "harm" in goals:
-        for u, c in (("reno", "lia"), ("vegas", "wvegas")):
+        for u, c in TAKES_MORE:
             if u in ccs and c in ccs:
                 gaps = [a["ratio"] - b["ratio"]
                         for a, b in zip(res[u]["harm"], res[c]["harm"], strict=True)]
                 m = statistics.median(gaps)
-                out.append((f"uncoupled {u} takes more than {c}", c, m, "> 0", m > 0))
+                out.append((f"{u} takes more than {c}", c, m, "> 0", m > 0))
     reno = _median(res, "reno", "balance", "frac_congested")
     if "balance" in goals and reno is not None:
         for cc in ccs:
@@ -180,7 +186,7 @@ def _balance_order(res: dict[str, dict[str, list[dict]]], ccs: list[str]) -> Non
 def _harm_order(res: dict[str, dict[str, list[dict]]], ccs: list[str]) -> None:
     """Per round, uncoupled's do-no-harm ratio minus its coupled counterpart's in the same
     round: the margin of the order the test asserts (> 0)."""
-    pairs = [(u, c) for u, c in (("reno", "lia"), ("vegas", "wvegas")) if u in ccs and c in ccs]
+    pairs = [(u, c) for u, c in TAKES_MORE if u in ccs and c in ccs]
     if not pairs:
         return
     print("\n| uncoupled - coupled | ratio gap per round: mean (min-max) | rounds above |")

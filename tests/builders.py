@@ -23,11 +23,11 @@ def paper_site(name: str, renamed: str | None = None):
     return Site.model_validate(site(renamed or name, SITES[name]))
 
 
-def post_topology(client, local: dict, remote: dict, *, auth: dict | None = None,
+def post_topology(client, auth: dict | None, local: dict, remote: dict,
                   rtts_ms: dict[str, float] | None = None) -> dict:
     """Both sites and their topology POSTed to the API (`client`: a TestClient or an
-    httpx.Client; `auth`: its headers, when the client has none of its own); the topology as
-    the API returns it."""
+    httpx.Client; `auth`: its headers, None when the client has its own); the topology as the
+    API returns it."""
     ids = []
     for one in (local, remote):
         r = client.post("/sites", json=one, headers=auth)

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import psycopg
 import pytest
@@ -116,9 +117,51 @@ def pytest_collection_modifyitems(config, items) -> None:
         dropped = [item for item in items if item.get_closest_marker("netperfmeter")]
         items[:] = [item for item in items if not item.get_closest_marker("netperfmeter")]
         config.hook.pytest_deselected(items=dropped)
+        if hasattr(config, "workeroutput"):  # a pytest-xdist worker: tell the controller
+            config.workeroutput["deselected"] = [item.nodeid for item in dropped]
     for item in items:
         if not any(item.get_closest_marker(m) for m in SLOW_MARKERS):
             item.add_marker(pytest.mark.fast)
+    # The longest live modules first (a stable sort: the rest keep their order), so that with
+    # `--dist loadfile` none of them starts last, beside idle workers.
+    items.sort(key=lambda item: LONG_MODULES.get(item.nodeid.split("::")[0], len(LONG_MODULES)))
+
+
+#: the modules that took longest in the whole suite (`--durations`, docs/testing.md), longest
+#: first: scheduled before the rest
+LONG_MODULES = {path: rank for rank, path in enumerate([
+    "tests/workers/test_embedded_schedule.py",
+    "tests/dashboard/test_dashboard.py",
+    "tests/workers/test_apply_embedded.py",
+    "tests/workers/test_reapply_live.py",
+    "tests/sites/test_three_hosts.py",
+    "tests/workers/test_campaigns_celery.py",
+    "tests/workers/test_dashboard_after_a_campaign.py",
+    "tests/workers/test_apply_kills.py",
+    "tests/api/test_bundle_fuzz.py",
+    "tests/workers/test_calibrate_embedded.py",
+    "tests/sites/test_deploy_guide.py",
+    "tests/test_stopping.py",
+    "tests/workers/test_takeaway_live.py",
+    "tests/apply/test_journal_sequences.py",
+    "tests/workers/test_apply_celery.py",
+])}
+
+
+_deselected_by_workers: set[str] = set()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist's controller collects nothing itself: the tests its workers deselected are
+    counted here, so that the summary line says "N deselected" as a run without -n does."""
+    ids = set(getattr(node, "workeroutput", {}).get("deselected", [])) - _deselected_by_workers
+    _deselected_by_workers.update(ids)
+    reporter = node.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and ids:
+        # stand-ins for the items (other plugins read the stats' entries as objects)
+        reporter.stats.setdefault("deselected", []).extend(
+            SimpleNamespace(nodeid=nodeid) for nodeid in sorted(ids))
 
 
 PG_HOST = os.environ.get("MPCOA_TEST_PG_HOST", "localhost")

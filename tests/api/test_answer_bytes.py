@@ -49,7 +49,7 @@ def _at(text: str) -> datetime:
 
 def test_the_same_answer_is_the_same_bytes_on_every_path(engine, client, auth, db_session,
                                                          clock):
-    topo = post_topology(client, SRL, HU, auth=auth)
+    topo = post_topology(client, auth, SRL, HU)
     seed_srl_hu(db_session, topo["id"])
     solved = answers_from("solved")
     fresh = _ask(client, auth, topo["id"])
@@ -80,7 +80,7 @@ def test_the_same_answer_is_the_same_bytes_on_every_path(engine, client, auth, d
 
 
 def test_a_stale_answer_is_served_from_the_cache_flagged(engine, client, auth, db_session):
-    topo = post_topology(client, SRL, HU, auth=auth)
+    topo = post_topology(client, auth, SRL, HU)
     seed_srl_hu(db_session, topo["id"], t0=ago(days=40))
     first = _ask(client, auth, topo["id"])
     assert "stale_data" in first.json()["quality_flags"]
@@ -95,7 +95,7 @@ def test_an_answer_whose_data_turns_stale_is_answered_again_flagged(engine, clie
                                                                    db_session, clock):
     """Cached while fresh, it is not sent once its data has turned stale: the answer given
     then is flagged, stored as a new row, and cached in its turn."""
-    topo = post_topology(client, SRL, HU, auth=auth)
+    topo = post_topology(client, auth, SRL, HU)
     seed_srl_hu(db_session, topo["id"], t0=ago(days=29))
     fresh = _ask(client, auth, topo["id"]).json()
     assert "stale_data" not in fresh["quality_flags"]

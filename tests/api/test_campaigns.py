@@ -12,6 +12,7 @@ from service.flows.campaign import recording
 from service.settings import Settings
 from service.store import campaigns, tokens
 from service.store.measurements import MeasurementRecord
+from tests.builders import post_topology
 from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
@@ -22,11 +23,7 @@ pytestmark = pytest.mark.postgres
 
 def _topology(client, auth) -> int:
     """A stored topology with no campaign yet (a provisional answer would queue one)."""
-    ids = [client.post("/sites", json=site, headers=auth).json()["id"] for site in (SRL, HU)]
-    r = client.post("/topologies", json={"local_site_id": ids[0], "remote_site_id": ids[1]},
-                    headers=auth)
-    assert r.status_code == 201, r.text
-    return r.json()["id"]
+    return post_topology(client, auth, SRL, HU)["id"]
 
 
 def test_campaign_create_progress_and_cancel(client, auth):

@@ -27,7 +27,7 @@ def _inserts(seen: list[str]) -> list[str]:
 
 def test_a_repeated_calibrated_question_reuses_the_stored_answer(client, auth, db_session,
                                                                   pg_connection):
-    topo = post_topology(client, SRL, HU, auth=auth)
+    topo = post_topology(client, auth, SRL, HU)
     seed_srl_hu(db_session, topo["id"])
     question = {"topology_id": topo["id"], "delta": 0.07}
     first = client.post("/recommendations", json=question, headers=auth)
@@ -58,7 +58,7 @@ def test_a_repeated_calibrated_question_reuses_the_stored_answer(client, auth, d
 
 
 def test_a_changed_topology_is_a_new_question(client, auth, db_session):
-    topo = post_topology(client, SRL, HU, auth=auth)
+    topo = post_topology(client, auth, SRL, HU)
     seed_srl_hu(db_session, topo["id"])
     question = {"topology_id": topo["id"], "delta": 0.07}
     first = client.post("/recommendations", json=question, headers=auth).json()
@@ -73,7 +73,7 @@ def test_a_repeat_is_served_from_the_cache_with_one_primary_key_read(
     """On by default: the cached answer is a cache hit that costs one read of the answer
     generation and no other statement (no INSERT, no token query, no solve); another token,
     or none, is never served from the cache."""
-    topo = post_topology(client, SRL, HU, auth=auth)
+    topo = post_topology(client, auth, SRL, HU)
     seed_srl_hu(db_session, topo["id"])
     question = {"topology_id": topo["id"], "delta": 0.07}
     first = client.post("/recommendations", json=question, headers=auth)

@@ -21,7 +21,7 @@ def test_a_goal_is_judged_on_the_median_of_its_rounds():
                                                                        "balance"])}
     assert verdicts[("do no harm: MPTCP / TCP", "lia")] == (1.0, True)
     assert verdicts[("improve: MPTCP / best path", "lia")] == (0.92, True)
-    assert verdicts[("uncoupled reno takes more than lia", "lia")] == (0.2, True)
+    assert verdicts[("reno takes more than lia", "lia")] == (0.2, True)
     assert verdicts[("balance: share / reno's", "lia")] == (round(0.3 / 0.36, 3), True)
 
 
@@ -34,5 +34,5 @@ def test_a_goal_that_does_not_hold_is_said():
                                                       ["harm", "balance"])}
     assert HARM_BOUND["wvegas"] < 1.7
     assert held == {("do no harm: MPTCP / TCP", "wvegas"): False,
-                    ("uncoupled vegas takes more than wvegas", "wvegas"): False,
+                    ("vegas takes more than wvegas", "wvegas"): False,
                     ("balance: share / reno's", "wvegas"): False}

@@ -29,6 +29,7 @@ from service.flows.scheduling import embedded_scheduler
 from service.store import dispatch_outbox, schedules
 from service.store.inventory import ensure_topology
 from service.store.leases import lease_holder
+from tests.builders import post_topology
 from tests.conftest import migrated_database, new_campaign
 from tests.processes import kill_group, stop_group, tail_logs
 from tests.support import ago, free_port, wait_for
@@ -138,17 +139,6 @@ def _pid_of(holder: str | None) -> int | None:
     return int(holder.split(":")[1]) if holder else None
 
 
-def _topology(c: httpx.Client, local: dict, remote: dict) -> int:
-    ids = []
-    for site in (local, remote):
-        r = c.post("/sites", json=site)
-        assert r.status_code == 201, r.text
-        ids.append(r.json()["id"])
-    r = c.post("/topologies", json={"local_site_id": ids[0], "remote_site_id": ids[1]})
-    assert r.status_code == 201, r.text
-    return r.json()["id"]
-
-
 def _scheduled(c: httpx.Client, topology_id: int) -> list[dict]:
     r = c.get("/campaigns", params={"topology_id": topology_id, "limit": 100})
     assert r.status_code == 200, r.text
@@ -166,7 +156,7 @@ def test_a_schedule_fires_in_mpcoa_serve_and_its_campaign_runs(serve, sites, tes
     plan = {"ccs": ["reno"], "buffer_grid_mib": [0.03125, 0.125, 0.5], "runs": 1,
             "duration_s": 2, "mode": "grid"}
     with serve.client(base) as c:
-        topology_id = _topology(c, body["local"], body["remote"])
+        topology_id = post_topology(c, None, body["local"], body["remote"])["id"]
         r = c.put(f"/topologies/{topology_id}/schedule",
                   json={"cron": EVERY_MINUTE, "parameters": plan})
         assert r.status_code == 200, r.text
@@ -315,7 +305,7 @@ def test_serve_workers_on_postgresql_run_one_scheduler(tmp_path):
                                                    "down_kbps": 10000, "up_kbps": 10000}]}
             with httpx.Client(base_url=base, timeout=10,
                               headers={"Authorization": f"Bearer {token}"}) as c:
-                topology_id = _topology(c, local, remote)
+                topology_id = post_topology(c, None, local, remote)["id"]
                 r = c.put(f"/topologies/{topology_id}/schedule",
                           json={"cron": _yearly(), "parameters": {"runs": 1, "ccs": ["reno"]}})
                 assert r.status_code == 200, r.text
