@@ -20,6 +20,7 @@ from service.flows.answers.answer import (
     StreamOutputs,
     SubsetChoice,
 )
+from service.flows.answers.provenance import canonical
 from service.flows.campaign import budget
 from service.flows.campaign.plan import CampaignParameters
 from service.state import state_of
@@ -270,7 +271,9 @@ class RecommendationOut(Outputs):
         default=None, description="how PCDC's subflows were chosen: the measured selection's "
         "path, and where the paper's leave-one-out Omega disagrees")
     traditional: Traditional
-    provenance: dict[str, Any]
+    provenance: dict[str, Any] = Field(
+        description="what the answer came from, every object's keys in sorted order; "
+        "`data_age_s`: its newest measurement's age when the answer was first given (s)")
     quality_flags: list[str]
     created_at: datetime
     # kept with the stored answer, not sent (the fitted OTP and the measured OBS are in
@@ -297,7 +300,7 @@ class RecommendationOut(Outputs):
             "obs_mib": rec.obs_mib,
             "otp_mbps": rec.otp_mbps,
             "traditional": rec.traditional,
-            "provenance": rec.provenance,
+            "provenance": canonical(rec.provenance),
             "quality_flags": rec.quality_flags,
             "created_at": rec.created_at,
         })

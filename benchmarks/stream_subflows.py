@@ -18,11 +18,23 @@ runs' `fresh_p99_ms` (mean, and per run) and whether they carried the stream; `p
 the bulk subset's fresh p99 over the stream subset's (above 1: the stream selection's path
 holds frames back less); `probe_seconds`; `wall_s`. Keep it small on a busy machine: one CC,
 short probes.
+
+The goals, judged over `--rounds` rounds of each scenario (one JSON line `{"verdict": ...}` at
+the end; exit status 1 when one does not hold): `--expect-bulk` / `--expect-stream` name the
+subsets the two selections should choose (in a majority of rounds), `--min-p99-ratio` the
+least median `p99_ratio`. For benchmarks/scenarios/lossy-path.yaml (the test suite's lossy
+bed; it checks only that the stream selection drops the lossy path, the margins are judged
+here, where the rounds are enough and a loaded machine cannot fail a CI run):
+
+    .venv/bin/python benchmarks/stream_subflows.py benchmarks/scenarios/lossy-path.yaml \
+        --stream-mbps 3 --frame-rate 25 --duration 4 --rounds 3 \
+        --expect-bulk F-U W-U --expect-stream F-U --min-p99-ratio 1.5
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -171,8 +183,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--fresh-runs", type=int, default=4)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--expect-bulk", nargs="+", default=None, metavar="SUBFLOW")
+    ap.add_argument("--expect-stream", nargs="+", default=None, metavar="SUBFLOW")
+    ap.add_argument("--min-p99-ratio", type=float, default=None)
     args = ap.parse_args(argv)
-    return run_scenarios(args, scenario, "mpcoa-stream-subflows-")
+    rows: list[dict] = []
+
+    def kept(path: Path, args, log) -> dict:
+        rows.append(scenario(path, args, log))
+        return rows[-1]
+
+    args.scenarios = [path for path in args.scenarios for _ in range(args.rounds)]
+    run_scenarios(args, kept, "mpcoa-stream-subflows-")
+    verdict = judge(rows, args)
+    if verdict:
+        print(json.dumps({"verdict": verdict}), flush=True)
+    return 0 if all(v["holds"] for v in verdict.values()) else 1
+
+
+def judge(rows: list[dict], args) -> dict[str, dict]:
+    """The goals asked for, over the rounds measured: the subsets each selection chose in a
+    majority of rounds, the median p99 ratio."""
+    out: dict[str, dict] = {}
+    for side, expected in (("bulk", args.expect_bulk), ("stream", args.expect_stream)):
+        if expected is not None:
+            chosen = [sorted(r[f"{side}_selection"]["subset"]) for r in rows
+                      if f"{side}_selection" in r]
+            hits = sum(c == sorted(expected) for c in chosen)
+            out[f"{side}_subset"] = {"expected": sorted(expected), "chosen": chosen,
+                                     "holds": 2 * hits > len(rows)}
+    if args.min_p99_ratio is not None:
+        ratios = [r.get("p99_ratio") for r in rows]
+        known = [x for x in ratios if x is not None]
+        median = statistics.median(known) if len(known) == len(rows) and known else None
+        out["p99_ratio"] = {"min": args.min_p99_ratio, "rounds": ratios, "median": median,
+                            "holds": median is not None and median >= args.min_p99_ratio}
+    return out
 
 
 if __name__ == "__main__":

@@ -21,3 +21,21 @@ def paper_site(name: str, renamed: str | None = None):
     from tests.algorithm.paper_data import SITES
 
     return Site.model_validate(site(renamed or name, SITES[name]))
+
+
+def post_topology(client, auth: dict | None, local: dict, remote: dict,
+                  rtts_ms: dict[str, float] | None = None) -> dict:
+    """Both sites and their topology POSTed to the API (`client`: a TestClient or an
+    httpx.Client; `auth`: its headers, None when the client has its own); the topology as the
+    API returns it."""
+    ids = []
+    for one in (local, remote):
+        r = client.post("/sites", json=one, headers=auth)
+        assert r.status_code == 201, r.text
+        ids.append(r.json()["id"])
+    body: dict = {"local_site_id": ids[0], "remote_site_id": ids[1]}
+    if rtts_ms:
+        body["rtts_ms"] = rtts_ms
+    r = client.post("/topologies", json=body, headers=auth)
+    assert r.status_code == 201, r.text
+    return r.json()

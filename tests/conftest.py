@@ -13,6 +13,7 @@ the flows that only read and write rows run there, in the fast tier. What needs 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import sqlite3
@@ -20,7 +21,9 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import psycopg
 import pytest
@@ -46,7 +49,35 @@ def pytest_configure(config) -> None:
     """SIGTERM stops a test run as Ctrl-C does: pytest unwinds and the fixtures' teardowns run
     (testbed namespaces, servers, databases), where by default the process would just end and
     leave them behind."""
+    _real_monotonic_under_faketime(config)
     signal.signal(signal.SIGTERM, _stop)
+
+
+def _real_monotonic_under_faketime(config) -> None:
+    """A run under Debian's `faketime -f '+366d'` (libfaketime 0.9.10) starts again at once
+    with the monotonic clock left real and a libfaketime that honours that (the `libfaketime`
+    package's, a dev dependency; the same wall-clock shift, FAKETIME, for this process and
+    every one it starts: they inherit LD_PRELOAD and FAKETIME). Debian's moves CLOCK_MONOTONIC
+    by the same year but not the deadline of a wait on it (`sem_clockwait`, which it does not
+    wrap), so every lock or event wait with a timeout -- a scheduler thread's, Celery's --
+    would wait that year; told to leave that clock alone, its `clock_nanosleep` turns every
+    `time.sleep` into EINVAL. The monotonic clock carries no date: leaving it real tests what
+    the shift is for."""
+    preload = re.split(r"[\s:]+", os.environ.get("LD_PRELOAD", "").strip())
+    if not any("faketime" in p for p in preload) or os.environ.get(
+            "FAKETIME_DONT_FAKE_MONOTONIC") == "1":
+        return
+    import importlib.util
+
+    spec = importlib.util.find_spec("libfaketime")
+    assert spec is not None and spec.origin, "faketime: the dev dependency libfaketime is missing"
+    fixed = Path(spec.origin).parent / "vendor" / "libfaketime" / "src" / "libfaketime.so.1"
+    os.environ["LD_PRELOAD"] = " ".join(str(fixed) if "faketime" in p else p for p in preload)
+    os.environ["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        capture.suspend_global_capture(in_=True)  # the new run's output goes where this one's
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 
 # `slow`: needs none of the others, but starts server processes or subprocesses (`mpcoa serve`,
@@ -64,10 +95,14 @@ def netperfmeter_2() -> str | None:
     return version if is_netperfmeter_2(version) else None
 
 
-def pytest_report_header(config) -> str:
+def pytest_report_header(config) -> list[str]:
     version = netperfmeter_2()
-    return ("netperfmeter tests: run on NetPerfMeter " + version if version else
-            "netperfmeter tests: deselected (MPCOA_NETPERFMETER names no NetPerfMeter 2.x)")
+    lines = ["netperfmeter tests: run on NetPerfMeter " + version if version else
+             "netperfmeter tests: deselected (MPCOA_NETPERFMETER names no NetPerfMeter 2.x)"]
+    if "FAKETIME" in os.environ:
+        lines.append(f"clock: FAKETIME={os.environ['FAKETIME']} for this run and every process "
+                     f"it starts (now {support.now():%Y-%m-%d %H:%M} UTC; monotonic clock real)")
+    return lines
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -82,9 +117,51 @@ def pytest_collection_modifyitems(config, items) -> None:
         dropped = [item for item in items if item.get_closest_marker("netperfmeter")]
         items[:] = [item for item in items if not item.get_closest_marker("netperfmeter")]
         config.hook.pytest_deselected(items=dropped)
+        if hasattr(config, "workeroutput"):  # a pytest-xdist worker: tell the controller
+            config.workeroutput["deselected"] = [item.nodeid for item in dropped]
     for item in items:
         if not any(item.get_closest_marker(m) for m in SLOW_MARKERS):
             item.add_marker(pytest.mark.fast)
+    # The longest live modules first (a stable sort: the rest keep their order), so that with
+    # `--dist loadfile` none of them starts last, beside idle workers.
+    items.sort(key=lambda item: LONG_MODULES.get(item.nodeid.split("::")[0], len(LONG_MODULES)))
+
+
+#: the modules that took longest in the whole suite (`--durations`, docs/testing.md), longest
+#: first: scheduled before the rest
+LONG_MODULES = {path: rank for rank, path in enumerate([
+    "tests/workers/test_embedded_schedule.py",
+    "tests/dashboard/test_dashboard.py",
+    "tests/workers/test_apply_embedded.py",
+    "tests/workers/test_reapply_live.py",
+    "tests/sites/test_three_hosts.py",
+    "tests/workers/test_campaigns_celery.py",
+    "tests/workers/test_dashboard_after_a_campaign.py",
+    "tests/workers/test_apply_kills.py",
+    "tests/api/test_bundle_fuzz.py",
+    "tests/workers/test_calibrate_embedded.py",
+    "tests/sites/test_deploy_guide.py",
+    "tests/test_stopping.py",
+    "tests/workers/test_takeaway_live.py",
+    "tests/apply/test_journal_sequences.py",
+    "tests/workers/test_apply_celery.py",
+])}
+
+
+_deselected_by_workers: set[str] = set()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist's controller collects nothing itself: the tests its workers deselected are
+    counted here, so that the summary line says "N deselected" as a run without -n does."""
+    ids = set(getattr(node, "workeroutput", {}).get("deselected", [])) - _deselected_by_workers
+    _deselected_by_workers.update(ids)
+    reporter = node.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and ids:
+        # stand-ins for the items (other plugins read the stats' entries as objects)
+        reporter.stats.setdefault("deselected", []).extend(
+            SimpleNamespace(nodeid=nodeid) for nodeid in sorted(ids))
 
 
 PG_HOST = os.environ.get("MPCOA_TEST_PG_HOST", "localhost")
@@ -115,12 +192,43 @@ def pg_url(dbname: str) -> str:
     return f"postgresql+psycopg://{PG_USER}@{PG_HOST}/{dbname}"
 
 
-def create_database(prefix: str = "mpcoa_test") -> str:
+def create_database(prefix: str = "mpcoa_test", template: str | None = None) -> str:
+    """A new database (a copy of `template` when given, else empty)."""
     support.require("postgres", "PostgreSQL")
     name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     with pg_admin() as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"'
+                     + (f' TEMPLATE "{template}"' if template else ""))
     return name
+
+
+_template: str | None = None
+
+
+def migrated_template() -> str:
+    """This test process's migrated database, made once (the service's own `db.upgrade`) and
+    copied for every migrated database it asks for: a copy costs a file copy, not the
+    migrations. No connection stays open to it (PostgreSQL copies only an idle template);
+    dropped when the process ends (`_drop_the_template`)."""
+    global _template
+    if _template is None:
+        from service import db
+
+        name = create_database("mpcoa_template")
+        try:
+            db.upgrade(pg_url(name))
+        finally:
+            for key in [k for k in db._engines if name in k]:
+                db._engines.pop(key).dispose()
+        _template = name
+    return _template
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_the_template() -> Iterator[None]:
+    yield
+    if _template is not None:
+        drop_database(_template)
 
 
 def drop_database(name: str) -> None:
@@ -130,13 +238,13 @@ def drop_database(name: str) -> None:
 
 @contextmanager
 def migrated_database(prefix: str = "mpcoa_test") -> Iterator[str]:
-    """A new, migrated database; dropped afterwards even when the tests failed."""
+    """A new, migrated database (a copy of `migrated_template`); dropped afterwards even when
+    the tests failed."""
     from service import db
 
-    name = create_database(prefix)
+    name = create_database(prefix, template=migrated_template())
     url = pg_url(name)
     try:
-        db.upgrade(url)
         yield url
     finally:
         for key in [k for k in db._engines if name in k]:
@@ -199,6 +307,33 @@ def _testbeds_need_the_netns_marker():
         yield
     finally:
         Testbed.up = real_up
+
+
+class Clock:
+    """The test's clock: this process's, started at the real now and moved only by the test
+    (`shift`). Every clock of the process moves with it -- the product's `utcnow`, the answer
+    cache's, `time.time` -- but not `time.monotonic` (timeouts stay real), nor the clock of the
+    PostgreSQL server or of a process the test starts."""
+
+    def __init__(self, traveller) -> None:
+        self._traveller = traveller
+
+    def now(self) -> datetime:
+        return support.now()
+
+    def shift(self, delta: timedelta) -> datetime:
+        """Move the clock on by `delta` (it goes on ticking from there); the new now."""
+        self._traveller.shift(delta)
+        return support.now()
+
+
+@pytest.fixture
+def clock(time_machine) -> Clock:
+    """The one clock fixture: a test that needs time to pass (data turning stale, a token
+    expiring) takes it and shifts it; seeds date their rows from `support.now()`, which it
+    moves."""
+    time_machine.move_to(support.now(), tick=True)
+    return Clock(time_machine)
 
 
 @pytest.fixture(scope="session")

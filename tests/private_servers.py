@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.support import free_port, listening, wait_for
+from tests.support import free_port, listening, real_clock_env, wait_for
 
 
 class PrivatePostgres:
@@ -69,7 +69,7 @@ class PrivateRedis:
         self.proc = subprocess.Popen(
             ["redis-server", *ports, "--bind", "127.0.0.1", "--dir",
              str(self.dir), "--appendonly", "yes", "--save", ""],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=real_clock_env())
         wait_for(lambda: listening(self.port), 20, "redis to listen")
 
     def stop(self) -> None:

@@ -1,5 +1,12 @@
-"""Small helpers every test folder shares: waiting for a condition, a free local port, and the
-guard that makes a test touching PostgreSQL, Redis or the testbed without its marker fail.
+"""Small helpers every test folder shares: the one "now" seeds date their rows from, waiting for
+a condition, a free local port, and the guard that makes a test touching PostgreSQL, Redis or the
+testbed without its marker fail.
+
+Time: no test writes a date that the product compares with its clock. Seeds and fixtures take
+their times from `now()` (`ago(days=1)`: measured yesterday), which is this process's clock; a
+test that needs time to pass moves that clock with the `clock` fixture (tests/conftest.py,
+time-machine), which moves the product's `utcnow` and the answer cache's clock with it. So the
+suite passes on any day, and with the clock a year ahead (`faketime -f '+366d'`, docs/testing.md).
 
 The markers (`postgres`, `broker`, `netns`) decide what the fast tier leaves out (`pytest -m
 fast`: tests/conftest.py marks `fast` every test without them); a forgotten one would put a test
@@ -12,9 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import socket
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,6 +33,29 @@ T = TypeVar("T")
 
 #: the test being set up or run (tests/conftest.py keeps it current); None between tests
 current_item: pytest.Item | None = None
+
+
+def now() -> datetime:
+    """What every seed and fixture takes "now" to be: this process's clock (aware, UTC), as the
+    product reads it (`models.utcnow`); the `clock` fixture moves both."""
+    return datetime.now(UTC)
+
+
+def ago(**delta: float) -> datetime:
+    """`now()` less `timedelta(**delta)`: when seeded data was measured (`ago(days=1)`)."""
+    return now() - timedelta(**delta)
+
+
+def real_clock_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """`env` (this process's environment by default) without libfaketime's variables: for a
+    server a test starts in place of the machine's own (Redis) and for the browser, which keep
+    the real clock as PostgreSQL and the shared Redis do under a run with the clock shifted
+    (docs/testing.md, "Time"). Neither can run under libfaketime (Redis's allocator recurses
+    into its clock_gettime, Chromium hangs), and neither reads a date the product compares."""
+    env = dict(os.environ if env is None else env)
+    for key in [k for k in env if k.startswith("FAKETIME") or k == "LD_PRELOAD"]:
+        del env[key]
+    return env
 
 
 def require(marker: str, what: str) -> None:
@@ -50,6 +82,55 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def shared_fixtures(name: str) -> Path:
+    """The folder `fixtures/<name>` of the project's shared/ (real NetPerfMeter 2.0.10 output,
+    too large for the repository): shared/ beside the repository, or beside the folder the
+    repository's work tree sits in (a CI clone has a copy beside it; a developer's work tree
+    may sit one level deeper). Fails the test, naming where it looked, when there is none."""
+    looked = []
+    for parent in REPOSITORY.parents:
+        folder = parent / "shared" / "fixtures" / name
+        if folder.is_dir():
+            return folder
+        looked.append(str(folder))
+    pytest.fail(f"no shared fixtures {name!r}: looked in {', '.join(looked)}", pytrace=False)
+
+
+def answers_from(source: str) -> float:
+    """How many answers this process has sent from `source` (cache | solved | provisional):
+    the answer-latency histogram's count, as /metrics shows it. A cache hit is asserted as one
+    more "cache" answer, never by the bytes being equal."""
+    from api.metrics import ANSWER_LATENCY
+
+    for metric in ANSWER_LATENCY.collect():
+        for sample in metric.samples:
+            if sample.name.endswith("_count") and sample.labels.get("source") == source:
+                return sample.value
+    return 0.0
+
+
+@contextlib.contextmanager
+def statements(bind=None) -> Iterator[list[str]]:
+    """The SQL statements run in the block, in order: on `bind` (a connection or engine), or on
+    every engine of this process."""
+    from sqlalchemy import Engine, event
+
+    target = Engine if bind is None else bind
+    seen: list[str] = []
+
+    def watch(_conn, _cursor, statement, *_args):
+        seen.append(statement)
+
+    event.listen(target, "before_cursor_execute", watch)
+    try:
+        yield seen
+    finally:
+        event.remove(target, "before_cursor_execute", watch)
 
 
 def free_port() -> int:

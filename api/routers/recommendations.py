@@ -26,7 +26,7 @@ from api.schemas import (
     RecommendationOut,
 )
 from service.flows.answers.answer_cache import GenerationReader, answers
-from service.flows.answers.ask import SentAnswer, ask, database_of
+from service.flows.answers.ask import SentAnswer, ask, ask_request, database_of
 from service.flows.campaign import dispatch
 from service.store import answer_generation, tokens
 from service.store import recommendations as store
@@ -56,35 +56,21 @@ async def create_recommendation(
     credentials: Credentials,
     body: Annotated[RecommendationIn, Body(openapi_examples=RECOMMENDATION_EXAMPLES)],
 ):
-    # A question by topology id that this process answered under the current answer generation,
-    # from a token it found live under it, is sent from the cache with no thread hop of its own:
-    # the generation is read once for all the requests waiting (`GenerationReader`). Otherwise
-    # one thread hop does the token check (the authoritative one: revocation, expiry, scope;
-    # api.middleware.WriteGate only turned away writes without a live token before the body was
-    # read) and the answer. Either way a request reads the generation once and looks its
-    # question up in the cache once.
+    # The flow (`ask_request`): from the cache with no thread hop when it can, else one thread
+    # hop (`_checked`) for the token check (the authoritative one: revocation, expiry, scope;
+    # api.middleware.WriteGate only turned away writes without a live token before the body
+    # was read) and the answer.
     with AnswerTimer() as timer:
         desk = _desk(request.app)
         digest = tokens.hash_token(credentials.credentials) if credentials is not None else None
-        generation, looked_up = None, False
-        if body.topology_id is not None and digest is not None and desk.database is not None:
-            generation = await desk.reader.fresh()
-            if answers.token(desk.database, digest, generation, "write"):
-                question = answers.question(desk.database, body.topology_id, body.delta,
-                                            body.bs_min_mib, body.bs_max_mib,
-                                            body.objective.key())
-                hit = answers.answer(question, generation)
-                if hit is not None:
-                    timer.source = "cache"
-                    return Response(hit.content, media_type="application/json")
-                looked_up = True
-        # The request goes on with the generation read above (read once per request) and
-        # does not look its question up again.
-        asked = await in_lane(
-            "work", _checked, session, credentials, digest, body, request.app.state.settings,
-            desk, generation, looked_up)
+        asked = await ask_request(
+            database=desk.database, token_digest=digest, topology_id=body.topology_id,
+            delta=body.delta, bs_min_mib=body.bs_min_mib, bs_max_mib=body.bs_max_mib,
+            objective=body.objective, fresh_generation=desk.reader.fresh,
+            answer=partial(in_lane, "work", _checked, session, credentials, digest, body,
+                           request.app.state.settings, desk))
+        timer.source = asked.source
         if asked.provisional:
-            timer.source = "provisional"
             return Response(asked.content, status.HTTP_202_ACCEPTED,
                             {"Location": asked.poll_url or "", "Retry-After": str(POLL_AFTER_S)},
                             media_type="application/json")
@@ -119,6 +105,7 @@ def _checked(session, credentials, digest, body, settings, desk, generation: int
 
 
 def _render(rec) -> tuple[bytes, str | None]:
+    """The answer as sent, whichever route sends it (pydantic's JSON, provenance keys sorted)."""
     out = RecommendationOut.of(rec)
     return out.model_dump_json().encode(), out.poll_url
 
@@ -163,9 +150,10 @@ def list_recommendations(
     rows, total = store.list_recommendations(
         session, topology_id=topology_id, kind=kind, limit=limit, offset=offset
     )
-    return Page[RecommendationOut](
+    page = Page[RecommendationOut](
         items=[RecommendationOut.of(r) for r in rows], total=total, limit=limit, offset=offset
     )
+    return Response(page.model_dump_json(), media_type="application/json")
 
 
 @router.get(
@@ -177,6 +165,7 @@ def list_recommendations(
 def get_recommendation(
     recommendation_id: Annotated[int, Path(ge=1, le=MAX_ID)], session: SessionDep
 ):
-    return RecommendationOut.of(
-        store.get_recommendation(session, recommendation_id=recommendation_id)
-    )
+    # The bytes POST /recommendations sends for this answer (`_render`): one serialisation.
+    content, _poll_url = _render(
+        store.get_recommendation(session, recommendation_id=recommendation_id))
+    return Response(content, media_type="application/json")

@@ -6,7 +6,7 @@ carrying test is the product's stream rule (`stream_choice.carries`)."""
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -24,6 +24,7 @@ from benchmarks.stream_accuracy import (
 from probes.base import MeasurementRequest, MeasurementResult, TrafficProfile
 from probes.frames import FrameRecord, frame_stats
 from service.algorithm.stream_choice import StreamRun
+from tests.support import ago
 
 RATE = 4.0  # Mbit/s: 25 frames/s of 20,000 bytes
 DELTA = 0.07
@@ -40,7 +41,7 @@ def probed(delay_ms: float, *, goodput: float = RATE, lost: int = 0, spread: flo
     request = MeasurementRequest(sender="A", receiver="B", cc="reno", duration_s=4,
                                  path_manager="FullMesh",
                                  profile=TrafficProfile.paced(25, 20_000))
-    at = datetime(2026, 11, 1, tzinfo=UTC)
+    at = ago(days=1)
     return MeasurementResult(request=request, tool="mpcoa-paced", tool_version="1",
                              goodput_mbps=goodput, frames=frame_stats(records),
                              started_at=at, ended_at=at + timedelta(seconds=4))

@@ -6,7 +6,7 @@ curves plus seeded noise. The service then derives Omegas, SP* and fits from wha
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from service.store import campaigns, results
 from service.store.measurements import MeasurementRecord
 from tests.algorithm.paper_data import CCS, TABLE2, TABLE4
 from tests.conftest import new_campaign
+from tests.support import ago
 
 GRID = [0.5, 2.5, 5.0, 7.5, 10.0, 12.5, 15.0, 17.5, 20.0, 22.5, 25.0, 27.5, 30.0]
 RUNS = 3
@@ -26,7 +27,8 @@ def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7,
                 runs: int = RUNS, t0: datetime | None = None, commit: bool = True,
                 model_kind: str | None = "paper") -> dict:
     """A finished SRL-HU campaign with measurements, impact factors and fits; returns counts.
-    `model_kind` None: production's default model."""
+    `model_kind` None: production's default model. `t0`: when its first probe ran (a day ago
+    unless given: its data fresh)."""
     rng = np.random.default_rng(seed)
     kind = {} if model_kind is None else {"model_kind": model_kind}
     campaign = new_campaign(
@@ -34,7 +36,7 @@ def seed_srl_hu(session, topology_id: int, noise: float = 0.3, seed: int = 7,
         **kind,
     )
     campaigns.set_state(session, campaign_id=campaign.id, state="running")
-    t0 = t0 or datetime(2026, 11, 1, tzinfo=UTC)
+    t0 = t0 or ago(days=1)
     subflows = list(TABLE2["SRL-HU"])
     count = 0
 

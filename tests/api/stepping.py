@@ -4,14 +4,20 @@ it had run (the flow is under test, not the probe), and `drive`, the loop every 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from service.flows.campaign import recording
 from service.flows.campaign.calibration import next_step
 from service.flows.campaign.plan import ProbeStep
 from service.store.measurements import MeasurementRecord
+from tests.support import ago
 
-T0 = datetime(2026, 11, 3, tzinfo=UTC)
+
+def probe_times(duration_s: float = 2, at: datetime | None = None) -> dict[str, datetime]:
+    """`started_at` and `finished_at` of a probe recorded as if it had run at `at` (a day ago
+    unless given: data the product takes as fresh)."""
+    start = at or ago(days=1)
+    return {"started_at": start, "finished_at": start + timedelta(seconds=duration_s)}
 
 
 class KernelOffers:
@@ -34,7 +40,7 @@ def record_step(session, campaign_id: int, step, tp: float, subflows=("U-C",)) -
             campaign_id=campaign_id, phase=step.phase, pm=step.pm, cc=step.cc,
         bs_mib=step.bs_mib, run=step.run, excluded_subflow=step.excluded_subflow,
         subflows=list(subflows), duration_s=2, goodput_mbps=[tp, tp], tool="test",
-        started_at=T0, finished_at=T0 + timedelta(seconds=2)),
+        **probe_times()),
     )
 
 

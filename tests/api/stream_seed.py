@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from models import Campaign
 from probes.frames import FRAMES_ARTIFACT, FrameRecord, FrameStats, frame_stats, frames_csv
@@ -16,6 +16,7 @@ from service.flows.campaign.derive import fit_from_runs
 from service.store import artifacts, campaigns, results
 from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign
+from tests.support import ago
 
 STREAM = {"kind": "stream", "bitrate_mbps": 8, "delay_budget_ms": 150}
 GRID = [0.25, 0.5, 1.0, 2.0]
@@ -70,7 +71,7 @@ def seed_stream(session, topology_id: int,
                             buffer_grid_mib=GRID, runs=2, duration_s=5, mode="grid",
                             objective=objective)
     campaigns.set_state(session, campaign_id=campaign.id, state="running")
-    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    t0 = ago(days=1)
     n = 0
     for cc in ("cubic", "bbr"):
         for bs in GRID:

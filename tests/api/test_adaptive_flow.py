@@ -13,11 +13,11 @@ from service.flows.campaign.phases.adaptive_sweep import PROMISE_FLOOR
 from service.settings import Settings
 from service.state import state_of
 from service.store import campaigns, inventory, recommendations
+from tests.builders import post_topology
 from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
 from .stepping import drive
-from .test_recommendations import _topology
 
 GRID = [0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
 
@@ -91,7 +91,7 @@ def _the_stored_answer_is_the_decision(db_session, c, rec, settings) -> None:
 
 
 def test_mode_is_validated(client, auth):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     for bad in ("fast", "", 3, "ADAPTIVE; rm -rf /"):
         r = client.post("/campaigns", json={"topology_id": topo["id"], "mode": bad}, headers=auth)
         assert r.status_code == 422, (bad, r.text)

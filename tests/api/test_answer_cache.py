@@ -10,25 +10,28 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import Engine, event
 
-from models import Recommendation, utcnow
+from models import Recommendation
 from service.flows.answers.answer_cache import answers
 from service.store import tokens
+from tests.builders import post_topology
+from tests.support import answers_from
 
 from .calibration import seed_srl_hu
 from .conftest import HU, SRL
-from .test_recommendations import _topology
 
 pytestmark = pytest.mark.postgres
 QUESTION = {"delta": 0.07}
 
 
 def _cached_answer(client, auth, topology_id: int) -> dict:
-    """The calibrated answer, asked until the cache serves it (the same body twice)."""
+    """The calibrated answer, asked until the cache serves it (the second ask is a hit)."""
     first = client.post("/recommendations", json={**QUESTION, "topology_id": topology_id},
                         headers=auth)
     assert first.status_code == 200, first.text
+    hits = answers_from("cache")
     again = client.post("/recommendations", json={**QUESTION, "topology_id": topology_id},
                         headers=auth)
+    assert answers_from("cache") == hits + 1
     assert again.content == first.content
     return first.json()
 
@@ -43,7 +46,7 @@ def _ask(client, auth, topology_id: int):
 
 
 def test_a_new_calibration_is_answered_at_once(client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     old = seed_srl_hu(db_session, topo["id"], seed=1)["campaign"]
     before = _cached_answer(client, auth, topo["id"])
     assert before["campaign_id"] == old.id
@@ -53,7 +56,7 @@ def test_a_new_calibration_is_answered_at_once(client, auth, db_session):
 
 
 def test_a_patched_topology_is_answered_at_once(client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     seed_srl_hu(db_session, topo["id"])
     before = _cached_answer(client, auth, topo["id"])
     r = client.patch(f"/topologies/{topo['id']}", json={"rtts_ms": {"K-C": 123.0}},
@@ -65,7 +68,7 @@ def test_a_patched_topology_is_answered_at_once(client, auth, db_session):
 
 
 def test_a_changed_site_is_answered_at_once(client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     seed_srl_hu(db_session, topo["id"])
     before = _cached_answer(client, auth, topo["id"])
     renamed = {**HU, "isps": [{**HU["isps"][0], "name": "CERNET2"}, HU["isps"][1]]}
@@ -77,7 +80,7 @@ def test_a_changed_site_is_answered_at_once(client, auth, db_session):
 
 
 def test_a_revoked_token_is_refused_at_once(client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     seed_srl_hu(db_session, topo["id"])
     token = tokens.create_token(db_session, name="soon-revoked")
     db_session.commit()
@@ -89,26 +92,26 @@ def test_a_revoked_token_is_refused_at_once(client, auth, db_session):
     assert _ask(client, auth, topo["id"]).status_code == 200  # the others' answers stay
 
 
-def test_an_expired_token_is_refused_at_once(client, auth, db_session, monkeypatch):
-    topo = _topology(client, auth, SRL, HU)
+def test_an_expired_token_is_refused_at_once(client, auth, db_session, clock):
+    topo = post_topology(client, auth, SRL, HU)
     seed_srl_hu(db_session, topo["id"])
-    expires_at = utcnow() + timedelta(minutes=10)
+    expires_at = clock.now() + timedelta(minutes=10)
     token = tokens.create_token(db_session, name="short-lived", expires_at=expires_at)
     db_session.commit()
     mine = {"Authorization": f"Bearer {token}"}
     _cached_answer(client, mine, topo["id"])
     # nothing in the database changes: only the clock the answers and the token check read
-    monkeypatch.setattr(answers, "clock", lambda: expires_at + timedelta(seconds=1))
+    clock.shift(timedelta(minutes=10, seconds=1))
     assert _ask(client, mine, topo["id"]).status_code == 401
 
 
 def test_a_change_elsewhere_leaves_the_cached_answer_right(client, auth, db_session):
     """An unrelated topology's change raises the generation too: the answer is recomputed, and
     it is the same stored answer (no new row)."""
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     seed_srl_hu(db_session, topo["id"])
     before = _cached_answer(client, auth, topo["id"])
-    other = _topology(client, auth, {**SRL, "name": "SRL2"}, {**HU, "name": "HU2"})
+    other = post_topology(client, auth, {**SRL, "name": "SRL2"}, {**HU, "name": "HU2"})
     r = client.patch(f"/topologies/{other['id']}", json={"rtts_ms": {"K-C": 50.0}},
                      headers=auth)
     assert r.status_code == 200, r.text
@@ -119,10 +122,10 @@ def test_a_request_reads_the_generation_once_and_looks_its_question_up_once(
         client, auth, db_session, monkeypatch):
     """A question missed by the cache (another topology changed since it was cached) costs one
     read of the answer generation and one cache lookup, however the request is answered."""
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     seed_srl_hu(db_session, topo["id"])
     before = _cached_answer(client, auth, topo["id"])  # the token is cached too
-    other = _topology(client, auth, {**SRL, "name": "SRL2"}, {**HU, "name": "HU2"})
+    other = post_topology(client, auth, {**SRL, "name": "SRL2"}, {**HU, "name": "HU2"})
     r = client.patch(f"/topologies/{other['id']}", json={"rtts_ms": {"K-C": 50.0}},
                      headers=auth)
     assert r.status_code == 200, r.text

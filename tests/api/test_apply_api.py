@@ -10,6 +10,7 @@ import pytest
 from probes.site.config import read_state
 from probes.site.local import LocalSite, capability_report
 from service.store import artifacts, tokens
+from tests.builders import post_topology
 
 from .conftest import HU, SRL
 
@@ -21,12 +22,9 @@ LOCAL, REMOTE = f"SRL{secrets.token_hex(3)}", f"HU{secrets.token_hex(3)}"
 
 
 def _topology(client, auth) -> int:
-    a = client.post("/sites", json={**SRL, "name": LOCAL}, headers=auth).json()
-    b = client.post("/sites", json={**HU, "name": REMOTE}, headers=auth).json()
     rtts = {f"{lo}-{r}": 300.0 for lo in "UKPT" for r in ("C", "CU")}
-    r = client.post("/topologies", json={"local_site_id": a["id"], "remote_site_id": b["id"],
-                                         "rtts_ms": rtts}, headers=auth)
-    return r.json()["id"]
+    return post_topology(client, auth, {**SRL, "name": LOCAL}, {**HU, "name": REMOTE},
+                         rtts)["id"]
 
 
 def _report(db_session, name: str, isps: dict[str, str]) -> None:

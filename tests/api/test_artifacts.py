@@ -21,10 +21,9 @@ from service.flows.campaign import recording
 from service.flows.campaign.plan import ProbeStep
 from tests.conftest import new_campaign
 from tests.probes.conftest import testbed2x2  # noqa: F401 - the live testbed fixture
+from tests.support import shared_fixtures
 
-FIXTURES = Path("/work/shared/fixtures/netperfmeter")
-if not FIXTURES.is_dir():  # the repository's copy (CI)
-    FIXTURES = Path(__file__).resolve().parents[1] / "probes" / "data" / "netperfmeter"
+FIXTURES = shared_fixtures("netperfmeter")
 
 
 def _campaign(client, auth, db_session) -> int:

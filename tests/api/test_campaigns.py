@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
@@ -14,21 +12,18 @@ from service.flows.campaign import recording
 from service.settings import Settings
 from service.store import campaigns, tokens
 from service.store.measurements import MeasurementRecord
+from tests.builders import post_topology
 from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
+from .stepping import probe_times
 
 pytestmark = pytest.mark.postgres
-T0 = datetime(2026, 11, 2, 12, tzinfo=UTC)
 
 
 def _topology(client, auth) -> int:
     """A stored topology with no campaign yet (a provisional answer would queue one)."""
-    ids = [client.post("/sites", json=site, headers=auth).json()["id"] for site in (SRL, HU)]
-    r = client.post("/topologies", json={"local_site_id": ids[0], "remote_site_id": ids[1]},
-                    headers=auth)
-    assert r.status_code == 201, r.text
-    return r.json()["id"]
+    return post_topology(client, auth, SRL, HU)["id"]
 
 
 def test_campaign_create_progress_and_cancel(client, auth):
@@ -70,7 +65,7 @@ def test_measurements_are_idempotent_and_paginated(client, auth, db_session):
             campaign_id=c.id, **key, bs_mib=0.5 * (k + 1), subflows=["K-C"],
             duration_s=2,
             goodput_mbps=[1.0 + k, 3.0 + k], tool="iperf3", tool_version="3.12",
-            raw_output=f'{{"run": {k}}}', started_at=T0, finished_at=T0 + timedelta(seconds=2),
+            raw_output=f'{{"run": {k}}}', **probe_times(),
             subflow_bytes={"K-C": 1000 * k}),
         )
         assert created
@@ -78,7 +73,7 @@ def test_measurements_are_idempotent_and_paginated(client, auth, db_session):
     again, created = recording.record(
         db_session, MeasurementRecord(
             campaign_id=c.id, **key, bs_mib=0.5, subflows=["K-C"], duration_s=2,
-        goodput_mbps=[99.0], tool="iperf3", started_at=T0, finished_at=T0),
+        goodput_mbps=[99.0], tool="iperf3", **probe_times(0)),
     )
     db_session.commit()
     assert not created and again.goodput_mbps == [1.0, 3.0]

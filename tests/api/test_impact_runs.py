@@ -3,8 +3,6 @@ gets more runs while the budget allows, and what stays unsettled is flagged."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 from service.algorithm.topology import TopologySpec
 from service.flows.campaign import recording
 from service.flows.campaign.budget import impact_runs
@@ -16,10 +14,9 @@ from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
-from .stepping import KernelOffers
+from .stepping import KernelOffers, probe_times
 
 RENO = KernelOffers({"reno"})
-T0 = datetime(2026, 11, 3, tzinfo=UTC)
 
 
 def _topology(session) -> int:
@@ -34,7 +31,7 @@ def _record_run(session, cid, run, tp0, tpi):
             session, MeasurementRecord(
                 campaign_id=cid, phase="impact", pm="FullMesh", cc="reno", bs_mib=0.0,
             run=run, excluded_subflow=excluded, subflows=["U-C", "K-C"], duration_s=2,
-            goodput_mbps=[tp, tp], tool="test", started_at=T0, finished_at=T0 + timedelta(2)),
+            goodput_mbps=[tp, tp], tool="test", **probe_times()),
         )
 
 

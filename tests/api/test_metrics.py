@@ -3,7 +3,7 @@ them; failed probes are counted by reason; each topology's last calibration has 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -16,6 +16,7 @@ from service.store.metrics import failure_reason
 from tests.api.calibration import seed_srl_hu
 from tests.builders import paper_site
 from tests.conftest import new_campaign
+from tests.support import ago
 
 pytestmark = pytest.mark.postgres
 
@@ -56,7 +57,7 @@ def test_metrics_follow_the_rows(client, db_session):
 
     # A probe that fell back to TCP, stored failed: counted under its reason.
     campaign = new_campaign(db_session, topology.id, ccs=["cubic"], runs=1)
-    t0 = datetime(2026, 11, 5, tzinfo=UTC)
+    t0 = ago(hours=1)
     recording.record(db_session, MeasurementRecord(
         campaign_id=campaign.id, phase="impact", pm="FullMesh", cc="cubic", bs_mib=1.0, run=0,
         subflows=[], duration_s=2, goodput_mbps=[], tool="iperf3", status="failed",

@@ -18,9 +18,10 @@ from service.state import state_of
 from service.store import inventory, measurements, recommendations
 from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign
+from tests.support import ago
 
 from .conftest import HU, SRL
-from .stepping import T0, KernelOffers
+from .stepping import KernelOffers
 
 GRID = [0.05, 0.1, 0.2, 0.4, 0.8, 1.6]
 LTE_STEPS = [(0, 10.0), (8, 3.0), (14, 6.0), (24, 1.5), (30, 8.0)]
@@ -42,7 +43,7 @@ def _run(db_session, moving: bool):
                      buffer_grid_mib=GRID, mode="adaptive")
     rng = random.Random(7)
     knee = {"reno": 0.4, "cubic": 0.2}
-    clock = 0.0
+    clock, t0 = 0.0, ago(days=1)
     prober = KernelOffers(("reno", "cubic"))
     while (advance := next_step(db_session, campaign_id=c.id, prober=prober,
                                 settings=settings)).step is not None:
@@ -50,7 +51,7 @@ def _run(db_session, moving: bool):
         shape = min(1.0, step.bs_mib / knee[step.cc]) if step.phase == "buffer" else 1.0
         series = [_capacity(clock + k + 0.5, moving) * 0.9 * shape * (1 + rng.gauss(0, 0.03))
                   for k in range(5)]
-        start = T0 + timedelta(seconds=clock)
+        start = t0 + timedelta(seconds=clock)
         recording.record(db_session, MeasurementRecord(
             campaign_id=c.id, phase=step.phase, pm=step.pm, cc=step.cc, bs_mib=step.bs_mib,
             run=step.run, excluded_subflow=step.excluded_subflow, subflows=["U-C"],

@@ -10,9 +10,9 @@ from models import Campaign
 from probes.tools.paced_tool import VERSION
 from service.settings import Settings
 from service.store import artifacts
+from tests.builders import post_topology
 
 from .conftest import HU, SRL
-from .test_recommendations import _topology
 
 STREAM = {"kind": "stream", "bitrate_mbps": 2}
 DEBIAN = {"iperf3": "3.12", "mptcpize": "present", "netperfmeter": None}
@@ -37,7 +37,7 @@ def test_the_setting_is_one_of_three(monkeypatch):
 
 
 def test_the_plan_names_its_tool(client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     bad = client.post("/campaigns", json=plan(topo["id"], probe_tool="netperf"), headers=auth)
     assert bad.status_code == 422 and "probe_tool" in bad.text, bad.text
     r = client.post("/campaigns", json=plan(topo["id"], probe_tool="iperf3"), headers=auth)
@@ -49,7 +49,7 @@ def test_the_plan_names_its_tool(client, auth, db_session):
 
 
 def test_what_the_sites_cannot_run_is_refused(client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     # a worker that predates the paced tool's report, and one with Debian's tools
     artifacts.save_capabilities(db_session, site_name="SRL", report=report(DEBIAN))
     artifacts.save_capabilities(db_session, site_name="HU",

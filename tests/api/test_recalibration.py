@@ -14,16 +14,16 @@ from service.flows.campaign.recalibration_events import record_events
 from service.flows.scheduling.recalibration import queue_due_campaigns
 from service.settings import Settings
 from service.store import schedules
+from tests.builders import post_topology
 
 from .calibration import seed_srl_hu
 from .conftest import HAW, HU, SRL, UIT
-from .test_recommendations import _topology
 
 pytestmark = pytest.mark.postgres
 
 
 def test_schedule_crud_and_validation(client, auth):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     url = f"/topologies/{topo['id']}/schedule"
     assert client.get(url).status_code == 404
     assert client.put(url, json={"cron": "0 3 * * *"}).status_code == 401
@@ -48,7 +48,7 @@ def test_schedule_crud_and_validation(client, auth):
 
 
 def test_due_schedule_queues_one_campaign_at_a_time(client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     row = schedules.set_schedule(
         db_session, topology_id=topo["id"], cron="*/5 * * * *", parameters={"runs": 1}
     )
@@ -67,7 +67,7 @@ def test_due_schedule_queues_one_campaign_at_a_time(client, auth, db_session):
 
 
 def test_history_and_change_events_between_calibrations(client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     first = seed_srl_hu(db_session, topo["id"], seed=1)["campaign"]
     old_obs = recommend(
         db_session, topology_id=topo["id"], queue_campaign=False
@@ -108,7 +108,7 @@ def test_history_and_change_events_between_calibrations(client, auth, db_session
 
 # --- issue 14, item 3: a cron that never fires ----------------------------------------------------
 def test_a_cron_that_never_fires_is_422_and_not_stored(client, auth):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     url = f"/topologies/{topo['id']}/schedule"
     for never in ("0 0 31 2 *", "0 0 30 2 *", "0 0 31 4 *"):
         r = client.put(url, json={"cron": never}, headers=auth)
@@ -119,8 +119,8 @@ def test_a_cron_that_never_fires_is_422_and_not_stored(client, auth):
 
 
 def test_beat_skips_a_failing_schedule_and_queues_the_others(client, auth, db_session, caplog):
-    bad = _topology(client, auth, SRL, HU)
-    good = _topology(client, auth, UIT, HAW)
+    bad = post_topology(client, auth, SRL, HU)
+    good = post_topology(client, auth, UIT, HAW)
     settings = Settings(run_campaigns=False)
     for topo in (bad, good):
         schedules.set_schedule(db_session, topology_id=topo["id"], cron="*/5 * * * *",
@@ -145,7 +145,7 @@ HUGE_PLAN = {"ccs": [f"cc{k}" for k in range(16)], "runs": 100, "duration_s": 36
 
 
 def test_a_plan_too_large_is_422_for_campaigns_and_schedules(client, auth):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     r = client.post("/campaigns", json={"topology_id": topo["id"], **HUGE_PLAN}, headers=auth)
     assert r.status_code == 422, r.text
     assert "probes" in r.json()["errors"][0]["msg"] and "at most" in r.json()["errors"][0]["msg"]

@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import pytest
 
 from service.algorithm.topology import TopologySpec
 from service.algorithm.traditional import rto_from_rtt, traditional_buffer
 from tests.algorithm.paper_data import TABLE3, TABLE5, TSTAR
+from tests.builders import post_topology
 
 from .calibration import RTT_MS, RUNS, seed_srl_hu
 from .conftest import HAW, HU, SRL, UIT
 
 pytestmark = pytest.mark.postgres
-
-
-def _topology(client, auth, local, remote, rtts=None):
-    ids = []
-    for site in (local, remote):
-        r = client.post("/sites", json=site, headers=auth)
-        assert r.status_code == 201, r.text
-        ids.append(r.json()["id"])
-    body = {"local_site_id": ids[0], "remote_site_id": ids[1]}
-    if rtts:
-        body["rtts_ms"] = rtts
-    r = client.post("/topologies", json=body, headers=auth)
-    assert r.status_code == 201, r.text
-    return r.json()
 
 
 def test_provisional_heterogeneous_is_pcdc_with_half_eq1_and_queues_a_campaign(client, auth):
@@ -78,7 +67,7 @@ def test_provisional_homogeneous_is_fullmesh_and_unknown_rtt_is_said(client, aut
 
 
 def test_calibrated_answer_reproduces_table5_with_provenance(client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     seeded = seed_srl_hu(db_session, topo["id"])
     r = client.post("/recommendations", json={"topology_id": topo["id"], "delta": 0.07},
                     headers=auth)
@@ -101,7 +90,11 @@ def test_calibrated_answer_reproduces_table5_with_provenance(client, auth, db_se
     assert sorted(prov["fit_ids"]) == sorted(f.id for f in seeded["fits"])
     assert prov["measurement_count"] == seeded["measurements"]
     assert prov["run_count"] == RUNS
-    assert prov["data_age_s"] > 0
+    # the newest measurement's age when the answer was given (seeded a day ago)
+    newest = datetime.fromisoformat(prov["newest_measurement_at"])
+    given = datetime.fromisoformat(rec["created_at"].replace("Z", "+00:00"))
+    assert prov["data_age_s"] == pytest.approx((given - newest).total_seconds(), abs=1e-3)
+    assert timedelta(hours=20) < given - newest < timedelta(days=1)
     assert {f["pm"] for f in prov["fits"]} == {"PCDC", "FullMesh"}
     assert all(f["r2"] > 0.9 and f["gate_passed"] for f in prov["fits"])
     assert not [f for f in rec["quality_flags"] if f.startswith("quality_gate_failed")]
@@ -110,7 +103,7 @@ def test_calibrated_answer_reproduces_table5_with_provenance(client, auth, db_se
 
 
 def test_tables_2_to_4_for_a_calibrated_topology(client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     seeded = seed_srl_hu(db_session, topo["id"])
     t2 = client.get(f"/topologies/{topo['id']}/impact-factors").json()
     assert t2["campaign_id"] == seeded["campaign"].id
@@ -178,7 +171,7 @@ def test_a_finished_campaign_whose_solve_fails_queues_no_other(client, auth, db_
     from service.store import campaigns
     from tests.conftest import new_campaign
 
-    topo = _topology(client, auth, UIT, HAW)
+    topo = post_topology(client, auth, UIT, HAW)
     campaign = new_campaign(db_session, topo["id"], ccs=["cubic"], runs=1, duration_s=5,
                             buffer_grid_mib=[1.0, 2.0, 3.0], model_kind="paper")
     campaigns.set_state(db_session, campaign_id=campaign.id, state="running")

@@ -5,7 +5,7 @@ never mixed with a bulk answer (in the database or the cache)."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -20,8 +20,10 @@ from service.flows.campaign.derive import fit_from_runs, impact_from_runs
 from service.flows.campaign.finish import finish_campaign
 from service.store import campaigns, recommendations, results
 from service.store.measurements import MeasurementRecord
+from tests.builders import post_topology
 from tests.conftest import new_campaign
 from tests.dashboard.crawl import chart_data
+from tests.support import ago
 
 from .calibration import seed_srl_hu
 from .conftest import HU, SRL
@@ -34,7 +36,6 @@ from .stream_seed import (
     seed_stream,
     truth,
 )
-from .test_recommendations import _topology
 
 pytestmark = pytest.mark.postgres
 
@@ -62,14 +63,14 @@ def ask(client, auth, topology_id, **extra):
     ({"kind": "video"}, "bulk"),
 ])
 def test_a_bad_objective_is_a_clear_422(client, auth, objective, says):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     r = ask(client, auth, topo["id"], objective=objective)
     assert r.status_code == 422, r.text
     assert says in r.text
 
 
 def test_a_stream_question_queues_a_stream_campaign(client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     r = ask(client, auth, topo["id"], objective=STREAM)
     assert r.status_code == 202, r.text
     answer = r.json()
@@ -83,7 +84,7 @@ def test_a_stream_question_queues_a_stream_campaign(client, auth, db_session):
 
 def test_a_stream_is_answered_by_p99_frame_delay_and_never_mixed_with_bulk(
         client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     bulk_campaign = seed_srl_hu(db_session, topo["id"])["campaign"]
     stream_campaign = seed_stream(db_session, topo["id"])
     r = ask(client, auth, topo["id"], objective=STREAM)
@@ -122,7 +123,7 @@ def test_a_stream_is_answered_by_p99_frame_delay_and_never_mixed_with_bulk(
 
 
 def test_the_answer_page_shows_the_objective_and_the_frame_delay(client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     seed_stream(db_session, topo["id"])
     rec = ask(client, auth, topo["id"], objective=STREAM).json()
     page = client.get(f"/dashboard/recommendations/{rec['id']}", headers=auth)
@@ -137,7 +138,7 @@ def test_the_answer_page_shows_the_objective_and_the_frame_delay(client, auth, d
 
 
 def test_the_campaign_page_shows_frame_delay_per_arm(client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     campaign = seed_stream(db_session, topo["id"])
     page = client.get(f"/dashboard/campaigns/{campaign.id}", headers=auth)
     assert page.status_code == 200, page.text[:300]
@@ -158,7 +159,7 @@ def test_the_campaign_page_shows_frame_delay_per_arm(client, auth, db_session):
 
 def test_a_finished_stream_campaign_stores_its_answer_and_its_page_reads_it(
         client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     campaign = seed_stream(db_session, topo["id"], done=False)
     rec_id = finish_campaign(db_session, campaign_id=campaign.id).recommendation_id
     db_session.commit()
@@ -184,7 +185,7 @@ def seed_pcdc_stream(session, topology_id: int) -> Campaign:
                             buffer_grid_mib=GRID, runs=2, duration_s=5, mode="grid",
                             objective=objective)
     campaigns.set_state(session, campaign_id=campaign.id, state="running")
-    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    t0 = ago(days=1)
     every = list(OMEGA)
     n = 0
 
@@ -224,7 +225,7 @@ def seed_pcdc_stream(session, topology_id: int) -> Campaign:
 
 def test_a_pcdc_stream_answer_states_sp_star_and_its_standbys_and_apply_installs_them(
         client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     seed_pcdc_stream(db_session, topo["id"])
     r = ask(client, auth, topo["id"], objective=STREAM)
     assert r.status_code == 200, r.text
@@ -251,7 +252,7 @@ def test_a_pcdc_stream_answer_states_sp_star_and_its_standbys_and_apply_installs
 
 def test_stream_pages_draw_frame_delay_cdfs_a_hol_timeline_and_p99_per_buffer(
         client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     bulk = seed_srl_hu(db_session, topo["id"])["campaign"]
     campaign = seed_stream(db_session, topo["id"])
     rec = ask(client, auth, topo["id"], objective=STREAM).json()
@@ -305,7 +306,7 @@ def two_clocks(uncertain: tuple[str, float, int] | None = None):
 
 def test_one_way_delays_between_two_clocks_answer_as_one_way_with_their_uncertainty(
         client, auth, db_session):
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     seed_stream(db_session, topo["id"], clock_of=two_clocks())
     r = ask(client, auth, topo["id"], objective=STREAM)
     assert r.status_code == 200, r.text
@@ -321,7 +322,7 @@ def test_one_probe_whose_clock_offset_is_too_uncertain_makes_the_answer_relative
     """One probe's offset known within 10 ms, more than delta (0.07) of its least delay
     (~130 ms): no answer mixes its delays with one-way ones, so every probe's p99 is taken
     relative to its flow's minimum (here 10 ms each), and the answer says so."""
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     seed_stream(db_session, topo["id"], clock_of=two_clocks(("cubic", 2.0, 1)))
     r = ask(client, auth, topo["id"], objective=STREAM)
     assert r.status_code == 200, r.text

@@ -6,7 +6,6 @@ path."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -27,10 +26,9 @@ from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign
 
 from .conftest import HAW, UIT
-from .stepping import KernelOffers
+from .stepping import KernelOffers, probe_times
 
 STREAM = {"kind": "stream", "bitrate_mbps": 0.3, "frame_rate_hz": 25}
-T0 = datetime(2026, 11, 3, tzinfo=UTC)
 
 
 def _used(step, names) -> frozenset[str]:
@@ -60,8 +58,7 @@ def _record(session, campaign_id, step, names) -> None:
         campaign_id=campaign_id, phase=step.phase, pm=step.pm, cc=step.cc, bs_mib=step.bs_mib,
         run=step.run, excluded_subflow=step.excluded_subflow,
         subflows=sorted(_used(step, names)), duration_s=2, goodput_mbps=[goodput, goodput],
-        tool="mpcoa-paced" if raw else "test", raw_output=raw, started_at=T0,
-        finished_at=T0 + timedelta(seconds=2)))
+        tool="mpcoa-paced" if raw else "test", raw_output=raw, **probe_times()))
 
 
 def test_a_stream_drops_a_jittery_subflow_that_adds_goodput(db_session, client, auth):

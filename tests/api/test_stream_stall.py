@@ -5,7 +5,6 @@ makes no other run there, and the answer says the point did not carry the stream
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 import pytest
 
@@ -17,7 +16,7 @@ from service.flows.campaign.calibration import next_step
 from service.settings import Settings
 from service.store.measurements import MeasurementRecord
 
-from .stepping import T0, KernelOffers
+from .stepping import KernelOffers, probe_times
 from .test_grid_extension import _campaign
 
 pytestmark = pytest.mark.postgres
@@ -56,7 +55,7 @@ def test_a_stalled_point_is_decided_by_its_one_probe(db_session, stalled_at):
             campaign_id=c.id, phase=step.phase, pm=step.pm, cc=step.cc, bs_mib=step.bs_mib,
             run=step.run, excluded_subflow=step.excluded_subflow, subflows=["U-C"],
             duration_s=2, goodput_mbps=[tp, tp], tool="mpcoa-paced", raw_output=raw,
-            started_at=T0, finished_at=T0 + timedelta(seconds=2)))
+            **probe_times()))
     assert advance.finish, c.error
     pms = sorted({pm for pm, _, _ in buffer_steps})
     assert pms

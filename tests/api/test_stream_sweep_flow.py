@@ -4,7 +4,6 @@ of the grid's probes, a stalled point probed once, and the stored decision is th
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 import pytest
 
@@ -24,7 +23,7 @@ from service.store.measurements import MeasurementRecord
 from tests.conftest import new_campaign
 
 from .conftest import HU, SRL
-from .stepping import T0, KernelOffers
+from .stepping import KernelOffers, probe_times
 
 pytestmark = pytest.mark.postgres
 
@@ -65,7 +64,7 @@ def test_a_stream_campaign_sweeps_adaptively_and_answers_with_its_decision(db_se
             campaign_id=c.id, phase=step.phase, pm=step.pm, cc=step.cc, bs_mib=step.bs_mib,
             run=step.run, excluded_subflow=step.excluded_subflow, subflows=["U-C"],
             duration_s=2, goodput_mbps=[tp, tp], tool="mpcoa-paced", raw_output=raw,
-            started_at=T0, finished_at=T0 + timedelta(seconds=2)))
+            **probe_times()))
     assert advance.finish, c.error
     # one subflow: PCDC is FullMesh's probe, so two arms; the grid would be 2 x 7 x 2 probes
     assert {(pm, cc) for pm, cc, _ in buffer_steps} == {("FullMesh", "reno"),
@@ -119,7 +118,7 @@ def test_a_failed_probe_at_the_best_arms_reference_point_is_asked_again(db_sessi
             run=step.run, excluded_subflow=step.excluded_subflow, subflows=["U-C"],
             duration_s=2, goodput_mbps=[tp, tp] if status == "ok" else [],
             tool="mpcoa-paced", raw_output=raw if status == "ok" else None, status=status,
-            error=error, started_at=T0, finished_at=T0 + timedelta(seconds=2)))
+            error=error, **probe_times()))
     assert advance.finish, c.error
     assert failed and buffer_steps.count(("FullMesh", "reno", failed[0])) >= 2  # asked again
     d = stream_answer(db_session, c, objective, c.delta).decision

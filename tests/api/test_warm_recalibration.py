@@ -18,18 +18,18 @@ from service.settings import Settings
 from service.state import state_of
 from service.store import campaigns, schedules
 from tests.algorithm.paper_data import CCS
+from tests.builders import post_topology
 
 from .calibration import seed_srl_hu
 from .conftest import HU, SRL
 from .stepping import drive
-from .test_recommendations import _topology
 
 pytestmark = pytest.mark.slow  # whole campaigns driven step by step: seconds of CPU each
 
 
 def _calibrated_then_due(client, auth, db_session):
     """A calibrated topology (answer given) whose recalibration schedule just came due."""
-    topo = _topology(client, auth, SRL, HU)
+    topo = post_topology(client, auth, SRL, HU)
     first = seed_srl_hu(db_session, topo["id"])["campaign"]
     rec = recommend(db_session, topology_id=topo["id"], queue_campaign=False).recommendation
     row = schedules.set_schedule(db_session, topology_id=topo["id"], cron="*/5 * * * *",

@@ -1,5 +1,6 @@
-"""Fixtures the apply tests share: the emulated 2 x 2 testbed (`tests.apply.livebed`) and the
-shared hold on the host's congestion controls."""
+"""Fixtures the apply tests share: the emulated 2 x 2 testbed (`tests.apply.livebed`). They
+compare a site with how they found it without the host's BPF controls (`sitestate.as_found`),
+so they hold no lock beside the modules that register those."""
 
 from __future__ import annotations
 
@@ -9,16 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.apply import livebed
-from tests.support import host_lock, running_testbed
-
-
-@pytest.fixture(scope="module")
-def congestion_controls_hold_still() -> Iterator[None]:
-    """"The sites as found" compares each site's available congestion controls, a host-wide
-    list another test process's BPF registrations change (tests.support.host_lock). A module
-    uses it with `pytest.mark.usefixtures`."""
-    with host_lock("congestion-controls", exclusive=False):
-        yield
+from tests.support import running_testbed
 
 
 @pytest.fixture(scope="module")

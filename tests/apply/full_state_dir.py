@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from probes.site import apply as siteapply
-from probes.site import config as sc
+from tests.apply.sitestate import site_state
 
 
 def _fill(directory: Path) -> int:
@@ -32,7 +32,7 @@ def main(mountpoint: str, ns: str, targets_file: str) -> None:
     root = Path(mountpoint)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(root)], check=True)
     targets = json.loads(Path(targets_file).read_text())
-    before = sc.read_state(ns)
+    before = site_state(ns)
     siteapply.apply(targets["A"], ns=ns, root=root, label="apply 1")
     filled = _fill(root)
     try:
@@ -42,12 +42,12 @@ def main(mountpoint: str, ns: str, targets_file: str) -> None:
         full = True
     # a second apply on the full filesystem: the slots are allocated already
     second = siteapply.apply(targets["B"], ns=ns, root=root, label="apply 2")
-    holds_b = sc.read_state(ns)["sysctls"]["net.ipv4.tcp_rmem"] == \
+    holds_b = site_state(ns)["sysctls"]["net.ipv4.tcp_rmem"] == \
         targets["B"]["sysctls"]["net.ipv4.tcp_rmem"]
     out = siteapply.rollback(ns=ns, root=root, label="apply 2")
     print(json.dumps({"filled": filled, "full": full, "second": second["phase"],
                       "holds_b": holds_b, "outcome": out["outcome"],
-                      "restored": sc.read_state(ns) == before,
+                      "restored": site_state(ns) == before,
                       "journal": siteapply.read_journal(siteapply.state_dir(ns, root))["phase"]}))
 
 

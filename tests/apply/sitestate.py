@@ -13,3 +13,22 @@ def holds(state: dict, target: dict) -> bool:
     return (_endpoints(state["endpoints"]) == _endpoints(target["endpoints"])
             and all(state["limits"][k] == v for k, v in target.get("limits", {}).items())
             and all(state["sysctls"][k] == v for k, v in target["sysctls"].items()))
+
+
+def as_found(state: dict) -> dict:
+    """`state` as the apply tests compare it with how they found the site: without the
+    BPF congestion controls in its available list. That list is the host's, and the modules
+    that register BPF controls host-wide (holding tests.support.host_lock exclusively) change
+    it whenever they run; an apply inside a namespace registers none. Every other value --
+    endpoints, limits, sysctls, the kernel's own controls -- is compared, so an apply test
+    needs no lock beside them."""
+    from probes.bpf.cc import SUPPORTED
+
+    return {**state, "available_ccs": [c for c in state["available_ccs"] if c not in SUPPORTED]}
+
+
+def site_state(ns: str) -> dict:
+    """The site's state in namespace `ns` (`probes.site.config.read_state`), `as_found`."""
+    from probes.site import config as sc
+
+    return as_found(sc.read_state(ns))

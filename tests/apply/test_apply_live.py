@@ -19,10 +19,10 @@ from probes.site import mptcpapp
 from probes.tools.ports import choose_port_triple
 from service.flows.applying import site_plan as ap
 from tests.apply import livebed
-from tests.apply.sitestate import holds
+from tests.apply.sitestate import holds, site_state
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("congestion_controls_hold_still")]
+pytestmark = pytest.mark.netns
 ROOT_DIR = Path(__file__).resolve().parents[2]
 
 
@@ -48,17 +48,17 @@ def _host():
 def test_apply_confirm_rollback_and_the_host_untouched(bed, root):
     host = _host()
     plan = _plan(bed, ["U-C", "K-C"])
-    before = {s.site: sc.read_state(bed.ns(s.site)) for s in plan.sites}
+    before = {s.site: site_state(bed.ns(s.site)) for s in plan.sites}
     targets = {s.site: ap.desired_state(s, before[s.site]) for s in plan.sites}
     for s in plan.sites:
         journal = siteapply.apply(targets[s.site], ns=bed.ns(s.site), root=root)
         assert journal["phase"] == "applied" and journal["recovered"] is None
-        after = sc.read_state(bed.ns(s.site))
+        after = site_state(bed.ns(s.site))
         assert holds(after, targets[s.site]), after
         assert all(c["action"] in ("none", "advice") for c in ap.changes(s, after))
     # idempotent: applying again changes nothing and keeps the values from before the first
     again = siteapply.apply(targets["A"], ns=bed.ns("A"), root=root)
-    assert holds(sc.read_state(bed.ns("A")), targets["A"])
+    assert holds(site_state(bed.ns("A")), targets["A"])
     by_key = {f"{o['kind']}:{o['key']}": o["value"] for o in again["originals"]}
     assert by_key["sysctl:net.ipv4.tcp_congestion_control"] == \
         before["A"]["sysctls"]["net.ipv4.tcp_congestion_control"]
@@ -76,7 +76,7 @@ def test_apply_confirm_rollback_and_the_host_untouched(bed, root):
 
     for s in plan.sites:
         siteapply.rollback(ns=bed.ns(s.site), root=root)
-        restored = sc.read_state(bed.ns(s.site))
+        restored = site_state(bed.ns(s.site))
         assert restored["endpoints"] == before[s.site]["endpoints"]
         assert restored["limits"] == before[s.site]["limits"]
         assert restored["sysctls"] == before[s.site]["sysctls"]
@@ -89,10 +89,10 @@ def test_a_cc_outside_the_hosts_allowed_list_is_refused_before_anything_changes(
     if not outside:
         pytest.skip("every available CC is allowed in namespaces on this host")
     plan = _plan(bed, [], occ=outside[0])
-    before = sc.read_state(bed.ns("A"))
+    before = site_state(bed.ns("A"))
     with pytest.raises(sc.SiteConfigError, match="tcp_allowed_congestion_control"):
         siteapply.apply(ap.desired_state(plan.sites[0], before), ns=bed.ns("A"), root=root)
-    assert sc.read_state(bed.ns("A")) == before
+    assert site_state(bed.ns("A")) == before
     assert siteapply.read_journal(siteapply.state_dir(bed.ns("A"), root)) is None
 
 
@@ -121,29 +121,29 @@ def _killed_apply(bed, root, tmp_path, target: dict, hold_after: int) -> dict:
 def test_an_apply_killed_between_steps_leaves_the_site_as_it_was_or_as_planned(
         bed, root, tmp_path, forward):
     plan = _plan(bed, ["U-C"])
-    before = sc.read_state(bed.ns("A"))
+    before = site_state(bed.ns("A"))
     target = ap.desired_state(plan.sites[0], before)
     journal = _killed_apply(bed, root, tmp_path, target, hold_after=3)
     assert journal["phase"] == "applying"
     assert [s["done"] for s in journal["steps"]][:4] == [True, True, True, False]
-    half = sc.read_state(bed.ns("A"))
+    half = site_state(bed.ns("A"))
     assert half != before and not holds(half, target)  # really half applied
 
     t0 = time.monotonic()
     out = siteapply.recover(ns=bed.ns("A"), root=root, forward=forward)
     took = time.monotonic() - t0
     assert out["outcome"] == ("rolled_forward" if forward else "rolled_back"), out
-    now = sc.read_state(bed.ns("A"))
+    now = site_state(bed.ns("A"))
     if forward:
         assert holds(now, target)
         siteapply.rollback(ns=bed.ns("A"), root=root)
-        now = sc.read_state(bed.ns("A"))
+        now = site_state(bed.ns("A"))
     assert now == before
     assert took < 10
 
 
 def test_the_next_apply_first_undoes_an_interrupted_one_and_says_so(bed, root, tmp_path):
-    before = sc.read_state(bed.ns("A"))
+    before = site_state(bed.ns("A"))
     target = ap.desired_state(_plan(bed, ["U-C"]).sites[0], before)
     _killed_apply(bed, root, tmp_path, target, hold_after=2)
     journal = siteapply.apply(target, ns=bed.ns("A"), root=root)
@@ -152,7 +152,7 @@ def test_the_next_apply_first_undoes_an_interrupted_one_and_says_so(bed, root, t
     by_key = {f"{st['kind']}:{st['key']}": st["before"] for st in journal["steps"]}
     assert by_key["endpoints:mptcp"] == before["endpoints"]
     siteapply.rollback(ns=bed.ns("A"), root=root)
-    assert sc.read_state(bed.ns("A")) == before
+    assert site_state(bed.ns("A")) == before
 
 
 SURVIVING_MBPS = dict(livebed.SITES["A"])["K"] / 1000  # K's uplink carries K-C and K-D
@@ -231,7 +231,7 @@ def test_a_cut_link_fails_over_to_the_standby_and_comes_back(bed, root, tmp_path
     hold time; nothing of it is left after the rollback."""
     plan = _plan(bed, ["U-C", "U-D"])
     sender = plan.sites[0]
-    before = {s.site: sc.read_state(bed.ns(s.site)) for s in plan.sites}
+    before = {s.site: site_state(bed.ns(s.site)) for s in plan.sites}
     for s in plan.sites:
         siteapply.apply(ap.desired_state(s, before[s.site]), ns=bed.ns(s.site), root=root)
     ids = {e.label: e.id for e in sender.endpoints}
@@ -265,7 +265,7 @@ def test_a_cut_link_fails_over_to_the_standby_and_comes_back(bed, root, tmp_path
     assert now[ids["U"]].get("fullmesh") and now[ids["K"]].get("fullmesh")
     for s in plan.sites:
         siteapply.rollback(ns=bed.ns(s.site), root=root)
-        assert sc.read_state(bed.ns(s.site)) == before[s.site]
+        assert site_state(bed.ns(s.site)) == before[s.site]
 
 
 # ---- the apply over HTTP (`mpcoa serve`, embedded): its watchers, started and stopped -----------
@@ -289,7 +289,7 @@ def test_an_apply_over_http_watches_fails_over_and_its_watchers_stop(bed, tmp_pa
     from tests.support import free_port
 
     host = _host()
-    before = {name: sc.read_state(bed.ns(name)) for name in ("A", "B")}
+    before = {name: site_state(bed.ns(name)) for name in ("A", "B")}
     tid, token, env = livebed.stored_answer(tmp_path, bed)
     port = free_port()
     server = livebed.serve(env, tmp_path, port)
@@ -341,7 +341,7 @@ def test_an_apply_over_http_watches_fails_over_and_its_watchers_stop(bed, tmp_pa
         assert _watcher_pids(bed.ns("A")) == []
         again = c.post(f"/topologies/{tid}/rollback")  # repeated: done already, nothing to do
         assert again.status_code == 200 and again.json()["state"] == "rolled_back", again.text
-        assert all(sc.read_state(bed.ns(n)) == before[n] for n in ("A", "B"))
+        assert all(site_state(bed.ns(n)) == before[n] for n in ("A", "B"))
 
         # applied again; then the server is sent SIGTERM: its watcher stops with it
         assert c.post(f"/topologies/{tid}/apply", json={"confirm": False, "hold_s": 3}) \
@@ -374,7 +374,7 @@ def test_an_apply_over_http_watches_fails_over_and_its_watchers_stop(bed, tmp_pa
                          timeout=120, check=False)
     assert cli.returncode == 0, cli.stdout + cli.stderr
     assert json.loads(cli.stdout)["state"] == "rolled_back"
-    assert all(sc.read_state(bed.ns(n)) == before[n] for n in ("A", "B"))
+    assert all(site_state(bed.ns(n)) == before[n] for n in ("A", "B"))
     assert _watcher_pids(bed.ns("A")) == [] and _watcher_pids(bed.ns("B")) == []
 
     # `mpcoa apply --watch`: the CLI holds the watcher in the foreground until SIGINT
@@ -402,6 +402,6 @@ def test_an_apply_over_http_watches_fails_over_and_its_watchers_stop(bed, tmp_pa
                           "--rollback"], env=env, capture_output=True, text=True, timeout=120,
                          check=False)
     assert cli.returncode == 0, cli.stdout + cli.stderr
-    assert all(sc.read_state(bed.ns(n)) == before[n] for n in ("A", "B"))
+    assert all(site_state(bed.ns(n)) == before[n] for n in ("A", "B"))
     assert _host() == host
     _assert_failover(figures, hold_s=3)

@@ -9,26 +9,25 @@ from __future__ import annotations
 import pytest
 
 from probes.site import apply as siteapply
-from probes.site import config as sc
 from service import db
 from service.db import session_scope
 from service.flows.applying import apply as flow
 from service.settings import get_settings
 from service.store import applied
 from tests.apply import livebed
-from tests.apply.sitestate import holds
+from tests.apply.sitestate import holds, site_state
 from tests.support import free_port, wait_for
 
-pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("congestion_controls_hold_still")]
+pytestmark = pytest.mark.netns
 PARTS = ("sysctls", "endpoints", "limits", "available_ccs")
 
 
 def _values(bed) -> dict:
-    return {n: {p: sc.read_state(bed.ns(n))[p] for p in PARTS} for n in ("A", "B")}
+    return {n: {p: site_state(bed.ns(n))[p] for p in PARTS} for n in ("A", "B")}
 
 
 def _as_planned(plan: dict) -> bool:
-    return all(holds(sc.read_state(e["namespace"]), e["target"]) for e in plan["sites"])
+    return all(holds(site_state(e["namespace"]), e["target"]) for e in plan["sites"])
 
 def test_a_server_killed_mid_apply_resumes_it_when_it_starts_again(bed, tmp_path):
     import httpx

@@ -22,7 +22,7 @@ from tests.apply import livebed
 from tests.apply.measured import measured_answer
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("congestion_controls_hold_still")]
+pytestmark = pytest.mark.netns
 
 
 def _kinds(apply_id: int) -> list[str]:

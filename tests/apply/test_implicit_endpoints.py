@@ -15,11 +15,11 @@ import json
 import secrets
 import subprocess
 import sys
-import time
 
 import pytest
 
 from probes.site import apply as siteapply
+from tests.support import wait_for
 
 pytestmark = pytest.mark.netns
 
@@ -95,14 +95,10 @@ def make_implicit(client: str, server: str) -> dict:
     finally:
         srv.kill()
         srv.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        made = [e for e in endpoints(client) if int(e.get("rawflags", "0"), 16) & 0x10
-                or e.get("implicit")]
-        if made:
-            return made[0]
-        time.sleep(0.2)
-    pytest.fail(f"no implicit endpoint was made: {endpoints(client)}")
+    made = wait_for(lambda: [e for e in endpoints(client)
+                             if int(e.get("rawflags", "0"), 16) & 0x10 or e.get("implicit")],
+                    10, "the kernel to make an implicit endpoint")
+    return made[0]
 
 
 def test_apply_reapply_rollback_leave_an_implicit_endpoint_exactly_as_found(pair, tmp_path):

@@ -20,10 +20,10 @@ from probes.base import ProbeError
 from probes.site import apply as siteapply
 from probes.site import config as sc
 from probes.testbed.spec import parse_spec
-from tests.apply.sitestate import holds
+from tests.apply.sitestate import holds, site_state
 from tests.support import running_testbed
 
-pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("congestion_controls_hold_still")]
+pytestmark = pytest.mark.netns
 
 
 OPS = ("A", "B", "F", "R")
@@ -65,23 +65,23 @@ def _targets(addrs: dict[str, str]) -> dict[str, dict]:
 def _run(ns: str, root, targets: dict, seq: tuple[str, ...]) -> None:
     """Run `seq`, checking the site and its journal after each step against what it must be;
     then roll back and compare with the site before, value by value."""
-    before = sc.read_state(ns)
+    before = site_state(ns)
     in_force: str | None = None  # the label of the apply in force, per the model
     n = 0
     for op in seq:
-        was = sc.read_state(ns)
+        was = site_state(ns)
         if op in ("A", "B"):
             n += 1
             journal = siteapply.apply(targets[op], ns=ns, root=root, label=f"apply {n}")
             assert journal["phase"] == "applied", (seq, journal)
-            assert holds(sc.read_state(ns), targets[op]), (seq, op)
+            assert holds(site_state(ns), targets[op]), (seq, op)
             in_force = f"apply {n}"
         elif op == "F":
             n += 1
             with pytest.raises(ProbeError, match="mpcoanodev0"):
                 siteapply.apply(targets["F"], ns=ns, root=root, label=f"apply {n}")
             # the previous apply still in force, exactly, with its own journal
-            assert sc.read_state(ns) == was, (seq, "a failed apply changed the site")
+            assert site_state(ns) == was, (seq, "a failed apply changed the site")
             journal = siteapply.read_journal(siteapply.state_dir(ns, root))
             if in_force is not None:
                 assert (journal["label"], journal["phase"]) == (in_force, "applied"), seq
@@ -93,29 +93,29 @@ def _run(ns: str, root, targets: dict, seq: tuple[str, ...]) -> None:
             stale = siteapply.rollback(ns=ns, root=root, label="apply 0")
             assert stale["outcome"] in ("not_this_apply", "nothing_in_force",
                                         "nothing_applied"), (seq, stale["outcome"])
-            assert sc.read_state(ns) == was, (seq, "a stale rollback changed the site")
+            assert site_state(ns) == was, (seq, "a stale rollback changed the site")
             out = siteapply.rollback(ns=ns, root=root, label=in_force or f"apply {n}")
             assert out["outcome"] == ("rolled_back" if in_force else "already_rolled_back"
                                       if n else "nothing_applied"), (seq, out["outcome"])
-            assert sc.read_state(ns) == before, (seq, "rolled back")
+            assert site_state(ns) == before, (seq, "rolled back")
             in_force = None
     siteapply.rollback(ns=ns, root=root)
-    assert sc.read_state(ns) == before, (seq, "the final rollback")
+    assert site_state(ns) == before, (seq, "the final rollback")
     again = siteapply.rollback(ns=ns, root=root)  # repeated: nothing left to do
     assert again["outcome"] in ("already_rolled_back", "nothing_applied"), seq
-    assert sc.read_state(ns) == before, seq
+    assert site_state(ns) == before, seq
 
 
 def test_every_sequence_rolls_back_to_the_site_before_the_first_apply(site, tmp_path):
     ns, addrs = site
     targets = _targets(addrs)
-    before = sc.read_state(ns)
+    before = site_state(ns)
     assert not holds(before, targets["A"]) and not holds(before, targets["B"])
     sequences = list(itertools.product(OPS, repeat=LENGTH))
     for i, seq in enumerate(sequences):
         _run(ns, tmp_path / f"state{i}", targets, seq)
     assert len(sequences) == 4 ** LENGTH
-    assert sc.read_state(ns) == before
+    assert site_state(ns) == before
 
 
 def test_apply_twice_then_roll_back_restores_what_the_second_did_not_change(site, tmp_path):
@@ -123,14 +123,14 @@ def test_apply_twice_then_roll_back_restores_what_the_second_did_not_change(site
     the first apply, including those the second apply no longer journaled as changes."""
     ns, addrs = site
     target = _targets(addrs)["A"]
-    before = sc.read_state(ns)
+    before = site_state(ns)
     root = tmp_path / "state"
     siteapply.apply(target, ns=ns, root=root, label="apply 1")
     again = siteapply.apply(target, ns=ns, root=root, label="apply 2")
     assert all(st["before"] == st["after"] for st in again["steps"]
                if st["kind"] != "endpoints")  # nothing left to change...
     assert siteapply.rollback(ns=ns, root=root, label="apply 2")["outcome"] == "rolled_back"
-    assert sc.read_state(ns) == before  # ...and yet the first apply's values are restored
+    assert site_state(ns) == before  # ...and yet the first apply's values are restored
     assert siteapply.rollback(ns=ns, root=root, label="apply 2")["outcome"] == \
         "already_rolled_back"
 
@@ -146,7 +146,7 @@ def test_the_undo_works_on_a_full_state_filesystem(site, tmp_path):
     from pathlib import Path
 
     ns, addrs = site
-    before = sc.read_state(ns)
+    before = site_state(ns)
     targets = tmp_path / "targets.json"
     targets.write_text(json.dumps(_targets(addrs)))
     mountpoint = tmp_path / "state"
@@ -163,7 +163,7 @@ def test_the_undo_works_on_a_full_state_filesystem(site, tmp_path):
     assert out["second"] == "applied" and out["holds_b"], out
     assert out["outcome"] == "rolled_back" and out["journal"] == "rolled_back", out
     assert out["restored"], out
-    assert sc.read_state(ns) == before
+    assert site_state(ns) == before
     assert not os.listdir(mountpoint)  # the tmpfs was the child's alone
 
 
@@ -173,7 +173,7 @@ def test_a_journal_left_by_the_previous_version_is_still_rolled_back(site, tmp_p
     import json
 
     ns, _ = site
-    before = sc.read_state(ns)
+    before = site_state(ns)
     key = "net.ipv4.tcp_wmem"
     was, now = before["sysctls"][key], "4096 20480 2097152"
     sc.set_sysctl(ns, key, now)
@@ -185,6 +185,6 @@ def test_a_journal_left_by_the_previous_version_is_still_rolled_back(site, tmp_p
         "skipped": [], "bpf_map_ids": {}}))
     out = siteapply.rollback(ns=ns, root=tmp_path / "state", label="apply 7")
     assert out["outcome"] == "rolled_back"
-    assert sc.read_state(ns) == before
+    assert site_state(ns) == before
     assert not (directory / "journal.json").exists()
     assert siteapply.read_journal(directory)["phase"] == "rolled_back"

@@ -22,7 +22,7 @@ from tests.apply.measured import measured_answer
 from tests.apply.sitestate import holds
 from tests.support import wait_for
 
-pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("congestion_controls_hold_still")]
+pytestmark = pytest.mark.netns
 USED = {"subflows_used": ["U-C", "U-D"], "standby_subflows": ["K-C", "K-D"]}
 
 

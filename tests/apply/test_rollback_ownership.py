@@ -21,15 +21,15 @@ from pathlib import Path
 import pytest
 
 from probes.site import apply as siteapply
-from probes.site import config as sc
 from probes.testbed import lifecycle as tbmod
 from service.db import make_engine, session_scope
 from service.store import applied
+from tests.apply.sitestate import site_state
 from tests.support import running_testbed
 from tests.workers.conftest import BIN, embedded_database, site_names
 from tests.workers.conftest import testbed_spec as two_site_spec
 
-pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("congestion_controls_hold_still")]
+pytestmark = pytest.mark.netns
 
 ROOT_DIR = Path(__file__).resolve().parents[2]
 
@@ -59,7 +59,7 @@ class Embedded:
         return self.env["MPCOA_DATABASE_URL"]
 
     def now(self) -> dict:
-        return {n: sc.read_state(self.tb.ns(n)) for n in self.sites}
+        return {n: site_state(self.tb.ns(n)) for n in self.sites}
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from probes.site import apply as siteapply
 from probes.base import ProbeError
+from probes.site import apply as siteapply
 from probes.testbed.spec import SpecError, load_spec
 from service.db import _engines
 from service.settings import get_settings

@@ -26,7 +26,8 @@ import uvicorn
 from service import db
 from service.settings import Settings
 from service.store import tokens
-from tests.conftest import create_database, drop_database, pg_url
+from tests.conftest import create_database, drop_database, migrated_template, pg_url
+from tests.support import real_clock_env
 
 from .seed import Seeded, seed
 
@@ -59,11 +60,10 @@ class Live:
 
 @pytest.fixture(scope="session")
 def dashboard_db() -> Iterator[tuple[str, Seeded, str]]:
-    name = create_database("mpcoa_dash")
+    name = create_database("mpcoa_dash", template=migrated_template())
     url = pg_url(name)
     engine = None
     try:
-        db.upgrade(url)
         engine = db.make_engine(url, pool_size=2)
         with db.make_sessionmaker(engine)() as session:
             seeded = seed(session)
@@ -135,7 +135,7 @@ def browser() -> Iterator[object]:
     playwright = sync_playwright().start()
     try:
         browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, env=real_clock_env()
         )
         try:
             yield browser

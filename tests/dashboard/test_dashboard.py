@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import time
 from datetime import UTC, datetime
 
 import httpx
@@ -15,6 +14,7 @@ from service.flows.campaign import recording
 from service.store import results
 from service.store.measurements import MeasurementRecord
 from tests.algorithm.paper_data import CCS, TABLE2, TABLE3, TSTAR
+from tests.support import wait_for
 
 from .seed import FLIPPED, HOSTILE_DESCRIPTION, RTT_MS
 
@@ -262,12 +262,8 @@ def test_a_provisional_recommendation_shows_its_flags_and_the_campaign_live(live
             rtt_ms={"P-D": RTT_MS}),
         )
         session.commit()
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if box.locator("[data-role=text]").inner_text().startswith("1 / "):
-            break
-        page.wait_for_timeout(250)
-    assert box.locator("[data-role=text]").inner_text().startswith("1 / ")
+    wait_for(lambda: box.locator("[data-role=text]").inner_text().startswith("1 / "), 15,
+             "the progress box to show the first probe", interval=0.25)
     assert page.evaluate("document.querySelector('#active-campaign progress').value") > 0
     page.screenshot(path=str(live.shots / "recommendations-provisional.png"), full_page=True)
     assert tab.errors == [], tab.errors

@@ -2,21 +2,19 @@
 and the seed's own design, "cs218" (LIA's increase plus a delay window, bestRTT/lastRTT, once a
 subflow has had more than five ACKs in a row).
 
-The same checks as the coupled controls' (tests/probes/test_bpf_coupled.py, whose helpers and
-beds these share): every subflow of an MPTCP connection runs the control, a plain TCP socket
-halves on loss, over two disjoint paths the connection gets >= 0.9 of the better path's TCP
-goodput, the coupling map empties when the subflows go. And what each is for, as an order
-measured back to back: EWTCP's subflows are coupled only through n, so at one bottleneck it
-takes more than LIA (n^(3/4) of a TCP flow in theory, 1.68 for two subflows, against LIA's 1);
-the delay window grows cs218's window faster than Reno's in congestion avoidance on the same
-path. benchmarks/coupling.py prints their figures (docs/testbed.md).
+The same functional checks as the coupled controls' (tests/probes/test_bpf_coupled.py, whose
+helpers and beds these share): every subflow of an MPTCP connection runs the control and the
+coupling map empties when the subflows go. And what cs218's delay window is for: it grows the
+window faster than Reno's in congestion avoidance on the same path. The statistical goals --
+over two disjoint paths >= 0.9 of the better path's TCP goodput, and EWTCP (coupled only
+through n) taking more than LIA at one bottleneck -- are judged over rounds by
+benchmarks/coupling.py, which prints their figures (docs/testbed.md).
 """
 
 from __future__ import annotations
 
 import itertools
 import statistics
-import time
 
 import pytest
 
@@ -24,14 +22,13 @@ from probes.bpf import cc as bpf_cc
 from probes.bpf import coupling as C
 from tests.probes.test_bpf_cc import tcp_flow
 from tests.probes.test_bpf_coupled import (  # noqa: F401 - the module's BPF lock fixture
-    IMPROVE_MIN,
     _bed,
     _bpf_registrations_alone,
     _coupled_run_ok,
     _map_entries,
-    judged,
     registered,
 )
+from tests.support import wait_for
 
 pytestmark = pytest.mark.netns
 
@@ -48,11 +45,6 @@ def shared_bed():
     yield from _bed(C.shared_spec)
 
 
-@pytest.fixture(scope="module")
-def disjoint_bed():
-    yield from _bed(C.disjoint_spec)
-
-
 def test_names_are_buildable():
     for cc in SEED:
         assert bpf_cc.check_name(cc) == cc and cc in bpf_cc.COUPLED
@@ -64,33 +56,15 @@ def test_every_subflow_runs_it_and_the_map_empties(shared_bed, seed_ccs, cc):
     r = C.do_no_harm(shared_bed, cc, "reno", 4.0, port=5490)
     _coupled_run_ok(r, cc)
     assert r["mptcp_mbps"] > 0, r
-    deadline = time.monotonic() + 10
-    while _map_entries(f"mpcoa_c_{cc}") and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _map_entries(f"mpcoa_c_{cc}") == 0
+    wait_for(lambda: _map_entries(f"mpcoa_c_{cc}") == 0, 10, f"the {cc} map to empty")
 
 
-@pytest.mark.parametrize("cc", SEED)
-def test_improve_throughput(disjoint_bed, seed_ccs, cc):
-    ratio, runs = judged(lambda: C.improve_throughput(disjoint_bed, cc, C.BASE_CC[cc], 12.0),
-                         "ratio", lambda v: v >= IMPROVE_MIN)
-    for r in runs:
-        _coupled_run_ok(r, cc)
-        assert r["tcp_d_mbps"] > r["tcp_o_mbps"] > 0, r
-    assert ratio >= IMPROVE_MIN, runs
-
-
-def test_ewtcp_takes_more_than_lia_at_one_bottleneck(shared_bed, seed_ccs):
-    def pair() -> dict:
-        e = C.do_no_harm(shared_bed, "ewtcp", "reno", 15.0)
-        lia = C.do_no_harm(shared_bed, "lia", "reno", 15.0)
-        return {"gap": e["ratio"] - lia["ratio"], "ewtcp": e, "lia": lia}
-
-    gap, runs = judged(pair, "gap", lambda v: v > 0)
-    for r in runs:
-        _coupled_run_ok(r["ewtcp"], "ewtcp")
-        _coupled_run_ok(r["lia"], "lia")
-    assert gap > 0, runs
+def judged(measure, key: str, ok) -> tuple[float, list]:
+    """Measure; once more if outside the bound; the value judged is the mean of the runs."""
+    runs = [measure()]
+    if not ok(runs[0][key]):
+        runs.append(measure())
+    return statistics.fmean(r[key] for r in runs), runs
 
 
 def _ca_growth_per_rtt(samples: list) -> float:

@@ -4,7 +4,6 @@ frame figures (delay percentiles, RFC 3550 jitter, late, head-of-line wait, lost
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import pytest
 
@@ -28,8 +27,9 @@ from probes.tools.netperfmeter import (
     parse_frames,
     read_text,
 )
+from tests.support import shared_fixtures
 
-FIX = Path("/work/shared/fixtures/netperfmeter")
+FIX = shared_fixtures("netperfmeter")
 VIDEO = FIX / "mptcp-video-reno-1MiB"
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import bz2
 import itertools
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -27,10 +26,9 @@ from probes.tools.netperfmeter import (
     read_text,
 )
 from probes.tools.subflowctl import SubflowControl, plan_subflows
+from tests.support import shared_fixtures
 
-FIX = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "netperfmeter"
-if not FIX.exists():  # the work tree may sit elsewhere; shared/ is beside the repository
-    FIX = Path("/work/shared/fixtures/netperfmeter")
+FIX = shared_fixtures("netperfmeter")
 
 
 def req(**kw) -> MeasurementRequest:

@@ -21,6 +21,7 @@ from probes.base import (
 from probes.netns import ip, pid_alive, run_ns
 from probes.testbed import lifecycle as tbmod
 from tests.probes.conftest import assert_nothing_left, small_spec, unique_name
+from tests.support import wait_for
 
 pytestmark = pytest.mark.netns
 
@@ -237,9 +238,8 @@ def test_two_testbeds_do_not_collide_and_down_cleans_after_a_crash(testbed2x2):
         assert bed.status()["healthy"] and testbed2x2.status()["healthy"]
         pid = bed.status()["delayline_pid"]
         os.kill(pid, signal.SIGKILL)  # a crashed delay line
-        deadline = time.monotonic() + 5
-        while pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for(lambda: not pid_alive(pid), 5, "the killed delay line to be gone",
+                 interval=0.05)
         assert not bed.status()["healthy"]
         with pytest.raises(tbmod.TestbedError):
             tbmod.attach(spec.name)
@@ -257,10 +257,8 @@ def test_delay_line_exits_when_its_namespace_goes(testbed2x2):
     pid = bed.status()["delayline_pid"]
     try:
         subprocess.run(["ip", "netns", "del", bed.core_ns], check=True)
-        deadline = time.monotonic() + 5
-        while pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not pid_alive(pid)
+        wait_for(lambda: not pid_alive(pid), 5, "the delay line to exit with its namespace",
+                 interval=0.05)
     finally:
         tbmod.down(spec.name)
     assert_nothing_left(spec.name, pid)

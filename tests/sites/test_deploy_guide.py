@@ -28,7 +28,7 @@ import pytest
 
 from tests.private_servers import PrivatePostgres
 from tests.processes import stop_group
-from tests.support import wait_for
+from tests.support import real_clock_env, wait_for
 
 from . import guide_blocks as gb
 from . import threehosts as th
@@ -165,7 +165,8 @@ class Guide:
         with open(log, "w") as out:
             self.procs.append(subprocess.Popen(
                 ["ip", "netns", "exec", self.hosts.ns[block.host], "bash", "-ec", script],
-                cwd=REPO, env=self.env(block.host), stdout=out, stderr=subprocess.STDOUT,
+                cwd=REPO, env=real_clock_env(self.env(block.host)) if block.name == "redis"
+                else self.env(block.host), stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True))
         return log
 

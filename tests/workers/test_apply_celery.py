@@ -18,15 +18,6 @@ from .conftest import BIN, site_names, topology_body, worker_env
 pytestmark = [pytest.mark.postgres, pytest.mark.broker]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _congestion_controls_hold_still():
-    """"The sites as found" compares each site's available congestion controls, a host-wide
-    list another test process's BPF registrations change (tests.support.host_lock)."""
-    from tests.support import host_lock
-
-    with host_lock("congestion-controls", exclusive=False):
-        yield
-
 
 def _applied_row(database_url: str, local: str, remote: str) -> tuple[int, int]:
     """A topology and an apply in state `applied` whose sites are namespaces that were never
@@ -138,9 +129,9 @@ def test_each_site_worker_watches_its_own_site(committed_db, broker_url, worker_
 
     from probes import pidfile
     from probes.site import apply as siteapply
-    from probes.site import config as sc
     from probes.testbed import lifecycle as tbmod
     from tests.apply.measured import measured_answer
+    from tests.apply.sitestate import site_state
     from tests.support import wait_for
 
     local, remote = site_names()
@@ -150,7 +141,7 @@ def test_each_site_worker_watches_its_own_site(committed_db, broker_url, worker_
     before: dict = {}
     try:
         bed = tbmod.up(spec)
-        before = {n: sc.read_state(bed.ns(n)) for n in (local, remote)}
+        before = {n: site_state(bed.ns(n)) for n in (local, remote)}
         engine = make_engine(committed_db)
         with session_scope(engine) as s:
             tid = ensure_topology(s, spec=TopologySpec.model_validate(topo)).id
@@ -187,7 +178,7 @@ def test_each_site_worker_watches_its_own_site(committed_db, broker_url, worker_
         assert sorted((e["site"], e["detail"]["reason"]) for e in events
                       if e["kind"] == "watch_stopped") == [(local, "rollback"),
                                                            (remote, "rollback")]
-        assert all(sc.read_state(bed.ns(n)) == before[n] for n in (local, remote))
+        assert all(site_state(bed.ns(n)) == before[n] for n in (local, remote))
 
         apply_now()
         wait_for(lambda: watching(first), 60, "the second apply's watchers")
@@ -207,7 +198,7 @@ def test_each_site_worker_watches_its_own_site(committed_db, broker_url, worker_
         for n in (local, remote):
             siteapply.rollback(ns=tbmod.ns_name(name, n), root=state)
         try:  # the sites as found, whatever happened
-            assert all(sc.read_state(tbmod.ns_name(name, n)) == was
+            assert all(site_state(tbmod.ns_name(name, n)) == was
                        for n, was in before.items())
         finally:
             tbmod.down(name)
@@ -220,10 +211,10 @@ def test_a_site_that_refuses_an_apply_leaves_the_previous_in_force_on_both(
     import secrets
 
     from probes.site import apply as siteapply
-    from probes.site import config as sc
     from probes.testbed import lifecycle as tbmod
     from service.flows.applying.apply import APPLY_TASK
-    from service.messaging import broker_client, site_queue
+    from service.flows.campaign.dispatch import _celery_client, site_queue
+    from tests.apply.sitestate import site_state
     from tests.support import wait_for
 
     from .conftest import testbed_spec
@@ -234,7 +225,7 @@ def test_a_site_that_refuses_an_apply_leaves_the_previous_in_force_on_both(
     before: dict = {}
     try:
         bed = tbmod.up(testbed_spec(name, local, remote))
-        before = {n: sc.read_state(bed.ns(n)) for n in (local, remote)}
+        before = {n: site_state(bed.ns(n)) for n in (local, remote)}
         addr = {n: bed.site_links(n)[0].address for n in (local, remote)}
 
         def target(n, cc, endpoint):
@@ -262,13 +253,13 @@ def test_a_site_that_refuses_an_apply_leaves_the_previous_in_force_on_both(
         engine.dispose()
         for n in (local, remote):
             siteapply.apply(good[n], ns=bed.ns(n), root=state, label=f"apply {p_id}")
-        after_p = {n: sc.read_state(bed.ns(n)) for n in (local, remote)}
+        after_p = {n: site_state(bed.ns(n)) for n in (local, remote)}
 
         env = worker_env(committed_db, broker_url, tmp_path, MPCOA_APPLY_STATE=str(state),
                          MPCOA_TESTBED=name)
         for n in (local, remote):
             worker_launcher.start(n, env)
-        client = broker_client(broker_url)
+        client = _celery_client(broker_url)
         for n in (local, remote):
             client.send_task(APPLY_TASK, args=[n_id, n, "apply"], queue=site_queue(n))
 
@@ -285,18 +276,18 @@ def test_a_site_that_refuses_an_apply_leaves_the_previous_in_force_on_both(
 
         got = wait_for(settled, 120, "the refused apply settled on both sites")
         assert got[0] == "failed" and f"previous apply {p_id} still in force" in got[1], got
-        assert {n: sc.read_state(bed.ns(n)) for n in (local, remote)} == after_p
+        assert {n: site_state(bed.ns(n)) for n in (local, remote)} == after_p
         assert _state(committed_db, p_id) == "applied"
         back = _rollback(env, tid, "--timeout", "120")
         assert back.returncode == 0, back.stdout + back.stderr + worker_launcher.logs()
         assert _state(committed_db, p_id) == "rolled_back"
-        assert {n: sc.read_state(bed.ns(n)) for n in (local, remote)} == before
+        assert {n: site_state(bed.ns(n)) for n in (local, remote)} == before
     finally:
         worker_launcher.stop_all()
         for n in (local, remote):
             siteapply.rollback(ns=tbmod.ns_name(name, n), root=state)
         try:
-            assert all(sc.read_state(tbmod.ns_name(name, n)) == was
+            assert all(site_state(tbmod.ns_name(name, n)) == was
                        for n, was in before.items())
         finally:
             tbmod.down(name)

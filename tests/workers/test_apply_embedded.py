@@ -55,32 +55,35 @@ def test_apply_confirm_and_rollback_from_the_cli(sites, testbed, tmp_path):
     text = _mpcoa(env, "apply", str(topology_id), "--dry-run")
     assert "net.ipv4.tcp_congestion_control" in text.stdout and "host" in text.stdout
 
+    # The confirmation is a measurement on the in-kernel path manager, which may miss what the
+    # userspace-PM probes promised (seen: 10.0 against 13.2 Mbit/s, and less on a loaded
+    # machine): the answer applied here promises a quarter of the campaign's OTP, so the
+    # confirmation must pass; the one further down promises three times it and must fail.
+    db = sqlite3.connect(tmp_path / "mpcoa.sqlite3")
+    measured_otp = db.execute(
+        "select otp_mbps from recommendations where kind = 'calibrated' order by id desc"
+    ).fetchone()[0]
+    db.execute("update recommendations set otp_mbps = ?", (measured_otp / 4,))
+    db.commit()
     applied = _mpcoa(env, "apply", str(topology_id), "--seconds", "8", "--json")
     out = json.loads(applied.stdout)
     conf = out["confirmation"]
-    # The confirmation is a measurement: the in-kernel endpoints may miss what the
-    # userspace-PM probes promised (seen: 10.0 against 13.2 Mbit/s). Either way the outcome
-    # must follow the figures, and the sites be as planned or as they were.
     assert not conf["fallback"] and conf["cc"] == "reno", conf
-    assert conf["passed"] == (conf["goodput_mbps"] >= conf["threshold_mbps"])
     print(f"confirmation: in-kernel {conf['goodput_mbps']:.3f} Mbit/s, OTP (userspace-PM "
-          f"probes) {conf['otp_mbps']:.3f}, ratio {conf['kernel_over_userspace']:.3f}")
-    if conf["passed"]:
-        assert applied.returncode == 0 and out["state"] == "applied", applied.stdout
-        target = plan["sites"][0]["target"]
-        now = sc.read_state(testbed.ns(local))
-        assert now["sysctls"]["net.ipv4.tcp_congestion_control"] == "reno"
-        assert [e["address"] for e in now["endpoints"]] == \
-            [e["address"] for e in target["endpoints"]]
-        back = _mpcoa(env, "apply", str(topology_id), "--rollback", "--json")
-        assert back.returncode == 0 and json.loads(back.stdout)["state"] == "rolled_back"
-    else:
-        assert applied.returncode == 1 and out["state"] == "unconfirmed", applied.stdout
+          f"probes) {measured_otp:.3f}, promised {conf['otp_mbps']:.3f}")
+    assert conf["passed"] and conf["goodput_mbps"] >= conf["threshold_mbps"], conf
+    assert applied.returncode == 0 and out["state"] == "applied", applied.stdout
+    target = plan["sites"][0]["target"]
+    now = sc.read_state(testbed.ns(local))
+    assert now["sysctls"]["net.ipv4.tcp_congestion_control"] == "reno"
+    assert [e["address"] for e in now["endpoints"]] == \
+        [e["address"] for e in target["endpoints"]]
+    back = _mpcoa(env, "apply", str(topology_id), "--rollback", "--json")
+    assert back.returncode == 0 and json.loads(back.stdout)["state"] == "rolled_back"
     assert {s: _site_values(testbed, s) for s in sites} == original
 
     # An answer promising three times what was measured cannot be confirmed: rolled back, flagged
-    db = sqlite3.connect(tmp_path / "mpcoa.sqlite3")
-    db.execute("update recommendations set otp_mbps = otp_mbps * 3")
+    db.execute("update recommendations set otp_mbps = ?", (measured_otp * 3,))
     db.commit()
     missed = _mpcoa(env, "apply", str(topology_id), "--seconds", "6", "--json")
     out = json.loads(missed.stdout)

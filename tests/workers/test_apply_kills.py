@@ -15,7 +15,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from probes.site import apply as siteapply
-from probes.site import config as sc
 from service import db
 from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope
@@ -24,7 +23,7 @@ from service.settings import Settings, get_settings
 from service.store import tokens
 from service.store.inventory import ensure_topology
 from tests.apply.measured import measured_answer
-from tests.apply.sitestate import holds
+from tests.apply.sitestate import holds, site_state
 from tests.support import wait_for
 
 from .conftest import topology_body, worker_env
@@ -33,14 +32,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.broker, pytest.mark.netns]
 DEAD_BROKER = "redis://127.0.0.1:1/0"  # nothing listens on port 1: the broker is down
 DEADLINE_S = 40  # longer than an apply and its confirmation after a worker's restart
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _congestion_controls_hold_still():
-    """The sites "as before" include the host's available congestion controls."""
-    from tests.support import host_lock
-
-    with host_lock("congestion-controls", exclusive=False):
-        yield
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +66,7 @@ def api(committed_db, broker_url, testbed, tmp_path, monkeypatch):
     with session_scope() as s:
         token = tokens.create_token(s, name=f"kill{tmp_path.name[-12:]}")
     try:
-        with TestClient(create_app(get_settings()), base_url="http://localhost") as client:
+        with TestClient(create_app(get_settings())) as client:
             client.headers["Authorization"] = f"Bearer {token}"
             yield client, env, state
     finally:
@@ -94,7 +85,7 @@ class Sites:
         self.before = self.now()
 
     def now(self) -> dict:
-        return {n: sc.read_state(self.testbed.ns(n)) for n in self.names}
+        return {n: site_state(self.testbed.ns(n)) for n in self.names}
 
     def as_before(self) -> bool:
         return self.now() == self.before
@@ -257,7 +248,7 @@ def test_the_broker_down_at_commit_answers_202_and_the_apply_is_sent_later(
     down = get_settings().model_copy(update={"broker_url": DEAD_BROKER})
     from api.app import create_app
 
-    with TestClient(create_app(down), base_url="http://localhost") as dead:
+    with TestClient(create_app(down)) as dead:
         dead.headers.update(client.headers)
         r = dead.post(f"/topologies/{topology}/apply", json={"confirm": False, "watch": False})
         assert r.status_code == 202, r.text

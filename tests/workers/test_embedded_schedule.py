@@ -3,9 +3,9 @@ broker) runs due schedules itself, one process per database by the scheduler lea
 
 Real `mpcoa serve` processes on a SQLite file in a tmp dir (and `mpcoa serve --workers 2` on
 PostgreSQL), a beat of 1 s and a lease of 4 s. The first test waits for a per-minute cron to come
-due on the wall clock; the others use a yearly cron and move the schedule's last run back before
-its yearly due time (`_come_due`), so a due time arrives at the next tick and no other arrives
-during the test.
+due on the wall clock; the others use a yearly cron whose due time was a week ago (`_yearly`) and
+move the schedule's last run back before it (`_come_due`), so a due time arrives at the next tick
+and no other can arrive during the test, whatever the date.
 """
 
 from __future__ import annotations
@@ -29,16 +29,23 @@ from service.flows.scheduling import embedded_scheduler
 from service.store import dispatch_outbox, schedules
 from service.store.inventory import ensure_topology
 from service.store.leases import lease_holder
+from tests.builders import post_topology
 from tests.conftest import migrated_database, new_campaign
 from tests.processes import kill_group, stop_group, tail_logs
-from tests.support import free_port, wait_for
+from tests.support import ago, free_port, wait_for
 
 from .conftest import BIN, topology_body
 
 pytestmark = pytest.mark.slow  # starts server processes or subprocesses (docs/testing.md)
 
 EVERY_MINUTE = "* * * * *"
-YEARLY = "0 0 1 1 *"
+
+
+def _yearly() -> str:
+    """A yearly cron due a week ago (its next due time is a year away), from the test's clock:
+    no date written here can come due inside a run (a fixed 1 January would, once a year)."""
+    at = ago(days=7)
+    return f"{at.minute} {at.hour} {min(at.day, 28)} {at.month} *"
 
 
 def _env(tmp: Path) -> dict[str, str]:
@@ -132,17 +139,6 @@ def _pid_of(holder: str | None) -> int | None:
     return int(holder.split(":")[1]) if holder else None
 
 
-def _topology(c: httpx.Client, local: dict, remote: dict) -> int:
-    ids = []
-    for site in (local, remote):
-        r = c.post("/sites", json=site)
-        assert r.status_code == 201, r.text
-        ids.append(r.json()["id"])
-    r = c.post("/topologies", json={"local_site_id": ids[0], "remote_site_id": ids[1]})
-    assert r.status_code == 201, r.text
-    return r.json()["id"]
-
-
 def _scheduled(c: httpx.Client, topology_id: int) -> list[dict]:
     r = c.get("/campaigns", params={"topology_id": topology_id, "limit": 100})
     assert r.status_code == 200, r.text
@@ -160,7 +156,7 @@ def test_a_schedule_fires_in_mpcoa_serve_and_its_campaign_runs(serve, sites, tes
     plan = {"ccs": ["reno"], "buffer_grid_mib": [0.03125, 0.125, 0.5], "runs": 1,
             "duration_s": 2, "mode": "grid"}
     with serve.client(base) as c:
-        topology_id = _topology(c, body["local"], body["remote"])
+        topology_id = post_topology(c, None, body["local"], body["remote"])["id"]
         r = c.put(f"/topologies/{topology_id}/schedule",
                   json={"cron": EVERY_MINUTE, "parameters": plan})
         assert r.status_code == 200, r.text
@@ -218,7 +214,7 @@ def _two_serves(serve, engine, topology_id: int, left: int) -> None:
         wait_for(lambda: c.get(f"/campaigns/{left}").json()["state"] == "failed", 30,
                  "the campaign left queued to be resumed (and fail: no testbed)")
         r = c.put(f"/topologies/{topology_id}/schedule",
-                  json={"cron": YEARLY, "parameters": {"runs": 1, "ccs": ["reno"]}})
+                  json={"cron": _yearly(), "parameters": {"runs": 1, "ccs": ["reno"]}})
         assert r.status_code == 200, r.text
         holder = wait_for(lambda: serve.holder()[0], 10, "the lease")
         assert _pid_of(holder) in procs
@@ -309,9 +305,9 @@ def test_serve_workers_on_postgresql_run_one_scheduler(tmp_path):
                                                    "down_kbps": 10000, "up_kbps": 10000}]}
             with httpx.Client(base_url=base, timeout=10,
                               headers={"Authorization": f"Bearer {token}"}) as c:
-                topology_id = _topology(c, local, remote)
+                topology_id = post_topology(c, None, local, remote)["id"]
                 r = c.put(f"/topologies/{topology_id}/schedule",
-                          json={"cron": YEARLY, "parameters": {"runs": 1, "ccs": ["reno"]}})
+                          json={"cron": _yearly(), "parameters": {"runs": 1, "ccs": ["reno"]}})
                 assert r.status_code == 200, r.text
                 first = wait_for(holder, 10, "the lease")
                 assert _parent_pid(_pid_of(first)) == proc.pid  # one of the two workers

@@ -89,7 +89,9 @@ def test_a_database_restart_under_load_loses_and_duplicates_nothing(private_pg, 
     recovered = restart_times.get("first_ok", float("nan")) - restart_times["up"]
     print(f"requests by status: {dict(statuses)}; recovered {recovered:.2f} s after the "
           f"restart; {len(acknowledged)} acknowledged, {len(names)} stored")
-    assert statuses[201] > 50 and statuses[500] == 0  # a refused write is 503, never 500
+    assert statuses[500] == 0  # a refused write is 503, never 500
+    # the load ran on both sides of the restart (counts, not a rate: a busy machine is slower)
+    assert restart_times["acked_before"] > 0 and restart_times["acked_after"] > 0, restart_times
     assert sum(v for k, v in statuses.items() if k not in (201, 409)) > 0  # the outage was hit
     assert recovered < 10
     assert all(names[n] == 1 for n in acknowledged)  # nothing acknowledged was lost
@@ -120,7 +122,10 @@ def _load(base, token, restarted, restart_times):
                 ok = False
             if ok:
                 acknowledged.append(name)
-                if restarted.is_set():
+                after = restarted.is_set()
+                key = "acked_after" if after else "acked_before"
+                restart_times[key] = restart_times.get(key, 0) + 1
+                if after:
                     restart_times.setdefault("first_ok", time.monotonic())
             else:
                 pending.append(name)

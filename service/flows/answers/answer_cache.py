@@ -8,7 +8,9 @@ or site, a new calibration, a revoked or re-scoped token) raises the generation 
 in the writer's own transaction, whichever process made it. Every process reads the generation
 before it uses an entry, so no process ever serves an answer older than the last committed
 change. Two things change with the clock alone and are checked on every use: an answer's data
-turns stale after `STALE_AFTER_S` (the answer then carries "stale_data"), a token expires.
+turns stale `STALE_AFTER_S` after its newest measurement (the answer then carries "stale_data":
+one remembered before that is not used after it; a stale one is remembered like any other, as
+the clock cannot change it again), a token expires.
 
 A token found live is remembered the same way (per generation, with its expiry), so a repeated
 question costs a dictionary lookup, not a token query; once a minute the full check runs again to
@@ -41,7 +43,7 @@ class Remembered:
 
     recommendation_id: int
     content: bytes
-    stale_at: datetime | None  # its data turns stale then: the answer changes
+    stale_at: datetime | None  # its data turns stale then: the answer changes (None: never)
 
 
 @dataclass(frozen=True)

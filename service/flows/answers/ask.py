@@ -1,5 +1,11 @@
 """A question asked over the API, answered through the answer cache.
 
+`ask_request` is the request's flow: a question by topology id that this process answered under
+the current answer generation, from a token it found live under it, is sent from the cache with
+no thread hop (the generation read once for all the requests waiting, `GenerationReader`);
+otherwise `answer` -- the caller's one thread hop: the token check, then `ask` -- goes on with
+the generation read (read once per request) and does not look the question up again.
+
 `ask` is the whole unit of work: the cached answer when the generation read first still holds
 (the generation read and the cache looked up once per request, by the caller or here),
 else `recommend` (reusing the stored row for a question asked before), the commit, the answer
@@ -9,7 +15,7 @@ neither a query nor a serialisation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
@@ -30,6 +36,37 @@ class SentAnswer:
     content: bytes
     provisional: bool = False
     poll_url: str | None = None
+    source: str = "solved"  # cache | solved | provisional (the answer-latency metric's label)
+
+
+async def ask_request(
+    *,
+    database: str | None,
+    token_digest: str | None,
+    topology_id: int | None,
+    delta: float,
+    bs_min_mib: float | None,
+    bs_max_mib: float | None,
+    objective: Objective,
+    fresh_generation: Callable[[], Awaitable[int]],
+    answer: Callable[[int | None, bool], Awaitable[SentAnswer]],
+    cache: AnswerCache = answers,
+) -> SentAnswer:
+    """The answer to one request (see the module's docstring). `database`: the one the caller
+    answers from, once known (None before its first answer: nothing can be cached yet);
+    `fresh_generation()`: a read of the answer generation that starts after the call;
+    `answer(generation, looked_up)`: the thread hop that checks the token and calls `ask`."""
+    generation, looked_up = None, False
+    if topology_id is not None and token_digest is not None and database is not None:
+        generation = await fresh_generation()
+        if cache.token(database, token_digest, generation, "write"):
+            question = cache.question(database, topology_id, delta, bs_min_mib, bs_max_mib,
+                                      objective.key())
+            hit = cache.answer(question, generation)
+            if hit is not None:
+                return SentAnswer(hit.content, source="cache")
+            looked_up = True
+    return await answer(generation, looked_up)
 
 
 def database_of(session: Session) -> str:
@@ -70,7 +107,7 @@ def ask(
         hit = None if looked_up else cache.answer(question, generation)
         if hit is not None:
             session.rollback()
-            return SentAnswer(hit.content)
+            return SentAnswer(hit.content, source="cache")
 
     def answer():
         return recommend(
@@ -95,4 +132,5 @@ def ask(
     if question is not None and not outcome.provisional:
         cache.remember(question, generation,
                        Remembered(rec.id, content, outcome.stale_at))
-    return SentAnswer(content, outcome.provisional, poll_url)
+    return SentAnswer(content, outcome.provisional, poll_url,
+                      "provisional" if outcome.provisional else "solved")

@@ -21,7 +21,7 @@ from ...algorithm.solver import DEFAULT_BS_MAX_MIB, DEFAULT_BS_MIN_MIB
 from ...store import campaigns as campaign_store
 from ...store import recommendations
 from .answer import Outputs, StreamOutputs
-from .answer_cache import STALE_AFTER_S, stale_at
+from .answer_cache import stale_at
 from .calibrated import (
     CalibratedAnswer,
     answer_subflows,
@@ -151,12 +151,15 @@ def _store_calibrated(
     now = utcnow()
     age = (now - answer.newest_at).total_seconds() if answer.newest_at else None
     flags = list(answer.flags_before_stale)
-    if age is not None and age > STALE_AFTER_S:
+    turns_stale = stale_at(answer.newest_at)
+    if turns_stale is not None and now >= turns_stale:
         flags.append("stale_data")
+        # Stale already, it stays so: the clock changes nothing more, so the answer is
+        # cached (flagged) until the generation changes, like any other.
+        turns_stale = None
     flags.extend(answer.flags_after_stale)
     _add_finished(flags, finished)
     inputs = _inputs(snap, delta, answer.bs_min_mib, answer.bs_max_mib)
-    turns_stale = stale_at(answer.newest_at)
     if reuse:
         stored = recommendations.find_calibrated(
             session, campaign_id=campaign_id, inputs=inputs, quality_flags=flags
