@@ -221,7 +221,11 @@ def test_two_campaigns_share_b_without_overlap(
         hosts_api, site_ids, names, site_workers, db, network):
     cids = [start(hosts_api, topology(hosts_api, site_ids, "A", "B")),
             start(hosts_api, topology(hosts_api, site_ids, "C", "B"))]
-    done = [wait_for(lambda c=c: finished(hosts_api, c), 300, f"campaign {c}") for c in cids]
+    try:
+        done = [wait_for(lambda c=c: finished(hosts_api, c), 300, f"campaign {c}") for c in cids]
+    except AssertionError as exc:  # say where it stuck: the site workers' own words
+        states = [hosts_api.get(f"/campaigns/{c}").json().get("state") for c in cids]
+        raise AssertionError(f"{exc}; states {states}\n{site_workers.logs()}") from None
     for d in done:
         assert d["state"] == "done", (d, site_workers.logs())
         assert d["probes_done"] == d["probes_total"] == PROBES

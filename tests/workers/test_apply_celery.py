@@ -213,7 +213,7 @@ def test_a_site_that_refuses_an_apply_leaves_the_previous_in_force_on_both(
     from probes.site import apply as siteapply
     from probes.testbed import lifecycle as tbmod
     from service.flows.applying.apply import APPLY_TASK
-    from service.flows.campaign.dispatch import _celery_client, site_queue
+    from service.messaging import broker_client, site_queue
     from tests.apply.sitestate import site_state
     from tests.support import wait_for
 
@@ -259,7 +259,7 @@ def test_a_site_that_refuses_an_apply_leaves_the_previous_in_force_on_both(
                          MPCOA_TESTBED=name)
         for n in (local, remote):
             worker_launcher.start(n, env)
-        client = _celery_client(broker_url)
+        client = broker_client(broker_url)
         for n in (local, remote):
             client.send_task(APPLY_TASK, args=[n_id, n, "apply"], queue=site_queue(n))
 

@@ -66,7 +66,7 @@ def api(committed_db, broker_url, testbed, tmp_path, monkeypatch):
     with session_scope() as s:
         token = tokens.create_token(s, name=f"kill{tmp_path.name[-12:]}")
     try:
-        with TestClient(create_app(get_settings())) as client:
+        with TestClient(create_app(get_settings()), base_url="http://localhost") as client:
             client.headers["Authorization"] = f"Bearer {token}"
             yield client, env, state
     finally:
@@ -248,7 +248,7 @@ def test_the_broker_down_at_commit_answers_202_and_the_apply_is_sent_later(
     down = get_settings().model_copy(update={"broker_url": DEAD_BROKER})
     from api.app import create_app
 
-    with TestClient(create_app(down)) as dead:
+    with TestClient(create_app(down), base_url="http://localhost") as dead:
         dead.headers.update(client.headers)
         r = dead.post(f"/topologies/{topology}/apply", json={"confirm": False, "watch": False})
         assert r.status_code == 202, r.text
