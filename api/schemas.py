@@ -196,7 +196,7 @@ class RecommendationIn(BaseModel):
     objective: Objective = Field(
         default_factory=Objective,
         description="bulk (default): the paper's goodput; stream: the smallest p99 frame delay "
-        "that carries the stream's rate (docs/design.md)")
+        "that carries the stream's rate (docs/algorithm.md)")
     bs_min_mib: Mib | None = Field(
         default=None,
         description="default: the range the campaign measured; provisional: "

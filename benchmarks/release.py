@@ -7,7 +7,7 @@ what its links carry (a release of data the receiver held for a slower subflow)?
 Per duration, FullMesh (every subflow) and PCDC on each subflow alone, one probe each with a 2 s
 warm-up; prints the raw mean, the maximum flow of the subflows' stated rates, the mean as the
 product stores it (`capacity.capped_mean`) and the per-second series. Measured on shared.yaml
-(docs/design.md, "What a campaign trusts"): FullMesh 8.8 Mbit/s in 5 s, 7.55 in 30 s, through an
+(docs/algorithm.md, "What a campaign trusts"): FullMesh 8.8 Mbit/s in 5 s, 7.55 in 30 s, through an
 8 Mbit/s uplink.
 """
 

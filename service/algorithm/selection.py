@@ -29,7 +29,7 @@ other way by more than that, additions still bringing more than `min_gain`); oth
 runs its own forward selection on top of those runs, from the better of the reference's start
 and runner-up alone (the links rank alike alone under every CC; the subsets are re-measured).
 Run the reference to completion first.
-Intervals: `subset_stats`. Rules and measured reasons: docs/design.md, "Subflow selection".
+Intervals: `subset_stats`. Rules and measured reasons: docs/algorithm.md, "Subflow selection".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Subflow selection for a stream objective: PCDC keeps a subflow only where it lowers the p99
-frame delay, or where the stream is not carried without it (docs/design.md, "Subflow selection
+frame delay, or where the stream is not carried without it (docs/algorithm.md, "Subflow selection
 for a stream").
 
 For bulk traffic a subflow that adds goodput is worth having; for a stream below its paths'

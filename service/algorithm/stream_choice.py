@@ -1,5 +1,5 @@
 """Deciding for a stream: which PM, CC and buffer carry the stream with the smallest p99 frame
-delay (docs/design.md, "Deciding for streams").
+delay (docs/algorithm.md, "Deciding for streams").
 
 Per measured point (arm, buffer) the runs give goodput, the fraction of frames lost and the
 p99 frame delay. The rule:

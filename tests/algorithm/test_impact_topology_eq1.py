@@ -108,7 +108,7 @@ def test_eq1_traditional_buffer_by_hand():
 
 # Eq. 1 from Table 1's subflow bandwidths (sending direction) and Table 5's RTT_max / RTO_max.
 # The paper's B (329, 54, 1.22 MiB) is 1.54x, 2.89x and 1.54x these: its bandwidth accounting is
-# not stated and cannot be recovered from Table 1 (docs/design.md, "Eq. 1").
+# not stated and cannot be recovered from Table 1 (docs/algorithm.md, "Eq. 1").
 EQ1_FROM_TABLE1 = {  # scenario: (RTT_max s, RTO_max s, sum BW kbit/s, B MiB)
     "SRL-HU": (1.8, 2.0, 242_048, 213.522),
     "UNIS-HiN": (0.02, 1.0, 148_000, 18.702),

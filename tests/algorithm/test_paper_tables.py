@@ -76,7 +76,7 @@ def test_srl_hu_literal_algorithm1_reading_differs_from_table5():
 
     With Table 4's printed coefficients it is FullMesh/Reno at 11.00 MiB, 36.81 Mbit/s, with
     FullMesh/Vegas (11.09 MiB, 37.57 Mbit/s) second: the spec's "about 10.4 MiB and 37.6 Mbit/s"
-    matches Vegas's throughput but not the buffer these coefficients give (docs/design.md).
+    matches Vegas's throughput but not the buffer these coefficients give (docs/algorithm.md).
     """
     ranked = literal_algorithm1(paper_curves("SRL-HU"))
     obs, tp, pm, cc = ranked[0]

@@ -237,7 +237,7 @@ def _store_stream(
         traditional=traditional_eq1(snap, used, None, d.obs_mib).model_dump(mode="json"),
         provenance={"source": "stream", "campaign_id": campaign_id,
                     "rule": "carry the rate, smallest p99 frame delay, smallest buffer within "
-                    "(1 + delta) of the arm's best (docs/design.md)",
+                    "(1 + delta) of the arm's best (docs/algorithm.md)",
                     "measurement_count": answer.measurement_count, **_notes_of(finished)},
         quality_flags=flags, created_at=utcnow())
     return StoredAnswer(recommendation=rec, campaign_id=campaign_id)

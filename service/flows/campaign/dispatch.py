@@ -75,7 +75,8 @@ def start_campaign(
     reason: str,
     settings: Settings,
 ) -> Campaign:
-    """The one way to create a campaign: plan it, store it queued, dispatch it after commit."""
+    """A campaign to run: plan it, store it queued, dispatch it after commit (a bundle's
+    campaign is inserted finished instead, by `flows.takeaways.bundle_import`)."""
     topology = inventory.get_topology(session, topology_id=topology_id)
     plan, probes_total = plan_for(topology, params, settings)
     probe_tool.refuse_unrunnable(session, topology, plan)
