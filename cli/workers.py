@@ -18,7 +18,7 @@ from models import FINAL_CAMPAIGN_STATES
 from service.algorithm.objective import Objective
 from service.db import session_scope, upgrade
 from service.errors import ServiceError
-from service.flows.campaign import dispatch
+from service.flows.campaign import dispatch, mptcp_gate
 from service.flows.campaign.plan import CampaignParameters
 from service.settings import get_settings
 from service.state import state_of
@@ -125,6 +125,7 @@ def calibrate(
 def _start(topology_id: int, params: CampaignParameters, settings) -> int:
     try:
         with session_scope() as s:
+            mptcp_gate.check(s, topology_id, settings)  # refused while MPTCP cannot work
             campaign = dispatch.start_campaign(
                 s, topology_id=topology_id, params=params, reason="cli", settings=settings
             )

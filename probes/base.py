@@ -271,6 +271,9 @@ class MeasurementResult(BaseModel):
     quiet_check: QuietCheck | None = None
     kernel: dict[str, Any] = Field(default_factory=dict)
     mptcp_settings: dict[str, Any] = Field(default_factory=dict)
+    #: "sender"/"receiver" -> how much each MPTCP health counter (``MPTcpExt``: fallbacks,
+    #: dropped or disabled MP_CAPABLE SYNs, Blackhole, SubflowStale/Recover) rose during the run
+    mptcp_counters: dict[str, dict[str, int]] = Field(default_factory=dict)
     started_at: datetime
     ended_at: datetime
     mptcp_ok: bool = False

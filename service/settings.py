@@ -161,6 +161,12 @@ class Settings(OperatorsSettings):
     # The largest socket buffer an apply writes to a host (MiB; the sysctls are C ints holding
     # twice it): an answer above it, or above what its campaign measured, is planned lower.
     apply_buffer_ceiling_mib: float = Field(default=128.0, gt=0, lt=1024)
+    # The MPTCP health gate (`flows.campaign.mptcp_gate`): a calibration or an apply is refused
+    # (409) while a site's blackhole lockout is in force, or once this many of the topology's
+    # newest probes in a row fell back to TCP within the window (0: fallbacks never refuse).
+    # The window is the kernel's own first lockout (net.mptcp.blackhole_timeout's default).
+    mptcp_fallback_limit: int = Field(default=3, ge=0, le=1000)
+    mptcp_fallback_window_s: float = Field(default=3600.0, gt=0, le=30 * 86400)
     # A hand-over owed for longer than this (the broker was down) is sent by the sweeper.
     redispatch_after_s: float = Field(default=5.0, ge=0, le=3600)
     # An apply or rollback still in flight this long after it started (a worker or the server

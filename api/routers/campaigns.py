@@ -23,6 +23,7 @@ from models import CAMPAIGN_STATES, MEASUREMENT_PHASES, MEASUREMENT_STATUSES
 from probes.base import ARTIFACT_NAME_PATTERN
 from probes.vocabulary import CongestionControl, PathManager
 from service.errors import Conflict
+from service.flows.campaign import mptcp_gate
 from service.flows.campaign.dispatch import start_campaign
 from service.flows.campaign.plan import CampaignParameters
 from service.flows.takeaways import measurement_table
@@ -70,7 +71,8 @@ def list_campaigns(
     responses={
         401: {"description": "no valid token"},
         404: {"description": "unknown topology"},
-        409: {"description": "the topology has a queued or running campaign"},
+        409: {"description": "the topology has a queued or running campaign, or MPTCP cannot "
+                            "work between its sites (a blackhole lockout, repeated fallbacks)"},
     },
 )
 def create_campaign(body: CampaignIn, request: Request, response: Response, session: SessionDep):
@@ -83,6 +85,8 @@ def create_campaign(body: CampaignIn, request: Request, response: Response, sess
             "cancel it or wait for it to finish",
             ("body", "topology_id"),
         )
+    # MPTCP must be able to work between the sites, or every probe would be plain TCP
+    mptcp_gate.check(session, body.topology_id, request.app.state.settings)
     campaign = start_campaign(
         session,
         topology_id=body.topology_id,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from probes.netns import run_ns, sysctl_get
+from probes.site.mptcp_health import mptcp_health
 from probes.tools import choice as probe_tools
 from probes.vocabulary import LABEL_PATTERN, NAME_PATTERN, address_problem
 
@@ -142,6 +143,8 @@ def capability_report(site: LocalSite | None, ns: str | None = None,
     if not ccs:
         problems.append("no congestion control offered (net.ipv4.tcp_available_congestion_"
                         "control)")
+    health = mptcp_health(ns)
+    problems += [p for p in health["problems"] if enabled == "1"]
     if probe_tools.BULK not in probe_tools.measures(tools):
         problems.append("no probe tool that runs here: "
                         + probe_tools.install_hint(probe_tools.BULK)
@@ -152,6 +155,8 @@ def capability_report(site: LocalSite | None, ns: str | None = None,
         "mptcp_enabled": enabled == "1",
         "path_managers": pms,
         "pm_type": None if pm_type is None else ("userspace" if pm_type == "1" else "in-kernel"),
+        # what MPTCP can do here now: counters, the blackhole lockout, the settings relied on
+        "mptcp_health": health,
         "congestion_controls": ccs,
         "tools": tools,
         "allows": found["allows"],

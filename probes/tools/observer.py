@@ -153,6 +153,10 @@ def observe(poller: SsPoller, pair: HostPair) -> Observation:
     fallback = None
     if token is None:
         fallback = "no MPTCP subflow seen on the sender (plain TCP)"
+    elif not token.strip("0"):
+        # made plain TCP inside connect() (the blackhole lockout, a token that could not be
+        # made): the subflow never got a token, and `ss -M` has no socket under it
+        fallback = "MPTCP connection made plain TCP at connect (the subflow has no token)"
     elif msk.get("fallback"):
         fallback = "MPTCP connection fell back to TCP"
     peer = poller.receiver_msk.get((msk.get("local"), msk.get("lport")), {})

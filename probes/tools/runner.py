@@ -24,6 +24,7 @@ from probes.base import (
 from probes.netns import in_ns, kill_pid, run_ns
 from probes.tools.context import HostPair, kernel_info, mptcp_settings_of
 from probes.tools.hygiene import abort_connections, wait_quiet
+from probes.tools.mptcp_counters import delta, fallback_causes, read_counters
 from probes.tools.observer import Observation, SsPoller, observe
 from probes.tools.subflowctl import SubflowControl, SubflowPlan
 
@@ -69,6 +70,9 @@ class RunOutput:
     aborted_sockets: int = 0
     #: the client was ended once its log said it was done (`ToolRun.done_log`)
     client_ended_after_log: bool = False
+    #: "sender"/"receiver" -> how much each MPTCP health counter rose during the client's run
+    #: (`mptcp_counters.delta`); the receiver's only where this host watches it
+    mptcp_counters: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def check_quiet(pair: HostPair) -> QuietCheck | None:
@@ -158,6 +162,10 @@ def drive(pair: HostPair, plan: SubflowPlan, cmd: ToolRun, out: RunOutput,
     control = control_factory(pair, plan, cmd.data_port) if plan.controlled else None
     poller = SsPoller(pair.sender_ns, cmd.data_port, receiver_ns=pair.receiver_ns,
                       watch_receiver=watch_receiver)
+    ends = {"sender": pair.sender_ns}
+    if watch_receiver:
+        ends["receiver"] = pair.receiver_ns
+    before = read_counters(list(ends.values()))
     try:
         with control if control is not None else contextlib.nullcontext():
             if control is not None:
@@ -166,6 +174,9 @@ def drive(pair: HostPair, plan: SubflowPlan, cmd: ToolRun, out: RunOutput,
     finally:
         if control is not None:
             out.upm_events = control.events
+        after = read_counters(list(ends.values()))
+        out.mptcp_counters = {end: delta(b, a) for end, b, a in
+                              zip(ends, before, after, strict=True)}
     out.observation = observe(poller, pair)
     if out.client_returncode != 0 and not out.client_stdout.strip():
         raise ProbeError(f"{cmd.tool} client exited with status {out.client_returncode}: "
@@ -219,6 +230,14 @@ def _run_client(pair: HostPair, cmd: ToolRun, poller: SsPoller, out: RunOutput) 
         poller.stop()
     out.client_stdout, out.client_stderr = cp.stdout, cp.stderr
     out.client_returncode = cp.returncode
+
+
+def _why_fallback(seen: str | None, out: RunOutput) -> str | None:
+    """What `ss` saw (a fallback), with what the sender's counters say caused it."""
+    if seen is None:
+        return None
+    causes = fallback_causes(out.mptcp_counters.get("sender", {}))
+    return f"{seen}: {'; '.join(causes)}" if causes else seen
 
 
 #: how often a client's log is looked at once its run is over
@@ -301,9 +320,10 @@ def assemble(request: MeasurementRequest, pair: HostPair, plan: SubflowPlan, out
         expected_subflows=plan.all, observed_subflows=obs.subflows,
         effective_buffers=obs.buffers_for(request.buffer_bytes),
         buffers_set=dict(buffers_set or {}),
-        quiet_check=out.quiet,
+        quiet_check=out.quiet, mptcp_counters=out.mptcp_counters,
         kernel={**kernel_info(pair.sender_ns), **kernel_extra}, mptcp_settings=out.settings,
         started_at=out.started, ended_at=out.ended, mptcp_ok=obs.fallback_reason is None,
-        subflow_count=len(obs.subflows), fallback_reason=obs.fallback_reason, raw=raw)
+        subflow_count=len(obs.subflows), fallback_reason=_why_fallback(obs.fallback_reason, out),
+        raw=raw)
     result.subflow_problems = result.subflow_set_problems()
     return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -327,3 +328,26 @@ def largest_buffer(session: Session, *, campaign_id: int) -> float | None:
     """The largest buffer (MiB) a probe of the campaign ran at and measured; None: none did."""
     return session.scalar(select(func.max(Measurement.bs_mib)).where(
         Measurement.campaign_id == campaign_id, Measurement.status == "ok"))
+
+
+def fallback_streak(session: Session, *, topology_id: int, since: datetime,
+                    limit: int) -> list[str]:
+    """The reasons of the topology's newest probes (since `since`, at most `limit`) that fell
+    back to TCP one after another, newest first: the streak ends at the first probe that kept
+    MPTCP or did not say (a row stored without the probe's result)."""
+    rows = session.execute(
+        select(Measurement.raw_output, Measurement.error)
+        .join(Campaign, Campaign.id == Measurement.campaign_id)
+        .where(Campaign.topology_id == topology_id, Measurement.finished_at >= since)
+        .order_by(Measurement.finished_at.desc(), Measurement.id.desc())
+        .limit(limit))
+    out = []
+    for raw, error in rows:
+        try:
+            result = json.loads(raw) if raw else {}
+        except ValueError:
+            break
+        if not isinstance(result, dict) or result.get("mptcp_ok") is not False:
+            break
+        out.append(str(result.get("fallback_reason") or error or "fell back to TCP"))
+    return out

@@ -88,6 +88,17 @@ def test_no_subflow_seen_is_plain_tcp():
     assert obs.subflows == [] and "plain TCP" in (obs.fallback_reason or "")
 
 
+def test_a_connection_made_plain_tcp_at_connect_is_a_fallback():
+    """Seen on the testbed under the kernel's blackhole lockout (MP_CAPABLE SYNs dropped by
+    nftables): the data connection's subflow has token 0000 and no MPTCP socket in `ss -M`."""
+    p = SsPoller(None, 20565)
+    for sf in parse_ss_subflows((DATA / "ss_tin_lockout_sender.txt").read_text()):
+        p.subflows[(sf["token"], sf["local"], sf["lport"], sf["remote"], sf["rport"])] = sf
+    obs = observe(p, PAIR)
+    assert [s.name for s in obs.subflows] == ["U-D"]
+    assert "plain TCP at connect" in (obs.fallback_reason or "")
+
+
 class _Enough(Exception):
     pass
 

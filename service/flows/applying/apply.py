@@ -34,6 +34,7 @@ from ...messaging import broker_client, site_queue
 from ...settings import Settings, get_settings
 from ...store import applied
 from ...store import apply_outbox as outbox_store
+from ..campaign import mptcp_gate
 from . import apply_outbox, apply_settle, failover_watch
 from .apply_confirm import CONFIRM_SECONDS, confirm, confirm_lasts_s
 from .apply_plan import build_plan, refuse_unmeasured
@@ -63,8 +64,10 @@ def start_apply(session: Session, *, topology_id: int, confirm: bool = True,
     busy = applied.busy_apply(session, topology_id=topology_id, states=tuple(BUSY))
     if busy is not None:
         raise Conflict(f"topology {topology_id}: apply {busy.id} is {BUSY[busy.state]}")
+    health = mptcp_gate.check(session, topology_id)  # 409 while MPTCP cannot work
     plan = build_plan(session, topology_id)
     refuse_unmeasured(plan, allow_unmeasured=allow_unmeasured)
+    plan["mptcp_health"] = health
     plan["allow_unmeasured"] = allow_unmeasured
     if not site_hosts and not _can_confirm(plan):
         raise Conflict("the sites are real hosts: they apply through their workers' queues "
