@@ -328,6 +328,12 @@ def worker(
         raise typer.Exit(EXIT_FAILED if report["problems"] else 0)
     if isp:  # a bad --isp is refused before anything else
         _resolve(site[0], isp)
+    from probes.tools.ports import probe_port_range
+
+    try:  # a bad range would fail every probe this worker runs: refused at its start instead
+        probe_port_range()
+    except ValueError as exc:
+        fail(str(exc))
     settings = get_settings()
     if not settings.broker_url:
         fail("MPCOA_BROKER_URL is not set: a worker needs a broker (redis://...)")

@@ -22,6 +22,14 @@ def test_no_site_and_no_control_is_refused():
     assert result.exit_code == 2 and "--no-control needs a --site" in result.output
 
 
+def test_a_bad_probe_port_range_stops_a_worker_at_its_start(monkeypatch):
+    monkeypatch.setenv("MPCOA_ENV_FILE", "/nonexistent/.env")
+    monkeypatch.setenv("MPCOA_PROBE_PORTS", "20000-20005")
+    result = CliRunner().invoke(cli_app, ["worker", "--site", "SRL"])
+    assert result.exit_code == 2, result.output
+    assert "MPCOA_PROBE_PORTS:" in result.output and "fewer than the 16" in result.output
+
+
 @pytest.mark.broker
 def test_the_control_worker_serves_the_control_queue_only(broker_url, worker_launcher, tmp_path):
     env = worker_env("", broker_url, tmp_path)
