@@ -289,7 +289,9 @@ def _fmt(value: float | None) -> str:
 
 
 def worker(
-    site: Annotated[list[str], typer.Option("--site", help="serve this site's queue (repeat)")],
+    site: Annotated[list[str] | None, typer.Option(
+        "--site", help="serve this site's queue (repeat); none: the control queue only (the "
+        "control host's worker)")] = None,
     isp: Annotated[
         list[str] | None,
         typer.Option("--isp", help="a real site's ISP: LABEL=ADDRESS (IPv4 or IPv6, "
@@ -311,6 +313,9 @@ def worker(
 
     from probes.vocabulary import NAME_PATTERN
 
+    site = site or []
+    if not site and not control:
+        fail("--no-control needs a --site: the worker would serve no queue")
     for name in site:
         if not name:  # compose's site-worker with MPCOA_SITE unset: no silent default site
             fail("--site is empty: name the site this host is (compose: set MPCOA_SITE)")
@@ -324,6 +329,12 @@ def worker(
         raise typer.Exit(EXIT_FAILED if report["problems"] else 0)
     if isp:  # a bad --isp is refused before anything else
         _resolve(site[0], isp)
+    from probes.tools.ports import probe_port_range
+
+    try:  # a bad range would fail every probe this worker runs: refused at its start instead
+        probe_port_range()
+    except ValueError as exc:
+        fail(str(exc))
     settings = get_settings()
     if not settings.broker_url:
         fail("MPCOA_BROKER_URL is not set: a worker needs a broker (redis://...)")
@@ -341,9 +352,11 @@ def worker(
     queues = [site_queue(n) for n in site] + ([CONTROL_QUEUE] if control else [])
     # solo pool: the probe runs in the worker process itself, one at a time per site, and a
     # killed worker takes its probe with it (the task is delivered again: acks_late).
+    # a site worker is mpcoa-SITE@host (the site compose file's health check pings it); the
+    # control host's, control@host
+    node = f"mpcoa-{'-'.join(site)}@%h" if site else "control@%h"
     app.worker_main([
-        "worker", "-Q", ",".join(queues), "-P", "solo",
-        "-n", f"mpcoa-{'-'.join(site)}@%h", "--loglevel", "INFO",
+        "worker", "-Q", ",".join(queues), "-P", "solo", "-n", node, "--loglevel", "INFO",
     ])
 
 
@@ -422,13 +435,21 @@ def _current_config() -> dict | None:
 
 
 def beat() -> None:
-    """Celery beat: scheduled recalibrations and resuming stalled campaigns (run exactly one)."""
+    """Celery beat: scheduled recalibrations and resuming stalled campaigns (run exactly one).
+
+    Its schedule file and pid file (a health check's) are MPCOA_DATA_DIR's celerybeat-schedule
+    and celerybeat.pid."""
     settings = get_settings()
     if not settings.broker_url:
         fail("MPCOA_BROKER_URL is not set: beat needs a broker (redis://...)")
     from workers.app import app
 
-    app.start(["beat", "--loglevel", "INFO", "-s", str(settings.data_dir / "celerybeat-schedule")])
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"MPCOA_DATA_DIR {settings.data_dir}: {exc.strerror}", EXIT_FAILED)
+    app.start(["beat", "--loglevel", "INFO", "-s", str(settings.data_dir / "celerybeat-schedule"),
+               "--pidfile", str(settings.data_dir / "celerybeat.pid")])
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,8 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from probes.tools.ports import parse_port_range
+
 from .settings_checks import OPERATORS_ENV_FILE, OperatorsSettings, env_file, root_may_run
 
 
@@ -39,7 +41,17 @@ class ProbeSettings(OperatorsSettings):
     excluded_max_bytes: int | None = Field(
         default=None, ge=0, le=1 << 30, description="bytes an excluded subflow may carry; "
         "unset: 4096")
+    probe_ports: str | None = Field(
+        default=None, description="LOW-HIGH: every port a probe, a passive side or an apply's "
+        "confirmation listens on (the site firewall's range); unset: 20000-31999")
 
+    @field_validator("probe_ports")
+    @classmethod
+    def _port_range(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        low, high = parse_port_range(value)
+        return f"{low}-{high}"
 
     @field_validator("netperfmeter")
     @classmethod

@@ -39,10 +39,12 @@ def test_commands_and_queues():
     assert services["api"]["command"][:2] == ["mpcoa", "serve"]
     # The control host's worker takes the control queue only: no site's probes run there (a
     # worker without its ISPs would look for an emulated testbed that a real host does not have).
-    cmd = services["control-worker"]["command"]
-    assert cmd[:4] == ["celery", "-A", "workers.app", "worker"]
-    assert cmd[cmd.index("-Q") + 1] == "mpcoa.control"
+    # `mpcoa worker` with no --site serves the control queue alone (tests/cli/test_worker_cli.py)
+    assert services["control-worker"]["command"] == ["mpcoa", "worker"]
     assert not [n for n, s in services.items() if "--site" in s.get("command", [])]
+    assert services["beat"]["command"] == ["mpcoa", "beat"]
+    beat_dir = services["beat"]["environment"]["MPCOA_DATA_DIR"]
+    assert f"{beat_dir}/celerybeat.pid" in services["beat"]["healthcheck"]["test"][1]
     assert list(_compose("docker-compose.site.yml")["services"]) == ["site-worker"]
     beats = [n for n, s in services.items() if "beat" in s.get("command", [])]
     assert beats == ["beat"] and services["beat"]["deploy"]["replicas"] == 1

@@ -114,6 +114,14 @@ class Workers:
         self.procs.append(proc)
         return proc
 
+    def start_control(self, env: dict[str, str]) -> subprocess.Popen:
+        """The control host's worker: `mpcoa worker` with no --site."""
+        log = open(self.tmp / f"worker-control-{len(self.procs)}.log", "w")  # noqa: SIM115
+        proc = subprocess.Popen([str(BIN / "mpcoa"), "worker"], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
     def start_beat(self, env: dict[str, str]) -> subprocess.Popen:
         log = open(self.tmp / f"worker-beat-{len(self.procs)}.log", "w")  # noqa: SIM115
         proc = subprocess.Popen([str(BIN / "mpcoa"), "beat"], env=env, stdout=log,
