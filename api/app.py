@@ -17,7 +17,7 @@ from api import docs, errors, metrics, openapi
 from api.dashboard import login_router, static_router
 from api.dashboard import router as dashboard_router
 from api.deps import SessionDep
-from api.middleware import BodyLimit, WriteGate
+from api.middleware import BodyLimit, MethodGate, WriteGate
 from api.routers import apply, campaigns, inventory, recommendations, schedules
 from api.schemas import Health, Problem
 from service.db import get_engine, make_sessionmaker
@@ -107,6 +107,7 @@ def create_app(
         version="0.1.0",
         description=DESCRIPTION,
         openapi_tags=TAGS,
+        generate_unique_id_function=openapi.operation_id,
         responses={400: {"description": "the body is not parseable JSON", "model": Problem}},
         # Served by api.docs: behind the read rule, with local assets.
         docs_url=None,
@@ -118,10 +119,11 @@ def create_app(
     app.state.session_secret = settings.session_secret()
     errors.install(app)
     # Outermost last: the token gate answers before the body limit, both before any body read;
-    # before both, a Host the server is not known by (DNS rebinding: a page on another site
-    # whose name now points here) is 400.
+    # before it, a method the path does not have is 405; before all, a Host the server is not
+    # known by (DNS rebinding: a page on another site whose name now points here) is 400.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(WriteGate)
+    app.add_middleware(MethodGate)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=settings.trusted_hosts)
 
     app.include_router(recommendations.router)
@@ -139,7 +141,7 @@ def create_app(
     # Open whatever the read policy: compose's healthcheck and load balancers ask it without a
     # token, and it tells nothing of the sites (the database's kind, the executor, the policy).
     @app.get("/health", response_model=Health, tags=["meta"])
-    def health(session: SessionDep):
+    def get_health(session: SessionDep):
         session.execute(text("SELECT 1"))
         return {
             "status": "ok",

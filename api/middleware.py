@@ -7,14 +7,21 @@ were read first, four unauthenticated 12.8 MB bodies took GET /health from 0.04 
   few seconds so that it costs one SHA-256 and a dict lookup per request.
 - `BodyLimit`: a body over the cap is 413, from its Content-Length before reading, or as soon as
   the streamed chunks pass the cap.
+- `MethodGate`: a method a known path does not have is 405 with `Allow` listing every method the
+  path has, before the token gate (a `PUT /health` is no question of credentials). Starlette's
+  own 405 names the methods of one route only, while a path here is often several routes.
 """
 
 from __future__ import annotations
 
+import re
 import time
+from functools import lru_cache
 
+from fastapi.routing import iter_route_contexts
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
+from starlette.routing import Mount, compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api import problems
@@ -135,3 +142,60 @@ class BodyLimit:
             if started:
                 raise
             await send_problem(send, 413, exc.detail)
+
+
+def route_table(routes) -> list[tuple[re.Pattern[str], frozenset[str] | None]]:
+    """Every route's path pattern and methods (None: any method, as a mount of static files
+    takes), included routers flattened as FastAPI's own OpenAPI builder walks them."""
+    table: list[tuple[re.Pattern[str], frozenset[str] | None]] = []
+    for context in iter_route_contexts(routes):
+        route = context.original_route
+        if isinstance(route, Mount):
+            prefix = re.escape(route.path.rstrip("/"))
+            table.append((re.compile(f"^{prefix}(/.*)?$"), None))
+        elif context.path:
+            methods = context.methods
+            table.append((compile_path(context.path)[0],
+                          frozenset(methods) if methods else None))
+    return table
+
+
+def allowed_methods(table, path: str) -> frozenset[str] | None:
+    """The methods the routes have for `path`, or None when the path is none of theirs or a
+    route of it takes any method (the static files answer for themselves)."""
+    methods: set[str] = set()
+    for pattern, route_methods in table:
+        if pattern.match(path):
+            if route_methods is None:
+                return None
+            methods |= route_methods
+    return frozenset(methods) or None
+
+
+class MethodGate:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self._allowed = None  # per path, once the application's routes are known
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if self._allowed is None:
+            table = route_table(scope["app"].routes)
+
+            # paths carry ids: bounded, and a path seen before costs one lookup
+            @lru_cache(maxsize=4096)
+            def allowed(path: str) -> frozenset[str] | None:
+                return allowed_methods(table, path)
+
+            self._allowed = allowed
+        path, root = scope["path"], scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root):]
+        methods = self._allowed(path)
+        if methods is not None and scope["method"] not in methods:
+            listed = ", ".join(sorted(methods))
+            return await send_problem(
+                send, 405, f"{scope['method']} is not a method of this path; it has {listed}",
+                {"Allow": listed})
+        await self.app(scope, receive, send)

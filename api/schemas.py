@@ -69,7 +69,8 @@ class FieldError(BaseModel):
 class Problem(BaseModel):
     """Every error: an RFC 9457 problem document, served as application/problem+json."""
 
-    type: str = Field("about:blank", description="RFC 9457: no type beyond the status")
+    type: str = Field(description="the problem type: a URI reference to its section in "
+                      "docs/api.md, relative to the repository's root (`docs/api.md#conflict`)")
     title: str = Field(description="the status's phrase")
     status: int
     detail: str = Field(description="what went wrong, for a person")

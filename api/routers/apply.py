@@ -118,8 +118,8 @@ def get_apply_plan(topology_id: Id, session: SessionDep):
 @router.post("/topologies/{topology_id}/apply", response_model=AppliedOut,
              status_code=status.HTTP_202_ACCEPTED, dependencies=[Depends(require_write)],
              responses=ERRORS, summary="Apply the newest answer on both sites, then confirm it")
-def post_apply(topology_id: Id, request: Request, response: Response, session: SessionDep,
-               body: ApplyIn | None = None):
+def apply_answer(topology_id: Id, request: Request, response: Response, session: SessionDep,
+                 body: ApplyIn | None = None):
     body = body or ApplyIn()
     row = apply_flow.start_apply(session, topology_id=topology_id, confirm=body.confirm,
                                  seconds=body.seconds, watch=body.watch, hold_s=body.hold_s,
@@ -138,10 +138,10 @@ def post_apply(topology_id: Id, request: Request, response: Response, session: S
 
 @router.post("/topologies/{topology_id}/rollback", response_model=AppliedOut,
              status_code=status.HTTP_202_ACCEPTED, dependencies=[Depends(require_write)],
-             responses={**ERRORS, 200: {"description": "already rolled back: nothing to do"}},
+             responses={**ERRORS, 200: {"description": "already rolled back: nothing to do",
+                                        "model": AppliedOut}},
              summary="Restore the sites as before the first apply (the apply in force)")
-def post_rollback(topology_id: Id, request: Request, response: Response,
-                  session: SessionDep):
+def roll_back(topology_id: Id, request: Request, response: Response, session: SessionDep):
     row = apply_flow.start_rollback(session, topology_id=topology_id,
                                     site_hosts=bool(request.app.state.settings.broker_url))
     commit(session)

@@ -205,7 +205,7 @@ def delete_topology(topology_id: Id, session: SessionDep):
     dependencies=[Depends(require_read)],
     responses=ERRORS,
 )
-def impact_factors(topology_id: Id, session: SessionDep, campaign_id: OptionalId = None):
+def get_impact_factors(topology_id: Id, session: SessionDep, campaign_id: OptionalId = None):
     return results.impact_table(session, topology_id=topology_id, campaign_id=campaign_id)
 
 
@@ -217,7 +217,7 @@ def impact_factors(topology_id: Id, session: SessionDep, campaign_id: OptionalId
     dependencies=[Depends(require_read)],
     responses=ERRORS,
 )
-def pcdc_subsets(topology_id: Id, session: SessionDep, campaign_id: OptionalId = None):
+def get_pcdc_subsets(topology_id: Id, session: SessionDep, campaign_id: OptionalId = None):
     return results.subset_table(session, topology_id=topology_id, campaign_id=campaign_id)
 
 
@@ -229,7 +229,7 @@ def pcdc_subsets(topology_id: Id, session: SessionDep, campaign_id: OptionalId =
     dependencies=[Depends(require_read)],
     responses=ERRORS,
 )
-def fits(
+def get_fits(
     topology_id: Id,
     session: SessionDep,
     campaign_id: OptionalId = None,

@@ -4,6 +4,7 @@ rollback as resources with URLs of their own."""
 
 from __future__ import annotations
 
+from api import problems
 from service.store import applied, tokens
 
 from .conftest import HU, SRL
@@ -15,7 +16,8 @@ def _problem(r, status: int) -> dict:
     assert r.status_code == status, r.text
     assert r.headers["content-type"] == PROBLEM, r.headers
     doc = r.json()
-    assert doc["type"] == "about:blank" and doc["status"] == status
+    assert doc["type"] == problems.type_of(status) and doc["status"] == status
+    assert doc["type"].startswith("docs/api.md#")
     assert isinstance(doc["title"], str) and doc["title"]
     assert isinstance(doc["detail"], str) and doc["detail"]
     return doc

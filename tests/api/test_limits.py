@@ -138,6 +138,6 @@ def test_server_faults_are_not_422(client, app):
 
     r = client.get("/_boom")
     assert r.status_code == 500 and r.json() == {
-        "type": "about:blank", "title": "Internal Server Error", "status": 500,
+        "type": "docs/api.md#server-error", "title": "Internal Server Error", "status": 500,
         "detail": "internal server error"}
     assert r.headers["content-type"] == "application/problem+json"
