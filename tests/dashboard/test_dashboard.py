@@ -501,6 +501,14 @@ def test_the_impact_figure_has_one_bar_per_factor_with_its_interval(live, tab):
             assert member == (subflow in TABLE3["SRL-HU"][cc])
             bars += 1
     assert bars == len(s.omegas) == 48
+    # drawn as bars over the subflows (a category axis), each bar a rectangle of its own
+    shape = page.evaluate(
+        "() => { const c = Chart.getChart(document.getElementById('omega-chart'));"
+        " return [c.scales.x.type, c.scales.x.getLabels(),"
+        " c.data.datasets.map((d, i) => c.getDatasetMeta(i).data.filter(b => b.height > 0"
+        " || b.height < 0).length)]; }")
+    assert shape[0] == "category" and sorted(shape[1]) == sorted(SRL_HU_SUBFLOWS)
+    assert sum(shape[2]) == 48
     share, _ = _non_background_share(page.locator("#omega-chart").screenshot())
     assert share > 0.03
     page.locator("#omega-figure").screenshot(path=str(live.shots / "impact-figure.png"))

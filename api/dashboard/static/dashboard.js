@@ -170,7 +170,7 @@
       plugins: [intervalWhiskers],
       options: {
         animation: false, responsive: true, maintainAspectRatio: false,
-        scales: {x: axisOptions(data.axes.x), y: axisOptions(ya)},
+        scales: {x: axisOptions(data.axes.x, {type: "category"}), y: axisOptions(ya)},
         plugins: {
           legend: {position: "bottom", labels: {boxWidth: 14}},
           tooltip: {callbacks: {label: function (ctx) {
@@ -331,7 +331,8 @@
       }]},
       options: {
         animation: false, responsive: true, maintainAspectRatio: false,
-        scales: {x: axisOptions(data.axes.x), y: axisOptions(data.axes.y, {beginAtZero: true})},
+        scales: {x: axisOptions(data.axes.x, {type: "category"}),
+                 y: axisOptions(data.axes.y, {beginAtZero: true})},
         plugins: {legend: {display: false}}
       }
     });
