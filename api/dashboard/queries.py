@@ -27,9 +27,10 @@ from service.flows.answers import stream_view
 from service.flows.answers.campaign_answer import SolvedCampaign, solve_campaign
 from service.flows.answers.decided import decided_question, decided_solution
 from service.flows.campaign import budget
+from service.flows.takeaways import figures, probe_series
 from service.state import Selection
 from service.state.selected import measured_selection
-from service.store import applied, inventory, recommendations, results
+from service.store import applied, inventory, measurements, recommendations, results
 from service.store import artifacts as artifact_store
 from service.store import campaigns as campaign_store
 from service.store import dashboard as reads
@@ -131,6 +132,29 @@ class ImpactView:
     selection: Selection | None = None  # the campaign's measured selection, once done
     history: list[HistoryRow] = field(default_factory=list)
     sign_change_count: int = 0
+    chart: dict | None = None  # report page 2's figure: Ω bars with their intervals
+
+
+def omega_chart(
+    omegas: dict[str, dict[str, tuple[float, float | None, float | None, bool]]],
+    subflows: list[str],
+) -> dict | None:
+    """The Impact page's figure, from the report's definition (`figures.omega_bars`)."""
+    bars = figures.omega_bars(omegas, subflows)
+    if not bars:
+        return None
+    spec = figures.omega_figure([b.omega for b in bars])
+    return {
+        "id": "omega-chart",
+        "axes": spec.as_json(),
+        "ccs": list(omegas),
+        "subflows": list(dict.fromkeys(b.subflow for b in bars)),
+        "bars": [
+            {"cc": b.cc, "subflow": b.subflow, "omega": _finite(b.omega), "low": _finite(b.low),
+             "high": _finite(b.high), "in_subset": b.in_subset}
+            for b in bars
+        ],
+    }
 
 
 def impact_page(session: Session, topology_id: int, campaign_id: int | None) -> ImpactView:
@@ -150,7 +174,14 @@ def impact_page(session: Session, topology_id: int, campaign_id: int | None) -> 
         subsets=[],
     )
     if campaign is not None:
+        intervals = results.omega_intervals(session, campaign_id=campaign.id)
+        drawn: dict[str, dict[str, tuple]] = {}
         for result in results.impact_results(session, campaign_id=campaign.id):
+            drawn[result.cc] = {
+                sf: (w, intervals.get(result.cc, {}).get(sf, {}).get("low"),
+                     intervals.get(result.cc, {}).get(sf, {}).get("high"), sf in result.subset)
+                for sf, w in result.omegas.items()
+            }
             view.ccs.append(result.cc)
             for name, value in result.omegas.items():
                 view.omega[(name, result.cc)] = value
@@ -165,6 +196,7 @@ def impact_page(session: Session, topology_id: int, campaign_id: int | None) -> 
                     "same_as_fullmesh": result.same_as_fullmesh,
                 }
             )
+        view.chart = omega_chart(drawn, names)
     # History: every (subflow, CC) across the campaigns that measured impact factors.
     if with_impact:
         ids = [c.id for c in with_impact]
@@ -240,7 +272,10 @@ def fits_page(
     page["charts"] = [_fit_chart(rec, solved, points) for rec in fits]
     # Table rows per fit, with the stored quality numbers.
     page["fit_rows"] = [
-        {"fit": rec, "adj_r2": _finite(rec.adj_r2), "chart": chart}
+        {"fit": rec, "adj_r2": _finite(rec.adj_r2), "chart": chart,
+         # every arm answered from its measured means: the regression's R² and p say nothing
+         "measured": bool(chart["series"]) and all(
+             s["kind"] == "measured" for s in chart["series"])}
         for rec, chart in zip(fits, page["charts"], strict=True)
     ]
     return page
@@ -261,7 +296,7 @@ def _fit_chart(rec, solved: SolvedCampaign, points) -> dict:
     drawn through its own tp(bs) -- and measured points, T*, the target, the answer."""
     solution, lo, hi = solved.solution, solved.lo, solved.hi
     arms = {(a.pm, a.cc): a for a in solution.arms} if solution else {}
-    xs = [lo + k * (hi - lo) / CURVE_POINTS for k in range(CURVE_POINTS + 1)]
+    xs = figures.fit_curve_xs(lo, hi, CURVE_POINTS)  # even on the log buffer axis
     series = []
     for curve in solved.curves_of(rec.pm):
         arm = arms.get((curve.pm, curve.cc))
@@ -281,6 +316,7 @@ def _fit_chart(rec, solved: SolvedCampaign, points) -> dict:
         )
     chart = {
         "id": f"fit-{rec.id}",
+        "axes": figures.FITS.as_json(),  # the report's axes (page 4)
         "pm": rec.pm,
         "bs_min": lo,
         "bs_max": hi,
@@ -356,4 +392,28 @@ def campaign_page(session: Session, campaign_id: int) -> dict:
         "tools": reads.tool_counts(session, campaign.id),
         "stream": stream_view.campaign_stream(session, campaign),
         **reads.derived_counts(session, campaign.id),
+    }
+
+
+# --- one probe -----------------------------------------------------------------------------------
+def probe_page(session: Session, measurement_id: int) -> dict:
+    """A probe's figures: goodput over time, bytes per subflow, and the tool's per-interval RTT,
+    cwnd and retransmits where its raw output has them (iperf3 `-J`)."""
+    m = measurements.get_measurement(session, measurement_id=measurement_id)
+    campaign = campaign_store.get_campaign(session, campaign_id=m.campaign_id)
+    names = artifact_store.artifact_names(session, measurement_ids=[m.id]).get(m.id, [])
+    charts = [c for c in (probe_series.goodput_chart(m.goodput_mbps or [], m.interval_s,
+                                                     m.warmup_s),
+                          probe_series.subflow_bytes_chart(m.subflow_bytes or {}))
+              if c is not None]
+    if probe_series.IPERF3_CLIENT in names:
+        _, raw = artifact_store.get_artifact(session, measurement_id=m.id,
+                                             name=probe_series.IPERF3_CLIENT)
+        charts += probe_series.iperf3_charts(raw)
+    return {
+        "measurement": m,
+        "campaign": campaign,
+        "topology": reads.topology_or_none(session, campaign.topology_id),
+        "artifacts": names,
+        "charts": charts,
     }

@@ -321,6 +321,16 @@ def campaign(request: Request, campaign_id: str, session: SessionDep):
     return _guard(request, build)
 
 
+@router.get("/dashboard/measurements/{measurement_id}", response_class=HTMLResponse)
+def probe(request: Request, measurement_id: str, session: SessionDep):
+    def build():
+        data = queries.probe_page(session, _id(measurement_id, "probe"))
+        title = f"Probe #{data['measurement'].id}"
+        return render(request, "probe.html", tab="campaigns", title=title, **data)
+
+    return _guard(request, build)
+
+
 # Static files are the same for everyone (the login page needs them too): no session.
 static_router = APIRouter(include_in_schema=False)
 

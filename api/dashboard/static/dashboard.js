@@ -10,6 +10,26 @@
     return (x === null || x === undefined) ? "—" : Number(x).toFixed(digits);
   }
 
+  /* --- shared axes: service/flows/takeaways/figures.py defines them for the report too ------ */
+  var ASINH_SCALE = 1;
+  function symlog(v, t) { return Math.sign(v) * Math.log10(1 + Math.abs(v) / t); }
+  function unsymlog(u, t) { return Math.sign(u) * t * (Math.pow(10, Math.abs(u)) - 1); }
+  function axisOptions(axis, extra) {
+    /* "log" is Chart.js's logarithmic axis; "symlog" is drawn on a linear axis of transformed
+       values (symlog() below), its ticks labelled with the value they stand for */
+    var out = {type: axis.scale === "log" ? "logarithmic" : "linear",
+               title: {display: true, text: axis.label}};
+    if (axis.scale === "symlog") {
+      var t = axis.linthresh || ASINH_SCALE;
+      out.ticks = {callback: function (u) { return Number(unsymlog(u, t).toPrecision(2)); }};
+    }
+    Object.keys(extra || {}).forEach(function (k) { out[k] = extra[k]; });
+    return out;
+  }
+  function axisValue(axis, v) {
+    return (v === null || axis.scale !== "symlog") ? v : symlog(v, axis.linthresh || ASINH_SCALE);
+  }
+
   /* --- campaign picker: submit on change ----------------------------------------------------- */
   document.querySelectorAll("select[data-autosubmit]").forEach(function (select) {
     select.addEventListener("change", function () { select.form.submit(); });
@@ -71,9 +91,8 @@
         animation: false, responsive: true, maintainAspectRatio: false, parsing: true,
         interaction: {mode: "nearest", intersect: false},
         scales: {
-          x: {type: "linear", min: 0, max: Math.ceil(hi),
-              title: {display: true, text: "buffer size (MiB)"}},
-          y: {beginAtZero: true, title: {display: true, text: "throughput (Mbit/s)"}}
+          x: axisOptions(data.axes.x, {min: lo, max: hi}),
+          y: axisOptions(data.axes.y, {beginAtZero: true})
         },
         plugins: {
           legend: {
@@ -103,6 +122,68 @@
     var chart = drawFit(canvas, JSON.parse(source.textContent));
     canvas.dataset.rendered = chart ? "yes" : "no";
   });
+
+  /* --- Ω per subflow and CC with its interval (report page 2): SP* members filled ---------- */
+  var intervalWhiskers = {
+    id: "intervalWhiskers",
+    afterDatasetsDraw: function (chart) {
+      var ctx = chart.ctx, y = chart.scales.y;
+      chart.data.datasets.forEach(function (ds, i) {
+        if (!ds.intervals) { return; }
+        chart.getDatasetMeta(i).data.forEach(function (bar, j) {
+          var iv = ds.intervals[j];
+          if (!iv || iv[0] === null || iv[1] === null) { return; }
+          var top = y.getPixelForValue(iv[1]), bottom = y.getPixelForValue(iv[0]);
+          ctx.save();
+          ctx.strokeStyle = "#000"; ctx.lineWidth = 1;
+          ctx.beginPath();
+          ctx.moveTo(bar.x, top); ctx.lineTo(bar.x, bottom);
+          ctx.moveTo(bar.x - 4, top); ctx.lineTo(bar.x + 4, top);
+          ctx.moveTo(bar.x - 4, bottom); ctx.lineTo(bar.x + 4, bottom);
+          ctx.stroke();
+          ctx.restore();
+        });
+      });
+    }
+  };
+
+  function drawOmega(canvas, data) {
+    var ya = data.axes.y;
+    var datasets = data.ccs.map(function (cc, k) {
+      var color = COLORS[k % COLORS.length];
+      var bars = data.subflows.map(function (sf) {
+        return data.bars.filter(function (b) { return b.cc === cc && b.subflow === sf; })[0] || null;
+      });
+      return {
+        label: cc, bars: bars,
+        data: bars.map(function (b) { return b ? axisValue(ya, b.omega) : null; }),
+        intervals: bars.map(function (b) {
+          return b ? [axisValue(ya, b.low), axisValue(ya, b.high)] : null;
+        }),
+        backgroundColor: bars.map(function (b) { return b && b.in_subset ? color : "#ffffff"; }),
+        borderColor: color, borderWidth: 1.5
+      };
+    });
+    return new window.Chart(canvas, {
+      type: "bar",
+      data: {labels: data.subflows, datasets: datasets},
+      plugins: [intervalWhiskers],
+      options: {
+        animation: false, responsive: true, maintainAspectRatio: false,
+        scales: {x: axisOptions(data.axes.x, {type: "category"}), y: axisOptions(ya)},
+        plugins: {
+          legend: {position: "bottom", labels: {boxWidth: 14}},
+          tooltip: {callbacks: {label: function (ctx) {
+            var b = ctx.dataset.bars[ctx.dataIndex];
+            if (!b) { return ctx.dataset.label + ": —"; }
+            var text = b.cc + ": Ω = " + fmt(b.omega, 3);
+            if (b.low !== null && b.high !== null) { text += " [" + fmt(b.low, 3) + ", " + fmt(b.high, 3) + "]"; }
+            return text + (b.in_subset ? " (in SP*)" : " (standby)");
+          }}}
+        }
+      }
+    });
+  }
 
   /* --- stream campaigns and answers: frame delay CDF, head-of-line timeline, p99 per buffer -- */
   function linearChart(canvas, datasets, xTitle, yTitle, yMax, tooltip) {
@@ -213,6 +294,58 @@
   streamCharts.forEach(function (canvas) {
     var source = document.getElementById(canvas.id + "-data");
     var draw = STREAM_CHARTS[canvas.getAttribute("data-chart")];
+    if (!source || !draw || typeof window.Chart !== "function") { return; }
+    var chart = draw(canvas, JSON.parse(source.textContent));
+    canvas.dataset.rendered = chart ? "yes" : "no";
+  });
+
+  /* --- one probe: a value over time per stream, or one bar per subflow ------------------- */
+  function drawSeries(canvas, data) {
+    var datasets = data.series.map(function (s, k) {
+      var color = COLORS[k % COLORS.length];
+      return {
+        label: s.label, data: s.points.map(function (p) { return {x: p[0], y: p[1]}; }),
+        showLine: true, pointRadius: 2, borderColor: color, backgroundColor: color,
+        borderWidth: 1.5, fill: false
+      };
+    });
+    return new window.Chart(canvas, {
+      type: "scatter",
+      data: {datasets: datasets},
+      options: {
+        animation: false, responsive: true, maintainAspectRatio: false,
+        interaction: {mode: "nearest", intersect: false},
+        scales: {x: axisOptions(data.axes.x, {beginAtZero: true}),
+                 y: axisOptions(data.axes.y, {beginAtZero: true})},
+        plugins: {legend: {position: "bottom", labels: {boxWidth: 14}}}
+      }
+    });
+  }
+
+  function drawBars(canvas, data) {
+    return new window.Chart(canvas, {
+      type: "bar",
+      data: {labels: data.labels, datasets: [{
+        label: data.axes.y.label, data: data.values,
+        backgroundColor: data.labels.map(function (_, k) { return COLORS[k % COLORS.length]; })
+      }]},
+      options: {
+        animation: false, responsive: true, maintainAspectRatio: false,
+        scales: {x: axisOptions(data.axes.x, {type: "category"}),
+                 y: axisOptions(data.axes.y, {beginAtZero: true})},
+        plugins: {legend: {display: false}}
+      }
+    });
+  }
+
+  var FIGURES = {omega: drawOmega, series: drawSeries, bars: drawBars};
+  var figures = document.querySelectorAll("canvas.figure-chart");
+  if (figures.length && typeof window.Chart !== "function") {
+    console.error("mpcoa: Chart.js did not load");
+  }
+  figures.forEach(function (canvas) {
+    var source = document.getElementById(canvas.id + "-data");
+    var draw = FIGURES[canvas.getAttribute("data-chart")];
     if (!source || !draw || typeof window.Chart !== "function") { return; }
     var chart = draw(canvas, JSON.parse(source.textContent));
     canvas.dataset.rendered = chart ? "yes" : "no";

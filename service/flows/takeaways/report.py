@@ -27,6 +27,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from models import MeasurementPhase
 
+from . import figures
 from .report_data import ReportData
 
 PAGE = (11.69, 8.27)  # A4 landscape, inches
@@ -65,6 +66,17 @@ def _fmt(value, unit: str = "", digits: int = 4) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}g}{unit}"
     return f"{value}{unit}"
+
+
+def apply_axes(ax, spec: figures.FigureSpec) -> None:
+    """A figure's shared axes (`figures`, which the dashboard draws from too) on matplotlib."""
+    for axis, set_label, set_scale in ((spec.x, ax.set_xlabel, ax.set_xscale),
+                                       (spec.y, ax.set_ylabel, ax.set_yscale)):
+        set_label(axis.label)
+        if axis.scale == "symlog":
+            set_scale("symlog", linthresh=axis.linthresh, linscale=2.0)
+        else:
+            set_scale(axis.scale)
 
 
 def _page(data: ReportData, heading: str) -> Figure:
@@ -189,28 +201,26 @@ def _omega_page(data: ReportData) -> Figure:
         ax.text(0.5, 0.5, "no impact factors stored", ha="center", transform=ax.transAxes)
         return fig
     width = 0.8 / len(ccs)
-    for k, cc in enumerate(ccs):
-        for j, sf in enumerate(data.subflows):
-            if sf not in data.omegas[cc]:
-                continue
-            w, lo, hi, member = data.omegas[cc][sf]
-            x = j - 0.4 + width * (k + 0.5)
-            ax.bar(x, w, width * 0.9, color=COLORS[k % 10] if member else "white",
-                   edgecolor=COLORS[k % 10], linewidth=1.5,
-                   label=cc if j == 0 else None)
-            if lo is not None and hi is not None:
-                ax.errorbar(x, w, yerr=[[w - lo], [hi - w]], fmt="none", ecolor="black",
-                            capsize=3, lw=1)
+    bars = figures.omega_bars(data.omegas, data.subflows)
+    order = list(dict.fromkeys(b.subflow for b in bars))
+    labelled: set[str] = set()
+    for bar in bars:
+        k, j = ccs.index(bar.cc), order.index(bar.subflow)
+        w, lo, hi = bar.omega, bar.low, bar.high
+        x = j - 0.4 + width * (k + 0.5)
+        ax.bar(x, w, width * 0.9, color=COLORS[k % 10] if bar.in_subset else "white",
+               edgecolor=COLORS[k % 10], linewidth=1.5,
+               label=None if bar.cc in labelled else bar.cc)
+        labelled.add(bar.cc)
+        if lo is not None and hi is not None:
+            ax.errorbar(x, w, yerr=[[w - lo], [hi - w]], fmt="none", ecolor="black",
+                        capsize=3, lw=1)
     ax.axhline(0, color="black", lw=0.8)
-    if max(abs(w) for per in data.omegas.values() for w, *_ in per.values()) > 2:
-        # the paper's Ω run from -40 to 0.6: linear within +-1, logarithmic beyond
-        ax.set_yscale("symlog", linthresh=1.0, linscale=2.0)
+    spec = figures.omega_figure([b.omega for b in bars])
+    apply_axes(ax, spec)
+    if spec.y.scale == "symlog":
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-        ax.set_ylabel("Ω = 1 - TP_i / TP_0 (linear within ±1, log beyond)")
-    else:
-        ax.set_ylabel("Ω = 1 - TP_i / TP_0")
-    ax.set_xticks(range(len(data.subflows)), data.subflows)
-    ax.set_xlabel("subflow (local ISP - remote ISP)")
+    ax.set_xticks(range(len(order)), order)
     ax.legend(title="CC", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     return fig
@@ -300,23 +310,23 @@ def _fits_page(data: ReportData) -> Figure:
                         color=color[cc])
             curve = next((c for c in data.fitted if (c.pm, c.cc) == (pm, cc)), None)
             if curve is not None and hi > lo:
-                xs = [lo * (hi / lo) ** (t / 199) for t in range(200)]
+                xs = figures.fit_curve_xs(lo, hi, 199)
                 ax.plot(xs, [curve.tp(x) for x in xs], "-", color=color[cc], lw=1.6,
                         label=f"{cc} ({curve.kind})")
             elif pts:
                 ax.plot([], [], "o", color=color[cc], label=cc)
-        ax.set_xscale("log")
+        apply_axes(ax, figures.FITS)
         # ticks at the measured buffers, not log decades that crowd a short range
         ax.set_xticks(sorted(set(all_bs)) or [lo, hi])
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.3g}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.tick_params(axis="x", labelrotation=45, labelsize=8)
         ax.set_title(pm, fontsize=11)
-        ax.set_xlabel("buffer (MiB, log scale)")
         ax.grid(alpha=0.3, which="both")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7.5, loc="upper left", framealpha=0.9)
         else:
             ax.text(0.5, 0.5, "nothing measured", ha="center", transform=ax.transAxes)
-    axes[0].set_ylabel("goodput (Mbit/s)")
+    for ax in axes[1:]:  # the shared y axis is labelled once
+        ax.set_ylabel("")
     return fig
