@@ -72,6 +72,32 @@ def test_a_provisional_answer_is_refused_unless_asked_for(client, auth, db_sessi
     db_session.rollback()
 
 
+def test_a_host_ceiling_is_lowered_only_when_asked(client, auth, db_session, tid):
+    assert client.post("/recommendations", json={"topology_id": tid}, headers=auth
+                       ).status_code == 202
+    r = client.get(f"/topologies/{tid}/apply-plan?lower_ceilings=perhaps", headers=auth)
+    assert r.status_code == 422
+    r = client.post(f"/topologies/{tid}/apply", json={"lower_ceilings": "yes",
+                                                      "allow_unmeasured": True}, headers=auth)
+    assert r.status_code == 422, r.text
+    host = read_state(None)["sysctls"]
+    for asked in (False, True):
+        plan = client.get(f"/topologies/{tid}/apply-plan?lower_ceilings={str(asked).lower()}",
+                          headers=auth).json()
+        assert plan["lower_ceilings"] is asked
+        planned = plan["buffer"]["regimes"]["autotune_max_bytes"]["bytes"]
+        for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
+            entry = _changes(plan)[key]
+            have = int(host[key].split()[2])
+            want = planned if asked else max(planned, have)
+            assert int(entry["after"].split()[2]) == want, entry
+            assert entry["regime"] == "autotuning ceiling"
+    row = apply_flow.start_apply(db_session, topology_id=tid, site_hosts=True,
+                                 allow_unmeasured=True, lower_ceilings=True)
+    assert row.plan["lower_ceilings"] is True
+    db_session.rollback()
+
+
 def test_a_calibrated_answer_without_measurements_is_unmeasured(client, auth, db_session, tid):
     rec = measured_answer(db_session, tid, outputs={"subflows_used": ["U-C"]})
     rec.campaign_id = None  # its campaign deleted: nothing shows what was measured
