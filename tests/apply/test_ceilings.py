@@ -77,3 +77,30 @@ def test_the_plan_names_the_regime_of_each_buffer_value():
     assert by_key["net.core.wmem_max"]["regime"] == ap.REGIME_LOCKED
     assert {by_key[k]["regime"] for k in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")} == {
         ap.REGIME_AUTOTUNE}
+
+
+def test_the_measured_autotuning_ceiling_is_what_the_apply_writes():
+    plan = _plan(obs_mib=1.0, autotune_max_mib=12.0)
+    sender = plan.sites[0]
+    # tcp_rmem/tcp_wmem max: the ceiling measured autotuned, not 2 x OBS
+    assert sender.buffer_max_bytes == 12 * MIB
+    # OBS stays the locked socket buffer, and what net.core.*mem_max must allow
+    assert sender.socket_buffer_bytes == MIB
+    assert sender.host_minimums == {"net.core.rmem_max": MIB, "net.core.wmem_max": MIB}
+    regime = plan.buffer["regimes"]["autotune_max_bytes"]
+    assert regime["bytes"] == 12 * MIB and regime["from"] == "autotune_max_mib"
+    assert "autotune_ceiling_unmeasured" not in plan.notes
+    by_key = _by_key(sender, _with("4096 131072 6291456", "4096 16384 4194304"))
+    assert by_key["net.ipv4.tcp_rmem"]["after"] == f"4096 131072 {12 * MIB}"
+    # never lowered: a site above the measured ceiling keeps its own unless asked
+    high = _with(f"4096 131072 {64 * MIB}", f"4096 16384 {64 * MIB}")
+    assert _by_key(sender, high)["net.ipv4.tcp_rmem"]["after"].split()[2] == str(64 * MIB)
+    asked = _plan(obs_mib=1.0, autotune_max_mib=12.0, lower_ceilings=True).sites[0]
+    assert _by_key(asked, high)["net.ipv4.tcp_rmem"]["after"].split()[2] == str(12 * MIB)
+
+
+def test_without_a_measured_ceiling_the_plan_says_so():
+    plan = _plan(obs_mib=1.0)
+    assert "autotune_ceiling_unmeasured" in plan.notes
+    assert plan.buffer["regimes"]["autotune_max_bytes"]["from"] == "2 x OBS"
+    assert plan.sites[0].buffer_max_bytes == 2 * MIB

@@ -157,7 +157,7 @@ def build_plan(session: Session, topology_id: int, *,
             caps_mib=caps,
             local_implicit=(local.current or {}).get("implicit_endpoints"),
             remote_implicit=(remote.current or {}).get("implicit_endpoints"),
-            lower_ceilings=lower_ceilings,
+            lower_ceilings=lower_ceilings, autotune_max_mib=outputs.get("autotune_max_mib"),
         )
     except ValueError as exc:
         raise Conflict(str(exc)) from exc
@@ -186,6 +186,9 @@ def build_plan(session: Session, topology_id: int, *,
         "recommendation_id": rec.id,
         "answer": {"kind": rec.kind, "opm": rec.opm, "occ": rec.occ, "obs_mib": rec.obs_mib,
                    "otp_mbps": rec.otp_mbps, "delta": rec.delta,
+                   "autotune_max_mib": outputs.get("autotune_max_mib"),
+                   "autotune_otp_mbps": outputs.get("autotune_otp_mbps"),
+                   "autotune_interval_mbps": outputs.get("autotune_interval_mbps"),
                    "promise_low_mbps": promise.get("low_mbps"),
                    "promise_high_mbps": promise.get("high_mbps")},
         "used": plan.used,

@@ -170,13 +170,16 @@ def plan_sites(
     local_implicit: list[dict[str, Any]] | None = None,
     remote_implicit: list[dict[str, Any]] | None = None,
     lower_ceilings: bool = False,
+    autotune_max_mib: float | None = None,
 ) -> ApplyPlan:
     """Per site what the answer needs. `*_addrs`: ISP label -> the site's address on it;
     `builtin_ccs`: controls the kernel has of its own; `bpf_ccs`: the ones a BPF port provides;
     `caps_mib`: bounds on the buffer written, by name (`buffer_bound`); `*_implicit`: the
     site's implicit MPTCP endpoints (`probes.site.config.read_implicit`), whose ids the plan
     leaves to them (`endpoint_ids`); `lower_ceilings`: write the autotuning ceiling exactly,
-    even below a site's higher one (by default a site's higher ceiling is kept)."""
+    even below a site's higher one (by default a site's higher ceiling is kept);
+    `autotune_max_mib`: the answer's autotuning ceiling, measured by probes that set no buffer
+    (None: not measured; the ceiling is then 2 x the locked buffer, and a note says so)."""
     local = [isp.label for isp in spec.local.isps]
     remote = [isp.label for isp in spec.remote.isps]
     for site, labels, addrs in ((spec.local.name, local, local_addrs),
@@ -239,15 +242,24 @@ def plan_sites(
     ]
     common = {"net.mptcp.enabled": "1", "net.mptcp.path_manager": "kernel"}
     host_min = {} if buf is None else {"net.core.rmem_max": buf, "net.core.wmem_max": buf}
-    # The answer's buffer is what the probes set with SO_SNDBUF/SO_RCVBUF; the kernel doubles
-    # it, so autotuning's ceiling for applications that set nothing is twice that.
-    ceiling = None if buf is None else 2 * buf
+    # The answer's buffer is what the probes set with SO_SNDBUF/SO_RCVBUF (the locked regime).
+    # Applications that set nothing are autotuned up to tcp_rmem/tcp_wmem's max: the answer's
+    # autotune_max_mib where probes measured it in that regime; else twice the locked buffer
+    # (the kernel doubles a set one), a figure no probe measured autotuned, as the note says.
+    if autotune_max_mib is not None and autotune_max_mib > 0:
+        ceiling: int | None = min(round(autotune_max_mib * MIB), INT_MAX)
+        measured_in = "autotune_max_mib"
+    else:
+        ceiling = None if buf is None else 2 * buf
+        measured_in = None if buf is None else "2 x OBS"
+        if buf is not None:
+            notes.append("autotune_ceiling_unmeasured")
     buffer["regimes"] = {
         "socket_buffer_bytes": {"bytes": buf, "regime": REGIME_LOCKED,
                                 "for": "applications that call setsockopt"},
         "autotune_max_bytes": {"bytes": ceiling, "regime": REGIME_AUTOTUNE,
                                "for": "applications that set no socket buffer",
-                               "lower_ceilings": lower_ceilings}}
+                               "from": measured_in, "lower_ceilings": lower_ceilings}}
     sender = SitePlan(
         site=spec.local.name, role="sender", endpoints=sender_eps,
         limits={"subflows": n_sub, "add_addr_accepted": min(MPTCP_MAX, len(remote) - 1)},
