@@ -14,9 +14,11 @@ as a locked b; the candidates are 2 x each grid buffer below the largest ceiling
 given, and that largest one, the reference the others are judged against
 (`candidate_ceilings`). The top is measured first, then the bisection asks for the middle of
 the candidates not yet decided (`next_ceiling`): one that reaches the target moves the upper
-end down, one that does not the lower end up. The cost is `CEILING_RUNS` probes per point, at
-most 1 + ceil(log2(candidates)) points (`planned_probes`), stated with the plan before a probe
-runs.
+end down, one that does not the lower end up. The verdicts are read again after every probe
+(a point measured later can move the best, and so the target), so the bisection may visit more
+points than a fixed one would. The cost is `CEILING_RUNS` probes per point: the plan states
+1 + ceil(log2(candidates)) points before a probe runs (`planned_probes`), and grows by what
+the sweep asks beyond it, never past every candidate.
 
 The decision (`decide`): the best mean over the candidates, the target (1 - delta) x best, and
 the smallest ceiling whose lower bound (Student-t at 90 % on the spread pooled over the points)
