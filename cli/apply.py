@@ -34,7 +34,10 @@ def _print_plan(plan: dict) -> None:
         for c in site["changes"]:
             mark = {"set": "*", "none": " ", "needs_host": "!", "advice": "~"}[c["action"]]
             typer.echo(f"  {mark} [{c['scope']:<11}] {c['kind']:<8} {c['key']:<34} "
-                       f"{c['before']!s:>24} -> {c['after']!s}")
+                       f"{c['before']!s:>24} -> {c['after']!s}"
+                       + (f"  ({c['regime']})" if c.get("regime") else ""))
+            if c.get("kept"):
+                typer.echo(f"      planned {c['planned']}: {c['kept']}")
     typer.echo("\n* changes   ! host-wide, too low, not changed from a namespace   "
                "~ for applications that set their own socket buffers")
     if plan["notes"]:
@@ -43,6 +46,8 @@ def _print_plan(plan: dict) -> None:
         typer.echo(f"not measured: {plan['measured']['why']} (apply refuses it without "
                    "--allow-unmeasured)")
     buffer = plan["buffer"]
+    for regime in (buffer.get("regimes") or {}).values():
+        typer.echo(f"{regime['regime']}: {regime['bytes']} bytes, for {regime['for']}")
     if buffer.get("capped_by"):
         typer.echo(f"buffer: {buffer['planned_bytes']} bytes instead of the answer's "
                    f"{buffer['answer_bytes']}: {buffer['why']}")
@@ -77,6 +82,10 @@ def apply(
         "--auto-reapply", help="when a recalibration gives a new answer, apply it too, "
         "through the same plan and checks (MPCOA_REAPPLY_ON_RECALIBRATION); its confirmation "
         "and watchers as asked here")] = False,
+    lower_ceilings: Annotated[bool, typer.Option(
+        "--lower-ceilings", help="set the autotuning ceiling (tcp_rmem/tcp_wmem max) exactly "
+        "as planned, even below a higher one a site has; without it a higher ceiling is "
+        "kept")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Apply the topology's newest answer to its sites (endpoints, limits, CC, buffers)."""
@@ -89,7 +98,7 @@ def apply(
     try:
         if dry_run:
             with session_scope() as s:
-                plan = build_plan(s, topology_id)
+                plan = build_plan(s, topology_id, lower_ceilings=lower_ceilings)
             typer.echo(json.dumps(plan, indent=1)) if as_json else _print_plan(plan)
             return
         with session_scope() as s:
@@ -103,6 +112,7 @@ def apply(
                                        hold_s=hold_s, by_hand=site is not None,
                                        allow_unmeasured=allow_unmeasured,
                                        auto_reapply=auto_reapply,
+                                       lower_ceilings=lower_ceilings,
                                        site_hosts=site is not None or bool(settings.broker_url))
             else:
                 from service.store import applied

@@ -46,6 +46,9 @@ class MeasurementPhase(StrEnum):
     SWEEP = "buffer"
     WARM = "warm"
     SELECTION = "selection"
+    #: probes that set no socket buffer under a candidate autotuning ceiling (tcp_rmem /
+    #: tcp_wmem max), which the key's `bs_mib` holds (`algorithm.autotune_ceiling`)
+    AUTOTUNE = "autotune"
 
     @property
     def budget_phase(self) -> str:

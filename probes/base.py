@@ -125,6 +125,10 @@ class MeasurementRequest(BaseModel):
     ``allowed_subflows``: subflow names that may carry payload; ``None`` = all. Subflows not in
     the list are still established (as MPTCP backup subflows) but carry no payload.
     ``buffer_bytes``: SO_SNDBUF and SO_RCVBUF on both ends; ``None`` = kernel autotuning.
+    ``autotune_max_bytes``: with no buffer set, the autotuning ceiling (tcp_rmem / tcp_wmem max)
+    both ends run under for this probe; ``None`` = whatever the ends have. Only the emulated
+    testbed sets it (inside its namespaces, restored after the probe): a real host's ceiling
+    is every other connection's too.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -134,6 +138,7 @@ class MeasurementRequest(BaseModel):
     allowed_subflows: list[SubflowName] | None = None
     cc: str = Field(default="cubic", pattern=CC_PATTERN)
     buffer_bytes: int | None = Field(default=None, ge=4096, le=1 << 31)
+    autotune_max_bytes: int | None = Field(default=None, ge=4096, le=(1 << 31) - 1)
     duration_s: float = Field(default=10.0, gt=0, le=MAX_PROBE_S, allow_inf_nan=False)
     profile: TrafficProfile = Field(default_factory=TrafficProfile.bulk)
     path_manager: PathManager = FULLMESH
@@ -175,6 +180,9 @@ class MeasurementRequest(BaseModel):
     def _sites(self) -> MeasurementRequest:
         if self.sender == self.receiver:
             raise ValueError(f"receiver: same site as sender ({self.sender!r})")
+        if self.autotune_max_bytes is not None and self.buffer_bytes is not None:
+            raise ValueError("autotune_max_bytes: only for a probe that sets no buffer "
+                             "(buffer_bytes turns autotuning off)")
         if self.warmup_s >= self.duration_s:
             raise ValueError(f"warmup_s: {self.warmup_s:g} s leaves nothing of duration_s "
                              f"{self.duration_s:g} s")

@@ -22,6 +22,9 @@ ERRORS = {401: {"description": "no valid token"}, 404: {"description": "unknown 
                 "(apply) an answer no probe measured without allow_unmeasured"}}
 
 router = APIRouter(tags=["apply"])
+LOWER_CEILINGS = ("set the autotuning ceiling (tcp_rmem/tcp_wmem max) exactly as planned, even "
+                  "below a higher one a site has; without it a higher ceiling is kept (an "
+                  "apply never lowers a host's ceiling unless asked)")
 ApplyId = Annotated[int, Path(ge=1, le=MAX_ID)]
 # an apply or rollback settles within its confirmation (5-120 s) plus the sites' reports
 POLL_AFTER_S = 5
@@ -50,6 +53,7 @@ class ApplyPlanOut(BaseModel):
     notes: list[str]
     measured: dict[str, Any]
     buffer: dict[str, Any]
+    lower_ceilings: bool = False
     scopes: dict[str, Any]
     sites: list[dict[str, Any]]
 
@@ -69,6 +73,7 @@ class ApplyIn(BaseModel):
     allow_unmeasured: bool = Field(False, description="apply an answer no probe measured (a "
                                    "provisional one: no CC, a rule-of-thumb buffer); without "
                                    "it such an answer is refused with 409")
+    lower_ceilings: bool = Field(False, strict=True, description=LOWER_CEILINGS)
     auto_reapply: bool = Field(False, description="when a recalibration of the topology gives "
                                "a new answer, apply it too through the same plan and checks "
                                "(with this apply's confirm, seconds, watch and hold_s), unless "
@@ -111,8 +116,9 @@ def _engine(session) -> Engine | None:
 @router.get("/topologies/{topology_id}/apply-plan", response_model=ApplyPlanOut,
             dependencies=[Depends(require_read)], responses=ERRORS,
             summary="What applying the newest answer would change on each site")
-def get_apply_plan(topology_id: Id, session: SessionDep):
-    return build_plan(session, topology_id)
+def get_apply_plan(topology_id: Id, session: SessionDep,
+                   lower_ceilings: Annotated[bool, Query(description=LOWER_CEILINGS)] = False):
+    return build_plan(session, topology_id, lower_ceilings=lower_ceilings)
 
 
 @router.post("/topologies/{topology_id}/apply", response_model=AppliedOut,
@@ -125,6 +131,7 @@ def apply_answer(topology_id: Id, request: Request, response: Response, session:
                                  seconds=body.seconds, watch=body.watch, hold_s=body.hold_s,
                                  allow_unmeasured=body.allow_unmeasured,
                                  auto_reapply=body.auto_reapply,
+                                 lower_ceilings=body.lower_ceilings,
                                  site_hosts=bool(request.app.state.settings.broker_url))
     commit(session)
     # sent now, or owed (the broker is down): 202 with the row either way, `dispatched_at`

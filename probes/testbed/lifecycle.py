@@ -432,12 +432,34 @@ class Testbed:
                 raise TestbedError(f"allowed_subflows: {sf!r} is not a subflow of "
                                    f"{request.sender}->{request.receiver} ({sorted(valid)})")
         what = f"probe {request.sender}->{request.receiver} on testbed {self.name}"
-        with self.lock(), cc_users.using([request.cc], what):
+        with self.lock(), cc_users.using([request.cc], what), self.autotune_ceiling(
+                (request.sender, request.receiver), request.autotune_max_bytes) as ceiling:
             self.set_direction(request.sender, request.receiver)
             result = self.backend(backend, **kw).measure(request)
         result.raw["testbed"] = {"name": self.name, "digest": self.spec.digest(),
                                  "rate_scale": self.spec.rate_scale}
+        if ceiling:
+            result.raw["autotune_ceiling"] = ceiling
         return result
+
+    @contextlib.contextmanager
+    def autotune_ceiling(self, sites: tuple[str, str],
+                         max_bytes: int | None) -> Iterator[dict[str, Any]]:
+        """The sites' namespaces with tcp_rmem / tcp_wmem max = `max_bytes` (min and default
+        kept below it) for the block, then as they were, also on an error; what was set and
+        found, per namespace. Under the testbed's lock: no other probe runs meanwhile."""
+        if max_bytes is None:
+            yield {}
+            return
+        keys = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")
+        found = {s: {k: sysctl_get(self.ns(s), k) for k in keys} for s in sites}
+        try:
+            for s in sites:
+                sysctl_set(self.ns(s), {k: _with_max(found[s][k], max_bytes) for k in keys})
+            yield {"max_bytes": max_bytes, "found": found}
+        finally:
+            for s in sites:
+                sysctl_set(self.ns(s), {k: v for k, v in found[s].items() if v})
 
     def delayline_stats(self) -> dict[str, Any]:
         try:
@@ -450,6 +472,15 @@ class Testbed:
 
     def down(self) -> None:
         down(self.name)
+
+
+def _with_max(triple: str | None, max_bytes: int) -> str:
+    """A tcp_rmem / tcp_wmem value with its max set to `max_bytes`, min and default below it."""
+    try:
+        lo, default, _ = (int(x) for x in (triple or "").split())
+    except ValueError:
+        lo, default = 4096, 131072
+    return f"{min(lo, max_bytes)} {min(default, max_bytes)} {max_bytes}"
 
 
 # ---- module-level API ----------------------------------------------------------------------------

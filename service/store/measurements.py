@@ -325,9 +325,11 @@ def failure_entry(m: Measurement) -> dict[str, Any]:
 
 
 def largest_buffer(session: Session, *, campaign_id: int) -> float | None:
-    """The largest buffer (MiB) a probe of the campaign ran at and measured; None: none did."""
+    """The largest buffer (MiB) a probe of the campaign ran at and measured; None: none did.
+    An autotune probe's bs_mib is the ceiling it ran under, no buffer: not counted."""
     return session.scalar(select(func.max(Measurement.bs_mib)).where(
-        Measurement.campaign_id == campaign_id, Measurement.status == "ok"))
+        Measurement.campaign_id == campaign_id, Measurement.status == "ok",
+        Measurement.phase != MeasurementPhase.AUTOTUNE))
 
 
 def fallback_streak(session: Session, *, topology_id: int, since: datetime,

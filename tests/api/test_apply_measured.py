@@ -72,6 +72,32 @@ def test_a_provisional_answer_is_refused_unless_asked_for(client, auth, db_sessi
     db_session.rollback()
 
 
+def test_a_host_ceiling_is_lowered_only_when_asked(client, auth, db_session, tid):
+    assert client.post("/recommendations", json={"topology_id": tid}, headers=auth
+                       ).status_code == 202
+    r = client.get(f"/topologies/{tid}/apply-plan?lower_ceilings=perhaps", headers=auth)
+    assert r.status_code == 422
+    r = client.post(f"/topologies/{tid}/apply", json={"lower_ceilings": "yes",
+                                                      "allow_unmeasured": True}, headers=auth)
+    assert r.status_code == 422, r.text
+    host = read_state(None)["sysctls"]
+    for asked in (False, True):
+        plan = client.get(f"/topologies/{tid}/apply-plan?lower_ceilings={str(asked).lower()}",
+                          headers=auth).json()
+        assert plan["lower_ceilings"] is asked
+        planned = plan["buffer"]["regimes"]["autotune_max_bytes"]["bytes"]
+        for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
+            entry = _changes(plan)[key]
+            have = int(host[key].split()[2])
+            want = planned if asked else max(planned, have)
+            assert int(entry["after"].split()[2]) == want, entry
+            assert entry["regime"] == "autotuning ceiling"
+    row = apply_flow.start_apply(db_session, topology_id=tid, site_hosts=True,
+                                 allow_unmeasured=True, lower_ceilings=True)
+    assert row.plan["lower_ceilings"] is True
+    db_session.rollback()
+
+
 def test_a_calibrated_answer_without_measurements_is_unmeasured(client, auth, db_session, tid):
     rec = measured_answer(db_session, tid, outputs={"subflows_used": ["U-C"]})
     rec.campaign_id = None  # its campaign deleted: nothing shows what was measured
@@ -115,3 +141,51 @@ def test_the_configured_ceiling_bounds_a_plan(client, auth, db_session, tid, mon
     # the default ceiling (128 MiB) leaves a measured 24 MiB as it is
     plan = client.get(f"/topologies/{tid}/apply-plan", headers=auth).json()
     assert plan["buffer"]["capped_by"] is None and plan["buffer"]["planned_bytes"] == 24 * MIB
+
+
+def test_the_answers_autotuning_ceiling_is_measured_and_applied(client, auth, db_session, tid):
+    """Autotune probes (no buffer, under a ceiling each) decide autotune_max_mib; the plan
+    writes it as tcp_rmem/tcp_wmem max, and they never bound the locked buffer."""
+    from datetime import timedelta
+
+    from models import Campaign, utcnow
+    from service.flows.answers import calibrated
+    from service.flows.answers.answer import Outputs
+    from service.store import measurements
+
+    rec = measured_answer(db_session, tid, largest_mib=4.0, obs_mib=0.5,
+                          outputs={"subflows_used": ["U-C"]})
+    now = utcnow()
+    runs = {1.0: [3.0, 3.2], 4.0: [6.9, 7.0], 8.0: [7.1, 7.0], 64.0: [7.05, 7.1]}
+    for ceiling, goodputs in runs.items():
+        for run, mbps in enumerate(goodputs):
+            measurements.record_measurement(db_session, measurements.MeasurementRecord(
+                campaign_id=rec.campaign_id, phase="autotune", pm="PCDC", cc="reno",
+                bs_mib=ceiling, run=run, subflows=["U-C"], duration_s=3.0,
+                goodput_mbps=[mbps] * 3, tool="iperf3", started_at=now - timedelta(seconds=3),
+                finished_at=now))
+    db_session.flush()
+    # the ceilings the autotune probes ran under are not buffers a probe locked
+    assert measurements.largest_buffer(db_session, campaign_id=rec.campaign_id) == 4.0
+    outputs = Outputs()
+    calibrated._with_autotune(outputs, db_session, db_session.get(Campaign, rec.campaign_id),
+                              "PCDC", "reno", 0.07)
+    assert outputs.autotune_max_mib == 4.0, outputs
+    low, high = outputs.autotune_interval_mbps
+    assert outputs.autotune_otp_mbps == pytest.approx(6.95)
+    assert low <= outputs.autotune_otp_mbps <= high
+
+    rec.outputs = {**rec.outputs, **outputs.model_dump(mode="json", include={
+        "autotune_max_mib", "autotune_otp_mbps", "autotune_interval_mbps"})}
+    db_session.commit()
+    plan = client.get(f"/topologies/{tid}/apply-plan?lower_ceilings=true", headers=auth).json()
+    assert plan["answer"]["autotune_max_mib"] == 4.0
+    assert plan["buffer"]["regimes"]["autotune_max_bytes"] == {
+        "bytes": 4 * MIB, "regime": "autotuning ceiling", "from": "autotune_max_mib",
+        "for": "applications that set no socket buffer", "lower_ceilings": True}
+    assert _changes(plan)["net.ipv4.tcp_rmem"]["after"].split()[2] == str(4 * MIB)
+    assert _changes(plan)["SO_SNDBUF/SO_RCVBUF"]["after"] == MIB // 2
+    from api.schemas import RecommendationOut  # an Outputs: the field is sent with the answer
+
+    assert {"autotune_max_mib", "autotune_otp_mbps", "autotune_interval_mbps"} <= set(
+        RecommendationOut.model_fields)

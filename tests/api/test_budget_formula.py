@@ -26,20 +26,32 @@ def _campaign(state: CampaignState | None = None, **columns) -> Campaign:
 def test_the_plan_follows_the_columns():
     c = _campaign()
     # impact: 2 CCs x 2 runs x (TP_0 + 3 TP_i); sweep: 2 PMs x 2 CCs x 3 buffers x 2 runs
-    assert budget.planned(c, 3) == {"warm": 0, "impact": 16, "selection": 0, "sweep": 24}
+    assert budget.planned(c, 3) == {"warm": 0, "impact": 16, "selection": 0,
+                                    "sweep": 24, "autotune": 0}
     c.active_ccs, c.impact_runs = ["reno"], 2
     put_state(c, state_of(c).with_budget(extra_impact_runs={"reno": 1}))
     c.buffer_grid_mib = [0.1, 0.2, 0.4, 0.8]  # the grid grew
     c.runs = 3  # the quality gate asked for another round
-    assert budget.planned(c, 3) == {"warm": 0, "impact": 12, "selection": 0, "sweep": 24}
+    assert budget.planned(c, 3) == {"warm": 0, "impact": 12, "selection": 0,
+                                    "sweep": 24, "autotune": 0}
 
 
 def test_an_adaptive_sweep_plans_an_estimate_then_what_it_asks():
     c = _campaign(mode="adaptive", buffer_grid_mib=[0.1 * 2**k for k in range(8)])
     # 4 arms x 2 runs x (1 + log2 8) steps
     assert budget.planned(c, 3)["sweep"] == 4 * 2 * 4
-    put_state(c, state_of(c).with_budget(asked={"sweep": 40}))
+    put_state(c, state_of(c).with_budget(asked={"sweep": 40, "autotune": 0}))
     assert budget.planned(c, 3)["sweep"] == 40
+
+
+def test_an_adaptive_campaign_plans_the_autotuning_ceilings_bisection():
+    c = _campaign(mode="adaptive", buffer_grid_mib=[0.1 * 2**k for k in range(8)])
+    # 2 x the grid below the testbed's 64 MiB, and 64 MiB: 8 candidates, the top first, then
+    # a bisection of at most log2(8) points, 2 runs each
+    assert len(budget.autotune_ceilings(c.buffer_grid_mib)) == 8
+    assert budget.planned(c, 3)["autotune"] == 2 * (1 + 3)
+    put_state(c, state_of(c).with_budget(asked={"autotune": 9}))
+    assert budget.planned(c, 3)["autotune"] == 9
 
 
 def test_an_adaptive_sweep_measures_pcdc_on_every_subflow_once_as_fullmesh():
@@ -62,9 +74,11 @@ def test_an_adaptive_sweep_measures_pcdc_on_every_subflow_once_as_fullmesh():
 
 def test_a_warm_campaign_plans_its_checks_until_they_drifted():
     c = _campaign(CampaignState(warm=Warm(probes=6)))
-    assert budget.planned(c, 3) == {"warm": 6, "impact": 0, "selection": 0, "sweep": 0}
+    assert budget.planned(c, 3) == {"warm": 6, "impact": 0, "selection": 0,
+                                    "sweep": 0, "autotune": 0}
     put_state(c, replace(state_of(c), warm=Warm(probes=6, verdict="warm_drifted")))
-    assert budget.planned(c, 3) == {"warm": 6, "impact": 16, "selection": 0, "sweep": 24}
+    assert budget.planned(c, 3) == {"warm": 6, "impact": 16, "selection": 0,
+                                    "sweep": 24, "autotune": 0}
 
 
 def test_remaining_progress_and_affords():

@@ -83,6 +83,36 @@ def test_apply_confirm_rollback_and_the_host_untouched(bed, root):
     assert _host() == host
 
 
+def _mem_max(state: dict, key: str) -> int:
+    return int(state["sysctls"][key].split()[2])
+
+
+def test_a_namespace_with_a_higher_ceiling_keeps_it_unless_asked(bed, root):
+    ns = bed.ns("B")
+    found = site_state(ns)
+    # the testbed's namespaces run at 64 MiB ceilings; the answer's 0.5 MiB plans 1 MiB
+    high = {k: _mem_max(found, k) for k in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")}
+    assert min(high.values()) > 2**20, found["sysctls"]
+    kept = _plan(bed, ["U-C", "K-C"]).sites[1]
+    journal = siteapply.apply(ap.desired_state(kept, found), ns=ns, root=root)
+    assert journal["phase"] == "applied"
+    after = site_state(ns)
+    assert {k: _mem_max(after, k) for k in high} == high
+    assert all(c["action"] in ("none", "advice") for c in ap.changes(kept, after))
+
+    lowered = ap.plan_sites(
+        livebed.topology(), opm="PCDC", occ="reno", obs_mib=0.5, subflows_used=["U-C", "K-C"],
+        standby_subflows=["U-D", "K-D"],
+        local_addrs={lk.label: lk.address for lk in bed.site_links("A")},
+        remote_addrs={lk.label: lk.address for lk in bed.site_links("B")},
+        builtin_ccs={"reno", "cubic", "bbr"}, lower_ceilings=True).sites[1]
+    siteapply.apply(ap.desired_state(lowered, after), ns=ns, root=root)
+    asked = site_state(ns)
+    assert {k: _mem_max(asked, k) for k in high} == dict.fromkeys(high, 2**20)
+    siteapply.rollback(ns=ns, root=root)
+    assert site_state(ns)["sysctls"] == found["sysctls"]
+
+
 def test_a_cc_outside_the_hosts_allowed_list_is_refused_before_anything_changes(bed, root):
     allowed = sc.read_state(None)["sysctls"][sc.ALLOWED_CCS].split()
     outside = [c for c in sc.read_state(None)["available_ccs"] if c not in allowed]

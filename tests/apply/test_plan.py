@@ -99,7 +99,10 @@ def test_changes_name_the_value_each_setting_replaces():
     assert by_key["net.ipv4.tcp_congestion_control"] == {
         "kind": "sysctl", "key": "net.ipv4.tcp_congestion_control", "before": "bbr",
         "after": "cubic", "scope": "netns", "action": "set"}
-    assert by_key["net.ipv4.tcp_wmem"]["after"] == "4096 16384 2097152"
+    # the site's 4 MiB autotuning ceiling is above the planned 2 MiB: kept, not lowered
+    assert by_key["net.ipv4.tcp_wmem"]["after"] == "4096 16384 4194304"
+    assert by_key["net.ipv4.tcp_wmem"]["action"] == "none" and "kept" in by_key["net.ipv4.tcp_wmem"]
+    assert by_key["net.ipv4.tcp_rmem"]["after"] == "4096 131072 6291456"
     assert by_key["id 1"]["action"] == "none"
     assert by_key["id 2"] == {"kind": "endpoint", "key": "id 2", "before": None,
                               "after": "10.1.1.1 id 2 subflow fullmesh", "scope": "netns",

@@ -84,6 +84,35 @@ def fullmesh(bed: tbmod.Testbed, buffer: int | None) -> MeasurementResult:
     return r
 
 
+def test_an_autotuned_probe_runs_under_the_ceiling_it_asked_for(thin_bed):
+    """No buffer set, the namespaces' tcp_rmem/tcp_wmem max = the candidate ceiling for the
+    probe only: a ceiling under the path's BDP constrains goodput like a locked buffer."""
+    keys = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")
+    found = {s: {k: tbmod.sysctl_get(thin_bed.ns(s), k) for k in keys} for s in ("A", "B")}
+
+    def autotuned(ceiling: int) -> MeasurementResult:
+        r = thin_bed.measure(MeasurementRequest(
+            sender="A", receiver="B", cc="cubic", duration_s=4, warmup_s=1,
+            autotune_max_bytes=ceiling, allowed_subflows=["U-D"], path_manager="PCDC"))
+        assert r.failure_reason() is None, r.failure_reason()
+        return r
+
+    small, large = 16 * 1024, 4 * 1024 * 1024  # BDP: 8 Mbit/s x 80 ms = 80 kB
+    r_small, r_large = autotuned(small), autotuned(large)
+    assert r_small.raw["autotune_ceiling"]["max_bytes"] == small
+    # autotuned: the socket grew on its own, at most to the ceiling (never locked at 2x)
+    used = next(o for o in r_small.observed_subflows if o.name == "U-D")
+    assert used.rcvbuf is not None and used.rcvbuf <= small, used
+    assert r_small.goodput_mbps < 0.5 * r_large.goodput_mbps, (r_small.goodput_mbps,
+                                                               r_large.goodput_mbps)
+    assert r_large.goodput_mbps > 0.6 * FAST_MBPS
+    after = {s: {k: tbmod.sysctl_get(thin_bed.ns(s), k) for k in keys} for s in ("A", "B")}
+    assert after == found  # restored
+    with pytest.raises(ValueError, match="autotune_max_bytes"):
+        MeasurementRequest(sender="A", receiver="B", buffer_bytes=small,
+                           autotune_max_bytes=large)
+
+
 def test_a_probe_leaves_nothing_for_the_next(uit_haw):
     """A 1 MiB-buffer probe on UiT-HAW leaves ~1 MB queued in its subflows when iperf3 exits
     (measured without the abort: 872,176 + 147,824 bytes, still 272,672 ten seconds later).

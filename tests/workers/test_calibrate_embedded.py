@@ -75,6 +75,28 @@ def test_an_adaptive_campaign_settles_on_the_real_testbed(sites, testbed, tmp_pa
     measured = {float(b) for (b,) in db.execute(
         "select distinct bs_mib from measurements where phase = 'buffer'")}
     assert obs in measured  # OBS is a buffer that was measured reaching the target
+    # the autotuning ceiling, measured in its own regime: probes that set no buffer under
+    # candidate ceilings, the testbed's 64 MiB first; the answer's ceiling is one of them
+    ceilings = {float(b): n for b, n in db.execute(
+        "select bs_mib, count(*) from measurements where phase = 'autotune' and status = 'ok'"
+        " group by bs_mib")}
+    # the top and a bisection over the 7 largest of 2 x the grid: 4 points, more only where a
+    # point measured later moved the best (and so the target) the earlier verdicts read
+    assert ceilings.get(64.0) == 2, ceilings
+    assert all(n == 2 for n in ceilings.values()) and len(ceilings) <= 8, ceilings
+    autotune, low, high, planned = db.execute(
+        "select json_extract(r.outputs, '$.autotune_max_mib'),"
+        " json_extract(r.outputs, '$.autotune_interval_mbps[0]'),"
+        " json_extract(r.outputs, '$.autotune_interval_mbps[1]'),"
+        " json_extract(c.run_state, '$.budget.phase_plan.autotune.probes')"
+        " from recommendations r join campaigns c on c.id = r.campaign_id"
+        " where r.kind = 'calibrated'").fetchone()
+    means = dict(db.execute("select bs_mib, avg(mean_goodput_mbps) from measurements"
+                            " where phase = 'autotune' group by bs_mib"))
+    print(f"autotune: ceilings (MiB -> Mbit/s) {means}; autotune_max_mib {autotune}, "
+          f"interval {low:.3f}-{high:.3f}; OBS {obs}")
+    assert autotune in ceilings and low <= high, (autotune, ceilings)
+    assert planned == sum(ceilings.values())
     db.close()
     bad = subprocess.run([str(BIN / "mpcoa"), "calibrate", str(topology_id), "--mode", "fast"],
                          env=env, capture_output=True, text=True, timeout=60, check=False)

@@ -149,3 +149,10 @@ class Outputs(BaseModel):
     notes: list[str] = []
     poll_url: str | None = None
     stream: StreamOutputs | None = None  #: a stream objective's figures
+    #: the smallest tcp_rmem/tcp_wmem maximum under which an application that sets no socket
+    #: buffer got within delta of the best autotuned goodput, measured by probes that set none
+    #: under each candidate ceiling (`algorithm.autotune_ceiling`); None: not measured, and OBS
+    #: (the locked socket buffer) is all the answer has
+    autotune_max_mib: float | None = None
+    autotune_otp_mbps: float | None = None  #: the expected goodput under that ceiling
+    autotune_interval_mbps: list[float] | None = None  #: where one fresh autotuned probe lands

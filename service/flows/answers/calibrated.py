@@ -10,9 +10,10 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from models import Campaign
+from models import Campaign, MeasurementPhase
 from probes.vocabulary import FULLMESH, PathManager
 
+from ...algorithm import autotune_ceiling
 from ...algorithm.selection import SelectionResult
 from ...algorithm.solver import SolverAnswer
 from ...state import state_of
@@ -99,6 +100,7 @@ def calibrated_answer(
     outputs.promise = (promise_of(decision) if decision is not None
                        else promise_if_same(campaign, solution))
     outputs.subset_choice = _subset_choice(solution, selection, impacts)
+    _with_autotune(outputs, session, campaign, solution.opm, solution.occ, delta)
     return CalibratedAnswer(
         solution=solution,
         outputs=outputs,
@@ -216,6 +218,26 @@ def _outputs(solution: SolverAnswer, used: list[str], standby: list[str], reason
         otp_fitted_mbps=solution.otp_fitted_mbps,
         measured_obs_mib=solution.measured_obs_mib,
     )
+
+
+def _with_autotune(outputs: Outputs, session: Session, campaign: Campaign, opm: str,
+                   occ: str | None, delta: float) -> None:
+    """The autotuning ceiling off the campaign's autotune probes of the answer's arm (each
+    probe's bs_mib is the ceiling it ran under), when it ran any."""
+    runs: dict[float, list[float]] = {}
+    for m in measurements.ok_measurements(session, campaign_id=campaign.id,
+                                          phase=MeasurementPhase.AUTOTUNE):
+        if m.pm == opm and (occ is None or m.cc == occ) and m.mean_goodput_mbps is not None:
+            runs.setdefault(float(m.bs_mib), []).append(float(m.mean_goodput_mbps))
+    got = autotune_ceiling.decide(runs, delta) if runs else None
+    if got is None:
+        return
+    outputs.autotune_max_mib = got.autotune_max_mib
+    outputs.autotune_otp_mbps = got.otp_mbps
+    outputs.autotune_interval_mbps = list(got.interval_mbps)
+    outputs.notes.append(f"autotune: {got.autotune_max_mib:g} MiB ceiling, "
+                         f"{got.otp_mbps:.3g} Mbit/s against the best autotuned "
+                         f"{got.best_mbps:.3g} at {got.best_ceiling_mib:g} MiB")
 
 
 def _provenance(campaign: Campaign, fits, summary: measurements.MeasurementSummary) -> dict:

@@ -50,7 +50,8 @@ def start_apply(session: Session, *, topology_id: int, confirm: bool = True,
                 seconds: float = CONFIRM_SECONDS, site_hosts: bool = False,
                 watch: bool = True, hold_s: float = failover_watch.HOLD_S,
                 by_hand: bool = False, allow_unmeasured: bool = False,
-                auto_reapply: bool = False, reapply_of: dict | None = None) -> AppliedAnswer:
+                auto_reapply: bool = False, reapply_of: dict | None = None,
+                lower_ceilings: bool = False) -> AppliedAnswer:
     """A new apply of the topology's newest answer (409 while another one is applying).
 
     `site_hosts`: real sites may be in the plan, because their own workers (Celery queues) or
@@ -58,6 +59,8 @@ def start_apply(session: Session, *, topology_id: int, confirm: bool = True,
     the testbed's namespaces may be (this process must never change its own host for a site).
     `by_hand`: each site's operator runs its side (`--site`): no hand-over, no deadline.
     `allow_unmeasured`: apply an answer no probe measured (a provisional one) too.
+    `lower_ceilings`: lower a site's autotuning ceiling (tcp_rmem/tcp_wmem max) that is higher
+    than the planned one (by default it is kept: other connections of the site rely on it).
     `auto_reapply`: a recalibration's new answer is applied the same way, through this function
     (`flows.scheduling.reapply`, which passes `reapply_of`: the campaign and the apply replaced)."""
     applied.lock_topology(session, topology_id=topology_id)
@@ -65,7 +68,7 @@ def start_apply(session: Session, *, topology_id: int, confirm: bool = True,
     if busy is not None:
         raise Conflict(f"topology {topology_id}: apply {busy.id} is {BUSY[busy.state]}")
     health = mptcp_gate.check(session, topology_id)  # 409 while MPTCP cannot work
-    plan = build_plan(session, topology_id)
+    plan = build_plan(session, topology_id, lower_ceilings=lower_ceilings)
     refuse_unmeasured(plan, allow_unmeasured=allow_unmeasured)
     plan["mptcp_health"] = health
     plan["allow_unmeasured"] = allow_unmeasured

@@ -133,8 +133,11 @@ def _builtin_ccs(current: dict[str, Any] | None) -> set[str]:
     return have - mine
 
 
-def build_plan(session: Session, topology_id: int) -> dict[str, Any]:
-    """The plan as the API and the CLI show it (and as an apply stores it)."""
+def build_plan(session: Session, topology_id: int, *,
+               lower_ceilings: bool = False) -> dict[str, Any]:
+    """The plan as the API and the CLI show it (and as an apply stores it). `lower_ceilings`:
+    the operator asks that a site's higher autotuning ceiling be lowered to the planned one
+    (by default an apply only ever raises it)."""
     snap = snapshot_by_id(session, topology_id)
     rec = answer_of(session, topology_id)
     where = places(session, snap)
@@ -154,6 +157,7 @@ def build_plan(session: Session, topology_id: int) -> dict[str, Any]:
             caps_mib=caps,
             local_implicit=(local.current or {}).get("implicit_endpoints"),
             remote_implicit=(remote.current or {}).get("implicit_endpoints"),
+            lower_ceilings=lower_ceilings, autotune_max_mib=outputs.get("autotune_max_mib"),
         )
     except ValueError as exc:
         raise Conflict(str(exc)) from exc
@@ -182,6 +186,9 @@ def build_plan(session: Session, topology_id: int) -> dict[str, Any]:
         "recommendation_id": rec.id,
         "answer": {"kind": rec.kind, "opm": rec.opm, "occ": rec.occ, "obs_mib": rec.obs_mib,
                    "otp_mbps": rec.otp_mbps, "delta": rec.delta,
+                   "autotune_max_mib": outputs.get("autotune_max_mib"),
+                   "autotune_otp_mbps": outputs.get("autotune_otp_mbps"),
+                   "autotune_interval_mbps": outputs.get("autotune_interval_mbps"),
                    "promise_low_mbps": promise.get("low_mbps"),
                    "promise_high_mbps": promise.get("high_mbps")},
         "used": plan.used,
@@ -191,6 +198,7 @@ def build_plan(session: Session, topology_id: int) -> dict[str, Any]:
         "notes": plan.notes,
         "measured": check,
         "buffer": plan.buffer,
+        "lower_ceilings": lower_ceilings,
         "scopes": {"kernel": platform.release(), "per_netns": list(algo_plan.PER_NETNS),
                    "host_wide": list(algo_plan.HOST_WIDE)},
         "sites": sites,

@@ -39,6 +39,16 @@ PER_NETNS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.t
 # host's tcp_allowed_congestion_control (EPERM otherwise, even for root).
 HOST_WIDE = ("net.core.rmem_max", "net.core.wmem_max", "net.ipv4.tcp_allowed_congestion_control",
              "bpf congestion control")
+# Which buffer regime a value serves (each buffer entry of the plan names it): an application
+# that sets SO_SNDBUF/SO_RCVBUF gets exactly that buffer (the kernel doubles it), capped by
+# net.core.*mem_max; one that sets nothing is autotuned up to tcp_rmem/tcp_wmem's maximum.
+REGIME_LOCKED = "locked socket buffer (setsockopt) = OBS"
+REGIME_AUTOTUNE = "autotuning ceiling"
+REGIMES = {"net.core.rmem_max": REGIME_LOCKED, "net.core.wmem_max": REGIME_LOCKED,
+           "SO_SNDBUF/SO_RCVBUF": REGIME_LOCKED, "net.ipv4.tcp_rmem": REGIME_AUTOTUNE,
+           "net.ipv4.tcp_wmem": REGIME_AUTOTUNE}
+KEPT_HIGHER = ("the site's ceiling is higher than planned and is kept: lowering it would cap "
+               "every other connection of the site too (lower_ceilings: true lowers it)")
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,9 @@ class SitePlan:
     socket_buffer_bytes: int | None  # SO_SNDBUF / SO_RCVBUF for applications setting their own
     bpf_cc: str | None  # the BPF congestion control to register (host-wide), if any
     standby_endpoints: list[int]  # backup endpoint ids, the next to promote first
+    # set tcp_rmem / tcp_wmem's max exactly, even below the site's (the operator asked);
+    # otherwise a higher ceiling the site has is kept
+    lower_ceilings: bool = False
 
 
 @dataclass
@@ -156,12 +169,17 @@ def plan_sites(
     caps_mib: dict[str, float] | None = None,
     local_implicit: list[dict[str, Any]] | None = None,
     remote_implicit: list[dict[str, Any]] | None = None,
+    lower_ceilings: bool = False,
+    autotune_max_mib: float | None = None,
 ) -> ApplyPlan:
     """Per site what the answer needs. `*_addrs`: ISP label -> the site's address on it;
     `builtin_ccs`: controls the kernel has of its own; `bpf_ccs`: the ones a BPF port provides;
     `caps_mib`: bounds on the buffer written, by name (`buffer_bound`); `*_implicit`: the
     site's implicit MPTCP endpoints (`probes.site.config.read_implicit`), whose ids the plan
-    leaves to them (`endpoint_ids`)."""
+    leaves to them (`endpoint_ids`); `lower_ceilings`: write the autotuning ceiling exactly,
+    even below a site's higher one (by default a site's higher ceiling is kept);
+    `autotune_max_mib`: the answer's autotuning ceiling, measured by probes that set no buffer
+    (None: not measured; the ceiling is then 2 x the locked buffer, and a note says so)."""
     local = [isp.label for isp in spec.local.isps]
     remote = [isp.label for isp in spec.remote.isps]
     for site, labels, addrs in ((spec.local.name, local, local_addrs),
@@ -224,9 +242,24 @@ def plan_sites(
     ]
     common = {"net.mptcp.enabled": "1", "net.mptcp.path_manager": "kernel"}
     host_min = {} if buf is None else {"net.core.rmem_max": buf, "net.core.wmem_max": buf}
-    # The answer's buffer is what the probes set with SO_SNDBUF/SO_RCVBUF; the kernel doubles
-    # it, so autotuning's ceiling for applications that set nothing is twice that.
-    ceiling = None if buf is None else 2 * buf
+    # The answer's buffer is what the probes set with SO_SNDBUF/SO_RCVBUF (the locked regime).
+    # Applications that set nothing are autotuned up to tcp_rmem/tcp_wmem's max: the answer's
+    # autotune_max_mib where probes measured it in that regime; else twice the locked buffer
+    # (the kernel doubles a set one), a figure no probe measured autotuned, as the note says.
+    if autotune_max_mib is not None and autotune_max_mib > 0:
+        ceiling: int | None = min(round(autotune_max_mib * MIB), INT_MAX)
+        measured_in = "autotune_max_mib"
+    else:
+        ceiling = None if buf is None else 2 * buf
+        measured_in = None if buf is None else "2 x OBS"
+        if buf is not None:
+            notes.append("autotune_ceiling_unmeasured")
+    buffer["regimes"] = {
+        "socket_buffer_bytes": {"bytes": buf, "regime": REGIME_LOCKED,
+                                "for": "applications that call setsockopt"},
+        "autotune_max_bytes": {"bytes": ceiling, "regime": REGIME_AUTOTUNE,
+                               "for": "applications that set no socket buffer",
+                               "from": measured_in, "lower_ceilings": lower_ceilings}}
     sender = SitePlan(
         site=spec.local.name, role="sender", endpoints=sender_eps,
         limits={"subflows": n_sub, "add_addr_accepted": min(MPTCP_MAX, len(remote) - 1)},
@@ -235,6 +268,7 @@ def plan_sites(
         buffer_max_bytes=ceiling, host_minimums=dict(host_min), socket_buffer_bytes=buf,
         bpf_cc=bpf, standby_endpoints=standby_order([e.label for e in sender_eps if e.backup],
                                                     0, l_ids),
+        lower_ceilings=lower_ceilings,
     )
     receiver = SitePlan(
         site=spec.remote.name, role="receiver", endpoints=receiver_eps,
@@ -242,6 +276,7 @@ def plan_sites(
         sysctls=dict(common), buffer_max_bytes=ceiling, host_minimums=dict(host_min),
         socket_buffer_bytes=buf, bpf_cc=None,
         standby_endpoints=standby_order([e.label for e in receiver_eps if e.backup], 1, r_ids),
+        lower_ceilings=lower_ceilings,
     )
     return ApplyPlan(opm=opm, occ=occ, obs_mib=obs_mib, used=used, standbys=standbys,
                      dropped=dropped, connect=connect, sites=[sender, receiver], notes=notes,
@@ -276,14 +311,22 @@ def buffer_bound(obs_mib: float | None, caps_mib: dict[str, float]) -> dict[str,
 
 
 # ---- against what a site has now ----------------------------------------------------------------
-def _mem_triple(current: str | None, ceiling: int) -> str:
-    """tcp_rmem / tcp_wmem with the max set to `ceiling`, min and default kept below it."""
+def _mem_triple(current: str | None, ceiling: int, *, lower: bool = False) -> str:
+    """tcp_rmem / tcp_wmem with the max raised to `ceiling` (set to it exactly when `lower`:
+    the operator asked), min and default kept below it."""
     try:
-        lo, default, _ = (int(x) for x in (current or "").split())
+        lo, default, have = (int(x) for x in (current or "").split())
     except ValueError:
-        lo, default = 4096, 131072
-    lo = min(lo, ceiling)
-    return f"{lo} {min(default, ceiling)} {ceiling}"
+        lo, default, have = 4096, 131072, None
+    top = ceiling if lower or have is None else max(ceiling, have)
+    return f"{min(lo, top)} {min(default, top)} {top}"
+
+
+def _mem_max(value: str | None) -> int | None:
+    try:
+        return int((value or "").split()[2])
+    except (IndexError, ValueError):
+        return None
 
 
 def endpoint_line(ep: dict[str, Any]) -> str:
@@ -301,7 +344,8 @@ def desired_state(site: SitePlan, current: dict[str, Any]) -> dict[str, Any]:
         sysctls["net.mptcp.pm_type"] = "0"
     if site.buffer_max_bytes is not None:
         for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
-            sysctls[key] = _mem_triple(cur_sys.get(key), site.buffer_max_bytes)
+            sysctls[key] = _mem_triple(cur_sys.get(key), site.buffer_max_bytes,
+                                       lower=site.lower_ceilings)
     cur_lim = current.get("limits", {})
     limits = {k: max(v, int(cur_lim.get(k, 0))) for k, v in site.limits.items()}
     return {
@@ -341,13 +385,21 @@ def changes(site: SitePlan, current: dict[str, Any]) -> list[dict[str, Any]]:
     cur_sys = current.get("sysctls", {})
     for k, v in want["sysctls"].items():
         b = cur_sys.get(k)
-        out.append({"kind": "sysctl", "key": k, "before": b, "after": v, "scope": "netns",
-                    "action": "none" if _same(b, v) else "set"})
+        entry = {"kind": "sysctl", "key": k, "before": b, "after": v, "scope": "netns",
+                 "action": "none" if _same(b, v) else "set"}
+        if k in REGIMES:
+            entry["regime"] = REGIMES[k]
+            entry["planned"] = site.buffer_max_bytes
+            if (_mem_max(v) or 0) > (site.buffer_max_bytes or 0):
+                entry["kept"] = KEPT_HIGHER
+        out.append(entry)
     for k, v in want["host_minimums"].items():
         b = cur_sys.get(k)
         ok = b is not None and int(b) >= v
+        # only ever raised: it caps what any application of the host may ask with setsockopt
         out.append({"kind": "sysctl", "key": k, "before": b, "after": b if ok else v,
-                    "minimum": v, "scope": "host", "action": "none" if ok else "needs_host"})
+                    "minimum": v, "scope": "host", "action": "none" if ok else "needs_host",
+                    "regime": REGIMES.get(k)})
     cc = want["sysctls"].get("net.ipv4.tcp_congestion_control")
     if cc:  # a namespace may default only to a CC of the host's allowed list
         key = "net.ipv4.tcp_allowed_congestion_control"
@@ -364,7 +416,7 @@ def changes(site: SitePlan, current: dict[str, Any]) -> list[dict[str, Any]]:
     if site.socket_buffer_bytes is not None:
         out.append({"kind": "socket", "key": "SO_SNDBUF/SO_RCVBUF", "before": None,
                     "after": site.socket_buffer_bytes, "scope": "application",
-                    "action": "advice"})
+                    "action": "advice", "regime": REGIME_LOCKED})
     return out
 
 

@@ -1,11 +1,11 @@
 """A campaign's probe budget: what each phase plans to probe, what it spent, and what is left.
 
 Every count the campaign reports comes from here, by one formula each:
-- `planned`: per budget phase (warm, impact, selection, sweep) the probes the campaign's columns
-  imply now (the runs, the grid, the CCs still measured, the extra impact runs), never fewer
-  than the phase spent or asked for; `replan` writes their sum and both the planned and the
-  spent probe-seconds per phase into the campaign's state (`CampaignState.budget`, shown by GET
-  /campaigns and kept with the answer's provenance);
+- `planned`: per budget phase (warm, impact, selection, sweep, autotune) the probes the
+  campaign's columns imply now (the runs, the grid, the CCs still measured, the extra impact
+  runs), never fewer than the phase spent or asked for; `replan` writes their sum and both
+  the planned and the spent probe-seconds per phase into the campaign's state
+  (`CampaignState.budget`, shown by GET /campaigns and kept with the answer's provenance);
 - `charge`: a stored probe's cost, the one place the progress counters move;
 - `affords`: whether the probe-seconds budget (None: unbounded) covers more probes, and
   `sweep_reserve_s` the one share an earlier phase leaves to the sweep;
@@ -19,8 +19,11 @@ from dataclasses import replace
 from typing import Any
 
 from models import MEASUREMENT_PHASES, Campaign, MeasurementPhase
+from probes.testbed.lifecycle import BUFFER_MAX
 
 from ...algorithm import adaptive
+from ...algorithm.autotune_ceiling import CEILING_RUNS, candidate_ceilings, planned_probes
+from ...algorithm.objective import objective_of
 from ...state import CampaignState, Tally, put_state, state_of
 from ...state.selected import sweep_arms
 from ...store import campaigns as campaign_store
@@ -29,7 +32,9 @@ from .plan import selection_probes
 # The budget phases, by `MeasurementPhase.budget_phase`: the sweep's probes are stored with
 # phase "buffer" and charged to "sweep".
 PHASES = tuple(p.budget_phase for p in (MeasurementPhase.WARM, MeasurementPhase.IMPACT,
-                                         MeasurementPhase.SELECTION, MeasurementPhase.SWEEP))
+                                         MeasurementPhase.SELECTION, MeasurementPhase.SWEEP,
+                                         MeasurementPhase.AUTOTUNE))
+AUTOTUNE = MeasurementPhase.AUTOTUNE.budget_phase
 SWEEP = MeasurementPhase.SWEEP.budget_phase
 
 
@@ -53,6 +58,18 @@ def adaptive_sweep_cap(campaign: Campaign) -> int:
     runs = max(campaign.runs, adaptive.MIN_RUNS)
     grid = len(sweep_arms(campaign, campaign.measured_ccs)) * len(campaign.buffer_grid_mib) * runs
     return grid + adaptive.T_STAR_MAX_RUNS
+
+
+def autotune_ceilings(grid_mib: list[float]) -> list[float]:
+    """The autotuning ceilings the autotune phase sweeps: 2 x each grid buffer, up to the
+    testbed namespaces' own ceiling, the reference (`algorithm.autotune_ceiling`)."""
+    return candidate_ceilings(sorted(set(grid_mib)), top_mib=BUFFER_MAX / 2**20)
+
+
+def autotune_probes(grid_mib: list[float]) -> int:
+    """What the autotune phase costs at most, in probes (its seconds: at `probe_cost_s` each):
+    the top ceiling and a bisection over the others."""
+    return planned_probes(len(autotune_ceilings(grid_mib)), CEILING_RUNS)
 
 
 def adaptive_sweep_estimate(campaign: Campaign) -> int:
@@ -91,6 +108,9 @@ def planned(campaign: Campaign, n_subflows: int,
         )
         if campaign.mode == "adaptive":
             plan["selection"] = selection_estimate(campaign, n_subflows)
+            if not objective_of(campaign.objective).is_stream:
+                # the autotuning ceiling's sweep (`phases.autotune_sweep`)
+                plan[AUTOTUNE] = autotune_probes(campaign.buffer_grid_mib or [])
     asked = state.budget.asked
     return {
         phase: max(count, spent.get(phase, 0), asked.get(phase, 0))

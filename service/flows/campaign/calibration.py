@@ -29,6 +29,7 @@ from ...store import campaigns as campaign_store
 from . import budget
 from .phases import (
     adaptive_sweep,
+    autotune_sweep,
     ccs,
     grid_sweep,
     impact,
@@ -58,7 +59,10 @@ def phases_for(campaign: Campaign) -> Sequence[Phase]:
     every buffer), or the adaptive one (SP* by measured selection, buffers chosen as measured)."""
     if campaign.mode == "adaptive":
         sweep = stream_sweep if objective_of(campaign.objective).is_stream else adaptive_sweep
-        return (ccs, warm_check, impact, selection, sweep)
+        if sweep is stream_sweep:
+            return (ccs, warm_check, impact, selection, sweep)
+        # the autotuning ceiling, once the sweep decided (`phases.autotune_sweep`)
+        return (ccs, warm_check, impact, selection, sweep, autotune_sweep)
     if objective_of(campaign.objective).is_stream:  # PCDC's subflows chosen by frame delay
         return (ccs, warm_check, impact, selection, grid_sweep)
     return (ccs, warm_check, impact, grid_sweep)

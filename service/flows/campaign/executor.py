@@ -147,12 +147,15 @@ def _pending(
         return None
     topology = inventory.get_topology(session, topology_id=campaign.topology_id)
     timing = step_timing(session, campaign, step)
+    autotuned = step.phase == MeasurementPhase.AUTOTUNE
     return MeasurementRequest(
         sender=topology.local_site.name,
         receiver=topology.remote_site.name,
         allowed_subflows=None if step.allowed_subflows is None else list(step.allowed_subflows),
         cc=step.cc,
-        buffer_bytes=buffer_bytes(step.bs_mib),
+        # an autotune probe sets no buffer: its bs_mib is the ceiling it runs under
+        buffer_bytes=None if autotuned else buffer_bytes(step.bs_mib),
+        autotune_max_bytes=buffer_bytes(step.bs_mib) if autotuned else None,
         duration_s=timing.duration_s if lengthened(timing) else campaign.duration_s,
         warmup_s=timing.warmup_s if lengthened(timing) else None,
         path_manager=step.pm,

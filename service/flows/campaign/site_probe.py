@@ -41,6 +41,9 @@ def measure(*, campaign_id: int, step: ProbeStep, request: MeasurementRequest, l
         return prober().measure(request)
     if (refused := refusal(site, request.sender, "a probe's sending side")) is not None:
         raise ProbeError(refused)
+    if request.autotune_max_bytes is not None:  # the host's ceiling is every connection's
+        raise ProbeError("an autotuning-ceiling probe runs on the emulated testbed only: a real "
+                         "site's tcp_rmem/tcp_wmem maximum is every other connection's too")
     key = twosided.next_session_key(campaign_id, step)
     tool, receiver_report = probe_tool.for_probe(campaign_id, request)
     if tool.node_key is not None:

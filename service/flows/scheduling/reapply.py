@@ -111,6 +111,7 @@ def _reapply_one(session: Session, topology_id: int, settings: Settings) -> Appl
             watch=bool(plan.get("watch", {}).get("wanted", True)),
             hold_s=float(plan.get("watch", {}).get("hold_s", 10.0)),
             site_hosts=bool(settings.broker_url), auto_reapply=True,
+            lower_ceilings=bool(plan.get("lower_ceilings", False)),
             reapply_of={"campaign_id": campaign.id, "previous_apply_id": old.id})
     except ServiceError as exc:  # unmeasured, no plan for the sites: said, the old one stays
         schedules.add_event(session, campaign=campaign, previous_campaign_id=None,
