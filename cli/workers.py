@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from sqlalchemy.exc import IntegrityError
 
 from api.schemas import MAX_ID
+from cli import output
 from cli.errors import EXIT_FAILED, emit_json, fail, service_failure, validation_message
 from models import FINAL_CAMPAIGN_STATES
 from service.algorithm.objective import Objective
@@ -35,6 +36,7 @@ def _progress_bar(on_stderr: bool = False) -> Progress:
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=Console(stderr=True) if on_stderr else None,
+        disable=output.state.quiet,
     )
 
 
@@ -49,7 +51,8 @@ def calibrate(
         list[float] | None, typer.Option("--buffer", help="buffer grid point, MiB (repeat)")
     ] = None,
     runs: Annotated[int | None, typer.Option(min=1, max=100)] = None,
-    duration: Annotated[float | None, typer.Option(min=0.5, max=3600, help="T, seconds")] = None,
+    duration: Annotated[float | None, typer.Option(
+        "--duration-s", min=0.5, max=3600, help="T, each probe's length, s")] = None,
     delta: Annotated[float, typer.Option(min=0, max=0.99)] = 0.07,
     budget: Annotated[float | None, typer.Option(
         min=1, help="probe-seconds budget (adaptive default: what grid mode would probe)")] = None,
@@ -87,9 +90,13 @@ def calibrate(
     ] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="print the campaign and its answer as JSON (progress on stderr)")] = False,
+    old_duration: Annotated[float | None, typer.Option(
+        "--duration", min=0.5, max=3600, hidden=True, help="old spelling of --duration-s")]
+    = None,
 ) -> None:
     """Run a calibration campaign for a topology with a progress bar; print the recommendation.
     With --batch, one campaign per listed topology, in a shuffled order (seed stored)."""
+    duration = duration if old_duration is None else old_duration
     settings = get_settings()
     if settings.is_embedded:
         upgrade(settings.effective_database_url)
@@ -232,6 +239,8 @@ def _poll(cid: int, show) -> str:
 
 def _print_plan(cid: int, err: bool = False) -> None:
     """The campaign's plan as stored: mode, CCs, grid, runs and duration, and its budget."""
+    if output.state.quiet:
+        return
     with session_scope() as s:
         c = campaign_store.get_campaign(s, campaign_id=cid)
         budget_s = state_of(c).budget.cap_s
@@ -294,8 +303,9 @@ def worker(
         "control host's worker)")] = None,
     isp: Annotated[
         list[str] | None,
-        typer.Option("--isp", help="a real site's ISP: LABEL=ADDRESS (IPv4 or IPv6, "
-                     "one family for every ISP) or LABEL=@INTERFACE (repeat; needs one --site)"),
+        typer.Option("--isp", help="a real site's ISP, as `site add` gives it less the "
+                     "rates: LABEL@ADDRESS (IPv4 or IPv6, one family for every ISP) or "
+                     "LABEL@INTERFACE, e.g. K@eth1 (repeat; needs one --site)"),
     ] = None,
     check: Annotated[
         bool, typer.Option("--check", help="print the site's capability report and exit (0: "
