@@ -41,13 +41,17 @@ def _mpcoa(*args: str, database_url: str | None = None, tmp: Path,
 
 
 def test_parse_isp_option():
-    assert parse_isp_option("K=10.0.0.1") == ("K", "10.0.0.1")
+    assert parse_isp_option("K@10.0.0.1") == ("K", "10.0.0.1")
+    assert parse_isp_option("CU@eth1") == ("CU", "@eth1")
+    assert parse_isp_option("V6@::1") == ("V6", "::1")
+    assert parse_isp_option("K=10.0.0.1") == ("K", "10.0.0.1")  # the older spelling
     assert parse_isp_option("CU=@eth1") == ("CU", "@eth1")
-    assert parse_isp_option("V6=::1") == ("V6", "::1")
-    for bad, msg in [("K", "LABEL=ADDRESS"), ("=1.2.3.4", "LABEL=ADDRESS"),
-                     ("K=", "LABEL=ADDRESS"), ("1K=1.2.3.4", "not an ISP label"),
-                     ("TOOLONGLABEL=1.2.3.4", "not an ISP label"), ("K=host", "neither"),
-                     ("K=@a/b", "interface name"), ("K=@", "interface name")]:
+    for bad, msg in [("K", "LABEL@ADDRESS"), ("@1.2.3.4", "LABEL@ADDRESS"),
+                     ("K@", "LABEL@ADDRESS"), ("1K@1.2.3.4", "not an ISP label"),
+                     ("TOOLONGLABEL@1.2.3.4", "not an ISP label"), ("K=host", "neither"),
+                     ("K@a/b", "neither"), ("K=@a/b", "interface name"),
+                     ("=1.2.3.4", "LABEL@ADDRESS"), ("K=", "LABEL@ADDRESS"),
+                     ("K=@", "LABEL@ADDRESS")]:
         with pytest.raises(ValueError, match=msg):
             parse_isp_option(bad)
 
