@@ -85,8 +85,10 @@ def report(
     where = target_of(target)
     output = output or _default_output(where)
     if isinstance(where, Path):
+        from service.flows.takeaways.bundle_file import report_of
+
         with _bundle(where) as opened:
-            data = report_data(opened.session, campaign_id=opened.imported.campaign_id)
+            data = report_of(opened, where.name)
             pdf = render_pdf(data)
             pngs = render_pngs(data, dpi=dpi) if png is not None else []
     else:

@@ -83,3 +83,16 @@ def test_a_bad_bundle_argument_is_one_line(offline, tmp_path, args, message):
     code, out, err = offline(*args)
     assert code == 2 and out == ""
     assert err.startswith("mpcoa: error: " + message) and err.count("\n") == 1, err
+
+
+@pytest.mark.slow
+def test_a_bundles_report_is_titled_with_its_file_and_source_campaign(bundle, db_session):
+    from service.flows.takeaways.bundle_file import opened_bundle, report_of, summary
+
+    with opened_bundle(bundle.read_bytes()) as opened:
+        source = summary(opened)["source"]
+        data = report_of(opened, bundle.name)
+        assert data.solved.solution is not None and data.points and data.omegas
+    assert source["campaign_id"] >= 1
+    assert data.title == (f"Campaign {source['campaign_id']} of srl-hu.tar.gz: SRL -> HU "
+                          "(adaptive, done)")

@@ -66,6 +66,19 @@ def test_help_texts_are_not_eaten_as_markup():
     assert "(default: campaign-ID.pdf" in helped("report")
 
 
+def test_seconds_are_one_spelling_and_the_old_ones_are_hidden():
+    """Every option in seconds ends in -s; --duration, --seconds and --timeout still parse
+    (their bounds checked as the new ones') but are not offered."""
+    runner = CliRunner()
+    for path, new, old in [(("calibrate",), "--duration-s", "--duration"),
+                           (("demo",), "--duration-s", "--duration"),
+                           (("apply",), "--confirm-s", "--seconds"),
+                           (("apply",), "--timeout-s", "--timeout")]:
+        text = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "250"}).stdout
+        assert new in text and f"{old} " not in text, (path, old)
+    assert "--hold-s" in runner.invoke(app, ["apply", "--help"]).stdout
+
+
 def _prints_results(path: tuple[str, ...]) -> bool:
     """The commands that print a result (the rest run a server, a worker or a testbed)."""
     return path in {("solve",), ("fit",), ("impact",), ("recommend",), ("report",), ("show",),

@@ -23,6 +23,7 @@ from ...store import campaigns as campaign_store
 from ...store import inventory, measurements
 from ...store import recommendations as recommendation_store
 from .bundle_import import Imported, import_bundle
+from .report_data import ReportData, report_data
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,18 @@ def opened_bundle(data: bytes) -> Iterator[OpenedBundle]:
             yield OpenedBundle(session, import_bundle(session, data))
         finally:
             session.close()
+
+
+def report_of(opened: OpenedBundle, name: str) -> ReportData:
+    """The bundle's report, titled with the exporting database's campaign id and the file's
+    name (this database's id means nothing outside it)."""
+    data = report_data(opened.session, campaign_id=opened.imported.campaign_id)
+    c = data.campaign
+    topology = inventory.get_topology(opened.session, topology_id=c.topology_id)
+    source_id = state_of(c).imported.source.get("campaign_id", "?")
+    data.title = (f"Campaign {source_id} of {name}: {topology.local_site.name} -> "
+                  f"{topology.remote_site.name} ({c.mode}, {c.state})")
+    return data
 
 
 def summary(opened: OpenedBundle) -> dict[str, Any]:
