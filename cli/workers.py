@@ -312,6 +312,8 @@ def worker(
                            "ready, 1: problems); no broker needed")
     ] = False,
     control: Annotated[bool, typer.Option(help="also consume the control queue")] = True,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="print the site's capability report as JSON")] = False,
 ) -> None:
     """A Celery worker for the given sites' queues (site.<name>); needs MPCOA_BROKER_URL.
 
@@ -335,7 +337,7 @@ def worker(
         fail("--isp/--check: give exactly one --site (the site this host is)")
     report = None
     if check:
-        report = _site_report(site[0], isp or [])
+        report = _site_report(site[0], isp or [], as_json=as_json)
         raise typer.Exit(EXIT_FAILED if report["problems"] else 0)
     if isp:  # a bad --isp is refused before anything else
         _resolve(site[0], isp)
@@ -349,7 +351,7 @@ def worker(
     if not settings.broker_url:
         fail("MPCOA_BROKER_URL is not set: a worker needs a broker (redis://...)")
     if isp:
-        report = _site_report(site[0], isp, passive_node=True)
+        report = _site_report(site[0], isp, passive_node=True, as_json=as_json)
     if report is not None and report["problems"]:
         fail("this host cannot probe for site " + site[0] + ": " + "; ".join(report["problems"]))
     if isp:  # this worker runs its own end of every probe (two-sided probes)
@@ -370,13 +372,12 @@ def worker(
     ])
 
 
-def _site_report(name: str, isp_options: list[str], passive_node: bool = False) -> dict:
+def _site_report(name: str, isp_options: list[str], passive_node: bool = False,
+                 as_json: bool = False) -> dict:
     """Resolve the site's ISPs on this host, print its capability report and store it (when the
     site is registered and the database reachable: a report is never a reason not to start).
     `passive_node`: start the site's long-lived passive node of each tool served by one
     (NetPerfMeter 2.x), where the tool runs here, and name its ports in the report."""
-    import json
-
     from probes.site.local import capability_report
     from probes.tools.netperfmeter import default_binary
     from probes.tools.registry import TOOLS
@@ -388,7 +389,10 @@ def _site_report(name: str, isp_options: list[str], passive_node: bool = False) 
         if tool.node_key is not None and report["allows"].get(tool.name):
             report[tool.node_key] = _start_passive_node(tool, local)
     report["config"] = _current_config()  # what an apply would replace (GET .../apply-plan)
-    typer.echo(json.dumps(report, indent=2))
+    if as_json:
+        emit_json(report)
+    else:
+        _print_report(report)
     for tool, version in report["tools"].items():
         if tool in report["allows"]:
             what = ", ".join(report["allows"][tool]) or "nothing here"
@@ -406,6 +410,20 @@ def _site_report(name: str, isp_options: list[str], passive_node: bool = False) 
     except Exception as exc:
         typer.echo(f"report not stored: database unavailable ({type(exc).__name__})", err=True)
     return report
+
+
+def _print_report(report: dict) -> None:
+    """The capability report for people: ready or not, where each ISP is, what the kernel
+    offers (the tools' lines follow on stderr; --json has every field)."""
+    problems = report["problems"]
+    output.say(f"site {report['site']}: " + ("ready" if not problems else
+                                             f"{len(problems)} problem(s)")
+               + f"; {report['address_family'] or 'no'} addresses: "
+               + (", ".join(f"{k}@{v}" for k, v in report["endpoints"].items()) or "none"))
+    output.say(f"kernel {report['kernel']}, MPTCP "
+               + ("enabled" if report["mptcp_enabled"] else "DISABLED")
+               + f", path manager {report['pm_type'] or 'unknown'}; congestion controls: "
+               + (", ".join(report["congestion_controls"]) or "none"))
 
 
 def _resolve(name: str, isp_options: list[str]):
