@@ -3,14 +3,14 @@ confirm it, roll it back; `--site NAME` runs one site's side on this host (a rea
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Annotated
 
 import typer
 
 from api.schemas import MAX_ID
-from cli.errors import EXIT_FAILED, PREFIX, fail, service_failure
+from cli.errors import EXIT_FAILED, PREFIX, emit_json, fail, service_failure
+from cli.output import JsonOpt
 from service.db import session_scope, upgrade
 from service.errors import ServiceError
 from service.flows.applying import failover_watch
@@ -63,8 +63,8 @@ def apply(
     site: Annotated[str | None, typer.Option("--site", help="only this site's side, on this "
                                              "host (a real site's operator)")] = None,
     confirm: Annotated[bool, typer.Option(help="run the confirmation transfer")] = True,
-    seconds: Annotated[float, typer.Option(min=5, max=120, help="confirmation length, s")]
-    = 10.0,
+    seconds: Annotated[float, typer.Option("--confirm-s", min=5, max=120,
+                                           help="confirmation length, s")] = 10.0,
     watch: Annotated[bool | None, typer.Option(
         "--watch/--no-watch", help="the failover watchers, once applied: with site workers "
         "they start them (default: yes); embedded, --watch keeps this command in the "
@@ -72,7 +72,7 @@ def apply(
     hold_s: Annotated[float, typer.Option("--hold-s", min=0.5, max=600,
                                           help="a failed link must stay up this long before "
                                           "it is used again, s")] = 10.0,
-    timeout_s: Annotated[float, typer.Option("--timeout", min=1, max=3600,
+    timeout_s: Annotated[float, typer.Option("--timeout-s", min=1, max=3600,
                                              help="with site workers: how long to wait for "
                                              "every site's report, s")] = 600.0,
     allow_unmeasured: Annotated[bool, typer.Option(
@@ -86,9 +86,15 @@ def apply(
         "--lower-ceilings", help="set the autotuning ceiling (tcp_rmem/tcp_wmem max) exactly "
         "as planned, even below a higher one a site has; without it a higher ceiling is "
         "kept")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    as_json: JsonOpt = False,
+    old_seconds: Annotated[float | None, typer.Option("--seconds", min=5, max=120, hidden=True,
+                                                      help="old spelling of --confirm-s")] = None,
+    old_timeout: Annotated[float | None, typer.Option("--timeout", min=1, max=3600, hidden=True,
+                                                      help="old spelling of --timeout-s")] = None,
 ) -> None:
     """Apply the topology's newest answer to its sites (endpoints, limits, CC, buffers)."""
+    seconds = seconds if old_seconds is None else old_seconds
+    timeout_s = timeout_s if old_timeout is None else old_timeout
     from service.flows.applying import apply as flow
     from service.flows.applying.apply_plan import build_plan
 
@@ -99,7 +105,7 @@ def apply(
         if dry_run:
             with session_scope() as s:
                 plan = build_plan(s, topology_id, lower_ceilings=lower_ceilings)
-            typer.echo(json.dumps(plan, indent=1)) if as_json else _print_plan(plan)
+            emit_json(plan) if as_json else _print_plan(plan)
             return
         with session_scope() as s:
             if rollback:
@@ -132,7 +138,7 @@ def apply(
             fail(f"--site {site!r}: the topology's sites are {', '.join(names)}")
         run = flow.rollback_site if rollback else flow.apply_site
         report = run(apply_id, site, namespace=None)
-        typer.echo(json.dumps(report, indent=1))
+        emit_json(report) if as_json else typer.echo(_site_line(site, report))
         if holding and report["state"] == "applied":
             _watch_in_foreground(lambda: failover_watch.start(
                 apply_id, site, namespace=None, this_site_only=True), stopping)
@@ -234,6 +240,14 @@ def _not_rolled_back(apply_id: int, timeout_s: float) -> str:
             f"`mpcoa apply TOPOLOGY_ID --rollback --site NAME`")
 
 
+def _site_line(name: str, rep: dict) -> str:
+    return (f"site {name}: {rep.get('state')}; changed: "
+            f"{', '.join(rep.get('changed') or []) or 'nothing'}"
+            + (f"; recovered: {rep['recovered']}" if rep.get("recovered") else "")
+            + (f"; error: {rep['error']}" if rep.get("error") else "")
+            + (f"; {rep['why']}" if rep.get("why") else ""))
+
+
 def _print_outcome(apply_id: int, as_json: bool) -> None:
     from service.store import applied
 
@@ -242,14 +256,12 @@ def _print_outcome(apply_id: int, as_json: bool) -> None:
         out = {"apply": row.id, "state": row.state, "sites": row.sites,
                "confirmation": row.confirmation, "error": row.error}
     if as_json:
-        typer.echo(json.dumps(out, indent=1))
+        emit_json(out)
         return
     typer.echo(f"apply {out['apply']}: {out['state']}" + (f" ({out['error']})"
                                                            if out["error"] else ""))
     for name, rep in out["sites"].items():
-        typer.echo(f"  site {name}: {rep.get('state')}; changed: "
-                   f"{', '.join(rep.get('changed') or []) or 'nothing'}"
-                   + (f"; recovered: {rep['recovered']}" if rep.get("recovered") else ""))
+        typer.echo("  " + _site_line(name, rep))
     c = out["confirmation"] or {}
     if "goodput_mbps" in c:
         typer.echo(f"  confirmation: {c['goodput_mbps']:.3f} Mbit/s on the in-kernel path "

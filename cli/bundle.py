@@ -24,6 +24,18 @@ def ready_database() -> None:
         upgrade(settings.effective_database_url)
 
 
+def read_bundle_file(path: Path) -> bytes:
+    """A bundle file's bytes, or one line saying why it cannot be read."""
+    try:
+        if path.stat().st_size > MAX_BUNDLE_BYTES:
+            fail(f"{path}: larger than {MAX_BUNDLE_BYTES} bytes")
+        return path.read_bytes()
+    except IsADirectoryError:
+        fail(f"{path}: is a directory")
+    except OSError as exc:
+        fail(f"{path}: {exc.strerror or exc}")
+
+
 def export(
     campaign_id: Annotated[int, typer.Argument(min=1, max=MAX_ID, help="campaign id")],
     output: Annotated[Path, typer.Option("-o", "--output", help="the bundle to write (.tar.gz)",
@@ -69,12 +81,7 @@ def import_(
     from service.flows.takeaways.bundle_import import import_bundle
     from service.store import recommendations
 
-    try:
-        if path.stat().st_size > MAX_BUNDLE_BYTES:
-            fail(f"{path}: larger than {MAX_BUNDLE_BYTES} bytes")
-        data = path.read_bytes()
-    except OSError as exc:
-        fail(f"{path}: {exc.strerror or exc}")
+    data = read_bundle_file(path)
     ready_database()
     try:
         with session_scope() as s:  # one transaction: a refused bundle leaves no row behind

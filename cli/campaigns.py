@@ -11,18 +11,14 @@ import typer
 from api.schemas import MAX_ID, CampaignOut
 from cli.bundle import ready_database
 from cli.errors import emit_json, service_failure
+from cli.output import JsonOpt, say, show, table
 from models import CAMPAIGN_STATES
 from service.db import session_scope
 from service.errors import ServiceError
 
 app = typer.Typer(help="Measurement campaigns and their progress.", no_args_is_help=True)
-JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 
-def _line(c: CampaignOut) -> str:
-    return (f"{c.id}\ttopology {c.topology_id}\t{c.state}\t{c.mode}\t"
-            f"{c.probes_done}/{c.probes_total} probes\t{c.reason}"
-            + (f"\t{c.error}" if c.error else ""))
 
 
 @app.command("list")
@@ -48,9 +44,15 @@ def campaign_list(
                    "limit": limit, "offset": offset})
         return
     if not items:
-        typer.echo("no campaigns")
+        say("no campaigns")
+        return
+    rows = table("id", "topology", "state", "mode", "probes", "reason", "error",
+                 title=None if len(items) == total else
+                 f"campaigns {offset + 1}-{offset + len(items)} of {total}")
     for c in items:
-        typer.echo(_line(c))
+        rows.add_row(str(c.id), str(c.topology_id), c.state, c.mode,
+                     f"{c.probes_done}/{c.probes_total}", c.reason, c.error or "")
+    show(rows)
 
 
 @app.command("cancel")
@@ -72,4 +74,4 @@ def campaign_cancel(
     if as_json:
         emit_json(out.model_dump(mode="json"))
         return
-    typer.echo(f"campaign {out.id}: {out.state}")
+    say(f"campaign {out.id}: {out.state}")

@@ -76,7 +76,8 @@ def demo(
     port: Annotated[int, typer.Option(min=1024, max=65535)] = 8000,
     runs: Annotated[int, typer.Option(min=1, max=9)] = 2,
     duration: Annotated[
-        float, typer.Option(min=2, max=60, help="T per probe, s (the first second is warm-up)")
+        float, typer.Option("--duration-s", min=2, max=60,
+                            help="T per probe, s (the first second is warm-up)")
     ] = 3.0,
     serve: Annotated[bool, typer.Option(help="keep the API and dashboard up until Ctrl-C")] = True,
     paper_ccs: Annotated[
@@ -96,8 +97,11 @@ def demo(
                      "NetPerfMeter 2.x when MPCOA_NETPERFMETER or PATH has it, else iperf3 and "
                      "the paced tool)"),
     ] = "auto",
+    old_duration: Annotated[float | None, typer.Option(
+        "--duration", min=2, max=60, hidden=True, help="old spelling of --duration-s")] = None,
 ) -> None:
     """Testbed + API + a reduced calibration campaign + the recommendation, in one command."""
+    duration = duration if old_duration is None else old_duration
     from probes.testbed.spec import SpecError, load_spec, scenario_path
 
     if os.geteuid() != 0:

@@ -57,7 +57,10 @@ def unavailable(exc: Exception) -> NoReturn:
 
 def emit_json(document) -> None:
     """A result as JSON on stdout (what `--json` prints): strict JSON, no NaN."""
-    typer.echo(json.dumps(document, indent=2, allow_nan=False, default=_plain))
+    from cli.output import result_stream
+
+    typer.echo(json.dumps(document, indent=2, allow_nan=False, default=_plain),
+               file=result_stream())
 
 
 def _plain(value):

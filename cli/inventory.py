@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from api.schemas import MAX_ID, InlineTopology, SiteIn, SiteOut, TopologyIn, TopologyOut
 from cli.bundle import ready_database
 from cli.errors import emit_json, fail, service_failure, validation_message
+from cli.output import JsonOpt, say, show, table
 from service.db import session_scope
 from service.errors import ServiceError
 
@@ -22,7 +23,6 @@ topology_app = typer.Typer(help="Sender/receiver site pairs and their subflows."
                            no_args_is_help=True)
 
 MAX_FILE_BYTES = 1024 * 1024
-JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON")]
 LimitOpt = Annotated[int, typer.Option(min=1, max=500, help="how many, at most")]
 OffsetOpt = Annotated[int, typer.Option(min=0, max=MAX_ID, help="how many to skip")]
 
@@ -46,24 +46,21 @@ def parse_isp(text: str) -> dict:
             "down_kbps": rates[0], "up_kbps": rates[1], **({"address": address} if at else {})}
 
 
-def _site_line(site: SiteOut) -> str:
-    isps = ", ".join(f"{i.label}={i.name} {i.down_kbps:g}/{i.up_kbps:g} kbit/s"
+def _isps(site: SiteOut) -> str:
+    return ", ".join(f"{i.label}={i.name} {i.down_kbps:g}/{i.up_kbps:g} kbit/s"
                      + (f" @{i.address}" if i.address else "") for i in site.isps)
-    return f"{site.id}\t{site.name}\t{isps}" + (f"\t{site.description}" if site.description
-                                                else "")
 
 
-def _topology_line(t: TopologyOut) -> str:
-    subflows = " ".join(s.name + (f"({s.rtt_ms:g} ms)" if s.rtt_ms is not None else "")
-                        for s in t.subflows)
-    return f"{t.id}\t{t.local_site.name} -> {t.remote_site.name}\t{subflows}"
+def _subflows(t: TopologyOut) -> str:
+    return " ".join(s.name + (f"({s.rtt_ms:g} ms)" if s.rtt_ms is not None else "")
+                    for s in t.subflows)
 
 
 @site_app.command("add")
 def site_add(
     name: Annotated[str, typer.Argument(help="the site's name, e.g. SRL")],
     isp: Annotated[list[str], typer.Option(
-        "--isp", help="an ISP: LABEL:DOWN_KBPS:UP_KBPS[:NAME][@ADDRESS] (repeat; ADDRESS "
+        "--isp", help="an ISP: LABEL:DOWN_KBPS:UP_KBPS[:NAME]\\[@ADDRESS] (repeat; ADDRESS "
         "IPv4 or IPv6), e.g. K:100000:40000:Kabelnett@2001:db8::2")],
     description: Annotated[str, typer.Option(help="free text")] = "",
     as_json: JsonOpt = False,
@@ -88,7 +85,7 @@ def site_add(
     if as_json:
         emit_json(out.model_dump(mode="json"))
         return
-    typer.echo(f"site {out.id} {out.name} added: " + _site_line(out).split("\t", 2)[2])
+    say(f"site {out.id} {out.name} added: {_isps(out)}")
 
 
 @site_app.command("list")
@@ -105,9 +102,20 @@ def site_list(limit: LimitOpt = 100, offset: OffsetOpt = 0, as_json: JsonOpt = F
                    "limit": limit, "offset": offset})
         return
     if not items:
-        typer.echo("no sites (add one: mpcoa site add NAME --isp LABEL:DOWN:UP)")
+        say("no sites (add one: mpcoa site add NAME --isp LABEL:DOWN:UP)")
+        return
+    rows = table("id", "name", "ISPs (label=name down/up)", "description",
+                 title=_page("sites", len(items), total, offset))
     for site in items:
-        typer.echo(_site_line(site))
+        rows.add_row(str(site.id), site.name, _isps(site), site.description or "")
+    show(rows)
+
+
+def _page(what: str, shown: int, total: int, offset: int) -> str | None:
+    """A title only when the page is not everything: which ones of how many."""
+    if shown == total:
+        return None
+    return f"{what} {offset + 1}-{offset + shown} of {total}"
 
 
 def _read_document(path: Path) -> dict:
@@ -165,7 +173,8 @@ def topology_add(
     if as_json:
         emit_json(out.model_dump(mode="json"))
         return
-    typer.echo(f"topology {out.id} added: {_topology_line(out).split(chr(9), 1)[1]}")
+    say(f"topology {out.id} added: {out.local_site.name} -> {out.remote_site.name} "
+        f"{_subflows(out)}")
 
 
 @topology_app.command("list")
@@ -183,6 +192,10 @@ def topology_list(limit: LimitOpt = 100, offset: OffsetOpt = 0, as_json: JsonOpt
                    "limit": limit, "offset": offset})
         return
     if not items:
-        typer.echo("no topologies (add one: mpcoa topology add FILE)")
+        say("no topologies (add one: mpcoa topology add FILE)")
+        return
+    rows = table("id", "sender -> receiver", "subflows (RTT)",
+                 title=_page("topologies", len(items), total, offset))
     for t in items:
-        typer.echo(_topology_line(t))
+        rows.add_row(str(t.id), f"{t.local_site.name} -> {t.remote_site.name}", _subflows(t))
+    show(rows)

@@ -9,6 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 import typer
 from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError, OperationalError
+from typer._click import core as click_core
 from typer._click import exceptions as click_errors  # typer ships its own click
 from typer.core import TyperGroup
 
@@ -17,8 +18,16 @@ from cli.apply import register as register_apply
 from cli.bundle import register as register_bundle
 from cli.campaigns import app as campaign_app
 from cli.demo import register as register_demo
-from cli.errors import EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_USAGE, PREFIX, database_problem
+from cli.errors import (
+    EXIT_FAILED,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    PREFIX,
+    database_problem,
+    fail,
+)
 from cli.inventory import site_app, topology_app
+from cli.output import configure, restore
 from cli.report import register as register_report
 from cli.serve import register as register_serve
 from cli.testbed import app as testbed_app
@@ -38,6 +47,7 @@ class MpcoaGroup(TyperGroup):
     traceback."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        _flags_show_no_type(self)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
@@ -74,6 +84,17 @@ class MpcoaGroup(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+def _flags_show_no_type(command) -> None:
+    """An on/off flag takes no value, so its help shows none: typer prints every option's type
+    (`<bool>` for `--json`), which for a flag reads as if it wanted one."""
+    helper = command.get_help_option(click_core.Context(command))  # made once, then cached
+    for param in [*command.params, *([helper] if helper is not None else [])]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _flags_show_no_type(sub)
+
+
 def settings_problem(exc: ValidationError) -> str:
     """A setting the environment or the .env file got wrong, named as it is set."""
     return "; ".join(
@@ -102,12 +123,21 @@ app = typer.Typer(
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                       help="print the version and exit"),
+    quiet: bool = typer.Option(False, "-q", "--quiet",
+                               help="errors only: no output for people, no progress, no logs "
+                               "below ERROR (a --json result is still printed)"),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="debug logging on stderr"),
 ) -> None:
     """Measure, fit and recommend MPTCP path manager, congestion control and buffer size.
     Exit status: 0 done, 1 the outcome is a failure, 2 usage or invalid input, 3 not found,
     4 database unavailable (docs/cli.md)."""
+    if quiet and verbose:
+        fail("-q and -v: give one of them")
+    configure(quiet=quiet, verbose=verbose)
+    ctx.call_on_close(restore)
 
 
 register_algorithm(app)  # solve, fit, impact, recommend
@@ -115,7 +145,7 @@ register_serve(app)  # serve, db, token
 register_workers(app)  # calibrate, worker, beat
 register_demo(app)  # demo
 register_bundle(app)  # export, import
-register_report(app)  # report
+register_report(app)  # report, show
 register_apply(app)  # apply --dry-run | --rollback
 app.add_typer(testbed_app, name="testbed")  # testbed up | down | status
 app.add_typer(site_app, name="site")  # site add | list

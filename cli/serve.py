@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 import typer
 
 from cli.errors import EXIT_NOT_FOUND, emit_json, fail, service_failure
+from cli.output import never, result_stream, say, show, table
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug", "trace"]
 MAX_TOKEN_DAYS = 36_600  # a century: past it a date no longer fits in a datetime for long
@@ -151,7 +152,7 @@ def _at(revision: str | None, as_json: bool) -> None:
     if as_json:
         emit_json({"revision": revision})
     else:
-        typer.echo(f"at revision {revision}")
+        say(f"at revision {revision or 'none (an empty database)'}")
 
 
 @db_app.command("current")
@@ -163,7 +164,7 @@ def db_current(as_json: bool = typer.Option(False, "--json", help="print JSON"))
     if as_json:
         emit_json({"revision": revision})
         return
-    typer.echo(revision or "none")
+    say(revision or "no revision (an empty database: mpcoa db upgrade)")
 
 
 @token_app.command("create")
@@ -197,7 +198,7 @@ def token_create(
         emit_json({"name": name, "scope": scope, "token": value,
                    "expires_at": expires_at.isoformat() if expires_at else None})
         return
-    typer.echo(value)
+    typer.echo(value, file=result_stream())  # shown once: -q must not swallow it
 
 
 @token_app.command("list")
@@ -213,10 +214,15 @@ def token_list(as_json: bool = typer.Option(False, "--json", help="print JSON"))
                         "created_at": r.created_at, "last_used_at": r.last_used_at,
                         "expires_at": r.expires_at} for r in rows])
             return
+        if not rows:
+            say("no tokens (create one: mpcoa token create NAME)")
+            return
+        listed = table("name", "state", "scope", "created", "last used", "expires")
         for row in rows:
-            state = "revoked" if row.revoked else "active"
-            typer.echo(f"{row.name}\t{state}\t{row.scope}\t{row.created_at:%Y-%m-%d %H:%M}\t"
-                       f"{row.last_used_at}\texpires {row.expires_at}")
+            listed.add_row(row.name, "revoked" if row.revoked else "active", row.scope,
+                           never(row.created_at), never(row.last_used_at),
+                           never(row.expires_at))
+        show(listed)
 
 
 @token_app.command("revoke")
@@ -235,7 +241,7 @@ def token_revoke(name: str,
     if as_json:
         emit_json({"name": name, "revoked": True})
         return
-    typer.echo(f"revoked {name}")
+    say(f"revoked {name}")
 
 
 def register(app: typer.Typer) -> None:

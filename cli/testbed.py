@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import typer
 
 from cli.errors import EXIT_USAGE, PREFIX, emit_json, fail
+from cli.output import say, show, table
 from probes.base import ProbeError
 from probes.testbed import lifecycle as tb
 from probes.testbed.interrupts import Stopped, stop_on_signals
@@ -136,7 +136,7 @@ def status_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON"))
     """List testbeds on this machine (including half-removed ones)."""
     rows = tb.status()
     if as_json:
-        typer.echo(json.dumps(rows, indent=1))
+        emit_json(rows)
         return
     if not rows:
         typer.echo("no testbeds")
@@ -218,13 +218,15 @@ def cc_status_cmd(as_json: bool = typer.Option(False, "--json", help="print JSON
 
     rows = _cc_call(bpf_cc.status)
     if as_json:
-        typer.echo(json.dumps(rows, indent=1))
+        emit_json(rows)
         return
-    typer.echo(f"kernel: {' '.join(_cc_call(bpf_cc.available))}")
+    say(f"kernel: {' '.join(_cc_call(bpf_cc.available))}")
+    listed = table("BPF CC", "state")
     for r in rows:
         state = ("ours, map id " + ",".join(map(str, r["map_ids"])) if r["ours"]
                  else "available (not ours)" if r["available"] else "not loaded")
         if r.get("retiring_map_ids"):
             state += (f"; unregistered map id {','.join(map(str, r['retiring_map_ids']))} "
                       "kept until its last socket closes")
-        typer.echo(f"  {r['name']}: {state}")
+        listed.add_row(r["name"], state)
+    show(listed)

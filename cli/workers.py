@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from sqlalchemy.exc import IntegrityError
 
 from api.schemas import MAX_ID
+from cli import output
 from cli.errors import EXIT_FAILED, emit_json, fail, service_failure, validation_message
 from models import FINAL_CAMPAIGN_STATES
 from service.algorithm.objective import Objective
@@ -35,6 +36,7 @@ def _progress_bar(on_stderr: bool = False) -> Progress:
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=Console(stderr=True) if on_stderr else None,
+        disable=output.state.quiet,
     )
 
 
@@ -49,7 +51,8 @@ def calibrate(
         list[float] | None, typer.Option("--buffer", help="buffer grid point, MiB (repeat)")
     ] = None,
     runs: Annotated[int | None, typer.Option(min=1, max=100)] = None,
-    duration: Annotated[float | None, typer.Option(min=0.5, max=3600, help="T, seconds")] = None,
+    duration: Annotated[float | None, typer.Option(
+        "--duration-s", min=0.5, max=3600, help="T, each probe's length, s")] = None,
     delta: Annotated[float, typer.Option(min=0, max=0.99)] = 0.07,
     budget: Annotated[float | None, typer.Option(
         min=1, help="probe-seconds budget (adaptive default: what grid mode would probe)")] = None,
@@ -87,9 +90,13 @@ def calibrate(
     ] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="print the campaign and its answer as JSON (progress on stderr)")] = False,
+    old_duration: Annotated[float | None, typer.Option(
+        "--duration", min=0.5, max=3600, hidden=True, help="old spelling of --duration-s")]
+    = None,
 ) -> None:
     """Run a calibration campaign for a topology with a progress bar; print the recommendation.
     With --batch, one campaign per listed topology, in a shuffled order (seed stored)."""
+    duration = duration if old_duration is None else old_duration
     settings = get_settings()
     if settings.is_embedded:
         upgrade(settings.effective_database_url)
@@ -232,6 +239,8 @@ def _poll(cid: int, show) -> str:
 
 def _print_plan(cid: int, err: bool = False) -> None:
     """The campaign's plan as stored: mode, CCs, grid, runs and duration, and its budget."""
+    if output.state.quiet:
+        return
     with session_scope() as s:
         c = campaign_store.get_campaign(s, campaign_id=cid)
         budget_s = state_of(c).budget.cap_s
@@ -294,14 +303,17 @@ def worker(
         "control host's worker)")] = None,
     isp: Annotated[
         list[str] | None,
-        typer.Option("--isp", help="a real site's ISP: LABEL=ADDRESS (IPv4 or IPv6, "
-                     "one family for every ISP) or LABEL=@INTERFACE (repeat; needs one --site)"),
+        typer.Option("--isp", help="a real site's ISP, as `site add` gives it less the "
+                     "rates: LABEL@ADDRESS (IPv4 or IPv6, one family for every ISP) or "
+                     "LABEL@INTERFACE, e.g. K@eth1 (repeat; needs one --site)"),
     ] = None,
     check: Annotated[
         bool, typer.Option("--check", help="print the site's capability report and exit (0: "
                            "ready, 1: problems); no broker needed")
     ] = False,
     control: Annotated[bool, typer.Option(help="also consume the control queue")] = True,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="print the site's capability report as JSON")] = False,
 ) -> None:
     """A Celery worker for the given sites' queues (site.<name>); needs MPCOA_BROKER_URL.
 
@@ -325,7 +337,7 @@ def worker(
         fail("--isp/--check: give exactly one --site (the site this host is)")
     report = None
     if check:
-        report = _site_report(site[0], isp or [])
+        report = _site_report(site[0], isp or [], as_json=as_json)
         raise typer.Exit(EXIT_FAILED if report["problems"] else 0)
     if isp:  # a bad --isp is refused before anything else
         _resolve(site[0], isp)
@@ -339,7 +351,7 @@ def worker(
     if not settings.broker_url:
         fail("MPCOA_BROKER_URL is not set: a worker needs a broker (redis://...)")
     if isp:
-        report = _site_report(site[0], isp, passive_node=True)
+        report = _site_report(site[0], isp, passive_node=True, as_json=as_json)
     if report is not None and report["problems"]:
         fail("this host cannot probe for site " + site[0] + ": " + "; ".join(report["problems"]))
     if isp:  # this worker runs its own end of every probe (two-sided probes)
@@ -360,13 +372,12 @@ def worker(
     ])
 
 
-def _site_report(name: str, isp_options: list[str], passive_node: bool = False) -> dict:
+def _site_report(name: str, isp_options: list[str], passive_node: bool = False,
+                 as_json: bool = False) -> dict:
     """Resolve the site's ISPs on this host, print its capability report and store it (when the
     site is registered and the database reachable: a report is never a reason not to start).
     `passive_node`: start the site's long-lived passive node of each tool served by one
     (NetPerfMeter 2.x), where the tool runs here, and name its ports in the report."""
-    import json
-
     from probes.site.local import capability_report
     from probes.tools.netperfmeter import default_binary
     from probes.tools.registry import TOOLS
@@ -378,7 +389,10 @@ def _site_report(name: str, isp_options: list[str], passive_node: bool = False) 
         if tool.node_key is not None and report["allows"].get(tool.name):
             report[tool.node_key] = _start_passive_node(tool, local)
     report["config"] = _current_config()  # what an apply would replace (GET .../apply-plan)
-    typer.echo(json.dumps(report, indent=2))
+    if as_json:
+        emit_json(report)
+    else:
+        _print_report(report)
     for tool, version in report["tools"].items():
         if tool in report["allows"]:
             what = ", ".join(report["allows"][tool]) or "nothing here"
@@ -396,6 +410,20 @@ def _site_report(name: str, isp_options: list[str], passive_node: bool = False) 
     except Exception as exc:
         typer.echo(f"report not stored: database unavailable ({type(exc).__name__})", err=True)
     return report
+
+
+def _print_report(report: dict) -> None:
+    """The capability report for people: ready or not, where each ISP is, what the kernel
+    offers (the tools' lines follow on stderr; --json has every field)."""
+    problems = report["problems"]
+    output.say(f"site {report['site']}: " + ("ready" if not problems else
+                                             f"{len(problems)} problem(s)")
+               + f"; {report['address_family'] or 'no'} addresses: "
+               + (", ".join(f"{k}@{v}" for k, v in report["endpoints"].items()) or "none"))
+    output.say(f"kernel {report['kernel']}, MPTCP "
+               + ("enabled" if report["mptcp_enabled"] else "DISABLED")
+               + f", path manager {report['pm_type'] or 'unknown'}; congestion controls: "
+               + (", ".join(report["congestion_controls"]) or "none"))
 
 
 def _resolve(name: str, isp_options: list[str]):

@@ -148,3 +148,25 @@ def current_revision(url: str) -> str | None:
             return MigrationContext.configure(conn).get_current_revision()
     finally:
         engine.dispose()
+
+
+@contextmanager
+def memory_database() -> Iterator[Engine]:
+    """A private SQLite database in this process's memory, migrated to head by the same Alembic
+    path as a file (what reading a bundle with no database uses): nothing on disk to remove, and
+    gone when the block ends, however it ends. One connection (StaticPool): an in-memory SQLite
+    database lives as long as its connection."""
+    from alembic import command
+    from sqlalchemy.pool import StaticPool
+
+    engine = create_engine("sqlite://", poolclass=StaticPool,
+                           connect_args={"check_same_thread": False})
+    event.listen(engine, "connect", _sqlite_pragmas)
+    try:
+        cfg = alembic_config("sqlite://")
+        with engine.connect() as connection:
+            cfg.attributes["connection"] = connection
+            _alembic(command.upgrade, cfg, "head")
+        yield engine
+    finally:
+        engine.dispose()

@@ -29,11 +29,23 @@ class LocalSite:
 
 
 def parse_isp_option(value: str) -> tuple[str, str]:
-    """``"L=10.0.0.1"`` -> ("L", "10.0.0.1"); ``"L=@eth1"`` -> ("L", "@eth1"). Only the form and
-    the label's pattern are checked here; whether the address is this host's is not."""
-    label, sep, target = value.partition("=")
-    if not sep or not label or not target:
-        raise ValueError(f"--isp {value!r}: expected LABEL=ADDRESS or LABEL=@INTERFACE")
+    """A worker's ``--isp``, the ISP syntax of ``mpcoa site add`` without its rates
+    (docs/cli.md): ``"L@10.0.0.1"`` -> ("L", "10.0.0.1"); ``"L@eth1"`` -> ("L", "@eth1"), an
+    interface being anything that is not an address. The older ``L=10.0.0.1`` and ``L=@eth1``
+    still read. Only the form and the label's pattern are checked here; whether the address is
+    this host's is not."""
+    if "=" in value.split("@", 1)[0]:  # the older spelling: LABEL=ADDRESS or LABEL=@INTERFACE
+        label, _, target = value.partition("=")
+    else:
+        label, sep, where = value.partition("@")
+        if ":" in label:
+            raise ValueError(f"--isp {value!r}: a worker takes no rates (they are the site's, "
+                             "given to `mpcoa site add`): give LABEL@ADDRESS or LABEL@INTERFACE")
+        if not sep:
+            raise ValueError(f"--isp {value!r}: expected LABEL@ADDRESS or LABEL@INTERFACE")
+        target = where if _is_address(where) else "@" + where
+    if not label or not target or target == "@":
+        raise ValueError(f"--isp {value!r}: expected LABEL@ADDRESS or LABEL@INTERFACE")
     if not re.fullmatch(LABEL_PATTERN, label):
         raise ValueError(f"--isp {value!r}: label {label!r} is not an ISP label "
                          "(a letter, then up to 7 letters or digits)")
@@ -45,11 +57,19 @@ def parse_isp_option(value: str) -> tuple[str, str]:
         addr = ipaddress.ip_address(target)
     except ValueError:
         raise ValueError(f"--isp {value!r}: {target!r} is neither an IPv4 or IPv6 address nor "
-                         "@INTERFACE") from None
+                         "an interface") from None
     why = address_problem(addr)
     if why:
         raise ValueError(f"--isp {value!r}: {why}")
     return label, str(addr)
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return ":" in text or "/" in text  # meant as an address (IPv6, a prefix): said so
+    return True
 
 
 def host_addresses(ns: str | None = None) -> dict[str, list[str]]:
@@ -88,20 +108,20 @@ def resolve_local_site(name: str, isp_options: list[str], ns: str | None = None)
         if target.startswith("@"):
             ifname = target[1:]
             if ifname not in addrs:
-                problems.append(f"--isp {label}={target}: no interface {ifname!r} on this host "
+                problems.append(f"--isp {label}{target}: no interface {ifname!r} on this host "
                                 f"(have: {', '.join(sorted(addrs)[:20])})")
                 continue
             # IPv4 first, else the first IPv6 address another site can reach
             usable = [a for a in addrs[ifname] if not address_problem(ipaddress.ip_address(a))]
             if not usable:
-                problems.append(f"--isp {label}={target}: interface {ifname!r} has no IPv4 "
+                problems.append(f"--isp {label}{target}: interface {ifname!r} has no IPv4 "
                                 "address and no global or unique local IPv6 one")
                 continue
             address = usable[0]
         else:
             address = target
             if address not in configured:
-                problems.append(f"--isp {label}={address}: address not configured on this host")
+                problems.append(f"--isp {label}@{address}: address not configured on this host")
                 continue
         if address in isps.values():
             problems.append(f"--isp {label}: address {address} already used by another label")

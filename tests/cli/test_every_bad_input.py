@@ -104,8 +104,8 @@ def test_token_expiry_past_any_date(mpcoa):
     code, _out, err = mpcoa("token", "create", "x", "--expires-days", "1e308")
     assert code == 2
     assert "'--expires-days': Input should be less than or equal to 36600" in one_error(err)
-    code, out, _err = mpcoa("token", "list")
-    assert code == 0 and out == ""
+    code, out, _err = mpcoa("token", "list", "--json")
+    assert code == 0 and out == "[]\n"
 
 
 @pytest.mark.parametrize("name", ["a\nforged\tactive\twrite", "tab\there", " padded", "bell\a"])
@@ -114,8 +114,8 @@ def test_token_names_that_would_forge_a_row_of_token_list(mpcoa, name):
     assert code == 2
     assert one_error(err) == ("mpcoa: error: a token's name is 1 to 64 printable characters (no "
                               "line break or tab, no space at either end)")
-    code, out, _err = mpcoa("token", "list")
-    assert code == 0 and out == ""
+    code, out, _err = mpcoa("token", "list", "--json")
+    assert code == 0 and out == "[]\n"
 
 
 def test_db_upgrade_to_a_revision_that_does_not_exist(mpcoa):
@@ -137,3 +137,31 @@ def test_siteapply_refuses_a_namespace_that_is_a_path(tmp_path, ns):
         siteapply.status(ns=ns, root=root)
     assert not (tmp_path / "etc").exists() and not root.exists()
     assert siteapply.state_dir("mpcoa-demo-site-A", root) == root / "mpcoa-demo-site-A"
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["-q", "-v", "site", "list"], "-q and -v: give one of them"),
+    (["apply", "1", "--confirm-s", "1"], "'--confirm-s': Input should be greater than or equal"),
+    (["apply", "1", "--seconds", "1"], "'--seconds': Input should be greater than or equal"),
+    (["apply", "1", "--timeout-s", "0"], "'--timeout-s': Input should be greater than or equal"),
+    (["apply", "1", "--hold-s", "nan"], "'--hold-s'"),
+    (["calibrate", "1", "--duration-s", "0"], "'--duration-s': Input should be greater than"),
+    (["calibrate", "1", "--duration", "1e9"], "'--duration': Input should be less than"),
+    (["demo", "--duration-s", "1"], "'--duration-s': Input should be greater than or equal"),
+    (["report", "0"], "campaign id 0: not in 1..2147483647"),
+    (["report", "99999999999999"], "not a campaign id"),
+    (["report", "no-such.tar.gz"], "no-such.tar.gz: no such file, and not a campaign id"),
+    (["show", "no-such.tar.gz"], "no-such.tar.gz: no such file"),
+    (["solve", "--json", "--curves", "-", "--delta", "x"], "'--delta': Input should be"),
+    (["site", "add", "X", "--isp", "K:1"], "give LABEL:DOWN_KBPS:UP_KBPS[:NAME]"),
+])
+def test_the_new_options_refuse_bad_values_in_one_line(mpcoa, args, says):
+    code, out, err = mpcoa(*args)
+    assert code == 2 and out == "", (out, err)
+    assert says in one_error(err), err
+
+
+def test_a_worker_isp_with_rates_is_refused_before_anything_runs(mpcoa):
+    code, out, err = mpcoa("worker", "--site", "SRL", "--isp", "K:1000:1000@eth1", "--check")
+    assert code == 1 and out == ""
+    assert "a worker takes no rates" in one_error(err)

@@ -3,6 +3,7 @@ userspace path manager's netlink attributes, `--isp` values, and the probes' fam
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 
@@ -86,13 +87,23 @@ def test_the_path_manager_speaks_both_families():
 
 
 def test_isp_option_takes_ipv6_and_refuses_what_no_probe_could_use():
-    assert parse_isp_option("K=2001:DB8::2") == ("K", "2001:db8::2")
-    assert parse_isp_option("K=192.0.2.7") == ("K", "192.0.2.7")
-    for bad, says in [("K=fe80::1", "link-local"), ("K=::ffff:192.0.2.7", "IPv4-mapped"),
-                      ("K=ff02::1", "not a host's address"), ("K=::", "not a host's address"),
-                      ("K=2001:db8::/64", "neither an IPv4 or IPv6 address"),
-                      ("K=[2001:db8::2]", "neither")]:
-        with pytest.raises(ValueError, match=says):
+    """`site add`'s ISP syntax less the rates (LABEL@ADDRESS, LABEL@INTERFACE); the older
+    LABEL=ADDRESS and LABEL=@INTERFACE read the same."""
+    for new, old in [("K@2001:DB8::2", "K=2001:DB8::2"), ("K@192.0.2.7", "K=192.0.2.7"),
+                     ("K@eth1", "K=@eth1")]:
+        assert parse_isp_option(new) == parse_isp_option(old)
+    assert parse_isp_option("K@2001:DB8::2") == ("K", "2001:db8::2")
+    assert parse_isp_option("K@192.0.2.7") == ("K", "192.0.2.7")
+    assert parse_isp_option("K@eth1") == ("K", "@eth1")
+    for bad, says in [("K@fe80::1", "link-local"), ("K@::ffff:192.0.2.7", "IPv4-mapped"),
+                      ("K@ff02::1", "not a host's address"), ("K@::", "not a host's address"),
+                      ("K@2001:db8::/64", "neither an IPv4 or IPv6 address"),
+                      ("K@[2001:db8::2]", "neither"), ("K=fe80::1", "link-local"),
+                      ("K", "expected LABEL@ADDRESS or LABEL@INTERFACE"),
+                      ("K@", "expected LABEL@ADDRESS"), ("@eth1", "expected LABEL@ADDRESS"),
+                      ("K:1000:1000@eth1", "a worker takes no rates"),
+                      ("K@eth 1", "not an interface name")]:
+        with pytest.raises(ValueError, match=re.escape(says)):
             parse_isp_option(bad)
 
 

@@ -157,7 +157,7 @@ def test_a_site_worker_with_ipv6_isps_probes_two_sided(v6bed, tmp_path):
     assert "Traceback" not in cp.stderr
     cp = subprocess.run(
         ["ip", "netns", "exec", v6bed.ns("A"), MPCOA, "worker", "--site", "A",
-         "--isp", "F=fd00:1::1", "--isp", "C=@isp-C", "--check"], env=env,
+         "--isp", "F@fd00:1::1", "--isp", "C@isp-C", "--check", "--json"], env=env,
         capture_output=True, text=True, timeout=60, check=False)
     assert cp.returncode == 0, cp.stderr
     checked = json.loads(cp.stdout)

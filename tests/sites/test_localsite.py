@@ -41,13 +41,17 @@ def _mpcoa(*args: str, database_url: str | None = None, tmp: Path,
 
 
 def test_parse_isp_option():
-    assert parse_isp_option("K=10.0.0.1") == ("K", "10.0.0.1")
+    assert parse_isp_option("K@10.0.0.1") == ("K", "10.0.0.1")
+    assert parse_isp_option("CU@eth1") == ("CU", "@eth1")
+    assert parse_isp_option("V6@::1") == ("V6", "::1")
+    assert parse_isp_option("K=10.0.0.1") == ("K", "10.0.0.1")  # the older spelling
     assert parse_isp_option("CU=@eth1") == ("CU", "@eth1")
-    assert parse_isp_option("V6=::1") == ("V6", "::1")
-    for bad, msg in [("K", "LABEL=ADDRESS"), ("=1.2.3.4", "LABEL=ADDRESS"),
-                     ("K=", "LABEL=ADDRESS"), ("1K=1.2.3.4", "not an ISP label"),
-                     ("TOOLONGLABEL=1.2.3.4", "not an ISP label"), ("K=host", "neither"),
-                     ("K=@a/b", "interface name"), ("K=@", "interface name")]:
+    for bad, msg in [("K", "LABEL@ADDRESS"), ("@1.2.3.4", "LABEL@ADDRESS"),
+                     ("K@", "LABEL@ADDRESS"), ("1K@1.2.3.4", "not an ISP label"),
+                     ("TOOLONGLABEL@1.2.3.4", "not an ISP label"), ("K=host", "neither"),
+                     ("K@a/b", "neither"), ("K=@a/b", "interface name"),
+                     ("=1.2.3.4", "LABEL@ADDRESS"), ("K=", "LABEL@ADDRESS"),
+                     ("K=@", "LABEL@ADDRESS")]:
         with pytest.raises(ValueError, match=msg):
             parse_isp_option(bad)
 
@@ -82,11 +86,15 @@ def test_report_describes_this_host():
 def test_check_with_real_addresses_and_bad_inputs(tmp_path):
     # no broker configured: --check needs none
     for isp in ("lo=@lo", "L=127.0.0.1"):
-        ok = _mpcoa("--site", "SRL", "--isp", isp, "--check", tmp=tmp_path)
+        ok = _mpcoa("--site", "SRL", "--isp", isp, "--check", "--json", tmp=tmp_path)
         assert ok.returncode == 0, ok.stderr
         report = json.loads(ok.stdout)
         assert report["endpoints"] == {isp.split("=")[0]: "127.0.0.1"}
         assert report["site"] == "SRL" and report["problems"] == []
+    # for people, by default: ready or not, and where each ISP is
+    text = _mpcoa("--site", "SRL", "--isp", "L@127.0.0.1", "--check", tmp=tmp_path)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith("site SRL: ready; ipv4 addresses: L@127.0.0.1\nkernel ")
     for args, msg in [
         (["--isp", "1x=@lo"], "not an ISP label"),
         (["--isp", "L=192.0.2.77"], "not configured on this host"),
@@ -114,7 +122,7 @@ def _path_without(tmp: Path, *missing: str) -> str:
 
 
 def test_check_says_which_tools_run_and_refuses_a_host_none_runs_on(tmp_path):
-    ok = _mpcoa("--site", "SRL", "--isp", "lo=@lo", "--check", tmp=tmp_path)
+    ok = _mpcoa("--site", "SRL", "--isp", "lo@lo", "--check", "--json", tmp=tmp_path)
     assert ok.returncode == 0, ok.stderr
     assert "tool iperf3: 3." in ok.stderr and "measures bulk" in ok.stderr
     assert f"tool paced: {paced_tool.VERSION}; measures frames" in ok.stderr
