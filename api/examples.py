@@ -51,6 +51,7 @@ RECOMMENDATION_OUT = {
     "id": 1, "kind": "calibrated", "provisional": False, "topology_id": 1, "campaign_id": 1,
     "delta": 0.07, "objective": {"kind": "bulk"}, "bs_min_mib": 0.5, "bs_max_mib": 32.0,
     "opm": "FullMesh", "occ": "cubic", "obs_mib": 5.03, "otp_mbps": 88.77,
+    "autotune_max_mib": 16.0, "autotune_otp_mbps": 91.2, "autotune_interval_mbps": [84.1, 98.3],
     "promise": None, "subset_choice": None, "stream": None,
     "t_star": {"tp_mbps": 95.45, "bs_mib": 8.0, "pm": "FullMesh", "cc": "cubic"},
     "target_mbps": 88.77,

@@ -140,6 +140,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_port_pair() -> int:
+    """A port P on 127.0.0.1 with P and P + 1 both free right now (a tool that listens on a data
+    port and its control port beside it): checked by binding both, not only P."""
+    for _ in range(200):
+        p = free_port()
+        if p >= 65535:
+            continue
+        with socket.socket() as a, socket.socket() as b:
+            try:
+                a.bind(("127.0.0.1", p))
+                b.bind(("127.0.0.1", p + 1))
+            except OSError:
+                continue
+        return p
+    raise RuntimeError("no two free ports side by side on 127.0.0.1")
+
+
 def listening(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as s:
         return s.connect_ex((host, port)) == 0

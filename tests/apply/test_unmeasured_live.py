@@ -64,7 +64,9 @@ def test_a_provisional_answer_is_applied_only_when_asked_for(bed, tmp_path):
         assert c.get(f"/topologies/{tid}/applied").json() == []
         assert {n: sc.read_state(bed.ns(n)) for n in ("A", "B")} == before
 
-        r = c.post(f"/topologies/{tid}/apply", json={**body, "allow_unmeasured": True})
+        # lower_ceilings: written exactly, below the namespaces' own 64 MiB, so the cap shows
+        r = c.post(f"/topologies/{tid}/apply", json={**body, "allow_unmeasured": True,
+                                                     "lower_ceilings": True})
         assert r.status_code == 202, r.text
         row = wait_for(lambda: (a := c.get(f"/topologies/{tid}/applied").json()[0])["state"]
                        != "applying" and a, 60, "the apply")

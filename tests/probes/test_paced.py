@@ -13,7 +13,7 @@ import pytest
 from probes.base import MeasurementRequest, ProbeError, TrafficProfile
 from probes.frames import frame_stats
 from probes.tools.paced import TOOL, build_commands, frame_records
-from tests.support import free_port
+from tests.support import free_port_pair
 
 
 def req(**kw) -> MeasurementRequest:
@@ -51,7 +51,7 @@ def test_frames_not_received_are_lost_at_their_slot():
 def test_the_tool_over_loopback_mptcp():
     """Real sockets on this host: 40 frames at 50/s arrive in order with sub-ms delay, the
     buffers asked are set and read back doubled."""
-    port = free_port()
+    port = free_port_pair()
     recv = subprocess.Popen([sys.executable, TOOL, "recv", "--port", str(port), "--buffer",
                              "65536", "--deadline", "5", "--clock", "monotonic"],
                             stdout=subprocess.PIPE,
@@ -82,7 +82,7 @@ def test_a_stalled_connection_ends_the_stream_within_its_duration_plus_the_margi
     (what a stream that stalls is: not carried)."""
     from probes.tools.paced_tool import STALL_MARGIN_S
 
-    port = free_port()
+    port = free_port_pair()
     recv = subprocess.Popen([sys.executable, TOOL, "recv", "--port", str(port), "--buffer",
                              "65536", "--clock", "monotonic"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
