@@ -145,9 +145,15 @@ def app_probe(bed, sender, receiver, source, destination, subflows, duration) ->
     length, warmup = timed(bed.spec, sender, receiver, subflows, 0.0, duration)
     warmup = warmup if warmup is not None else min(APP_WARMUP_S, length / 3)
     ns = [bed.ns(sender), bed.ns(receiver)]
-    got = mptcpapp.confirm(sender_ns=ns[0], receiver_ns=ns[1], source=source,
-                           destination=destination, port=choose_port_triple(ns),
-                           seconds=length, warmup_s=warmup)
+    for attempt in range(3):  # as the probes: one that could not run is run again
+        try:
+            got = mptcpapp.confirm(sender_ns=ns[0], receiver_ns=ns[1], source=source,
+                                   destination=destination, port=choose_port_triple(ns),
+                                   seconds=length, warmup_s=warmup)
+            break
+        except (RuntimeError, OSError, subprocess.TimeoutExpired, ValueError):
+            if attempt == 2:
+                raise
     names = bed.spec.subflow_names(sender, receiver)
     got["mbps"] = capped(bed.spec, sender, receiver, names, got["goodput_mbps"])
     return got
