@@ -61,7 +61,8 @@ plain application on the hosts as the plan left them, then `mpcoa apply ID --rol
 them inside the interval the answer states for that regime: `autotune_interval_mbps` when it
 has one, else the locked-buffer interval; `applied_interval_regime` says which),
 `applied_runs`, `applied_settings`, and `applied_rollback_ok` (every namespace value as before;
-`applied_not_restored` lists any that is not).
+`applied_not_restored` lists any that is not); `over_linux_default` and
+`applied_over_linux_default` are the answer's fresh mean and its applied one over the baseline.
 
 Prints a table and one JSON line per scenario and mode (`scenario`, `mode`, `oracle_best`,
 `recommended`, `recommended_measured_mbps`, `oracle_best_fresh_mbps`, `ratio`,
@@ -368,6 +369,11 @@ def scenario(path: Path, args, log) -> dict:
             row["linux_default_mbps"] = default["mbps"]
             row["linux_default"] = default
             row.update(_applied(bed, sender, receiver, rec, stock, fresh_best, args, log))
+            # the "N x Linux default" figures: the answer, fresh and as applied, over the baseline
+            row["over_linux_default"] = applied.over(row["recommended_measured_mbps"],
+                                                     default["mbps"])
+            row["applied_over_linux_default"] = applied.over(row.get("applied_measured_mbps"),
+                                                             default["mbps"])
             row["field_conditions"] = conditions
             row["phase_jitter_s"] = round(jitter, 3)
             rows.append(row)

@@ -111,6 +111,13 @@ def applied_ratio(applied_runs: list[float], fresh_best_runs: list[float]) -> fl
     return round(statistics.fmean(applied_runs) / best, 4) if best > 0 else None
 
 
+def over(mbps: float | None, baseline_mbps: float | None) -> float | None:
+    """`mbps` as a multiple of the baseline (None when either is missing or it read nothing)."""
+    if mbps is None or not baseline_mbps or baseline_mbps <= 0:
+        return None
+    return round(mbps / baseline_mbps, 3)
+
+
 def state_differences(before: dict[str, dict], after: dict[str, dict]) -> list[str]:
     """What differs between two reads of the sites (`probes.site.config.read_state`): their
     endpoints, limits and sysctls; the available CCs are the host's list and left out."""

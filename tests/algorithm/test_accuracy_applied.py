@@ -102,3 +102,8 @@ def test_what_a_rollback_left_different_is_named():
     assert ap.state_differences(before, moved) == [
         'A limits: {"subflows": 8} -> {"subflows": 2}',
         "A net.ipv4.tcp_congestion_control: 'bbr' -> 'reno'"]
+
+
+def test_n_times_linux_default():
+    assert ap.over(12.0, 4.0) == 3.0
+    assert ap.over(None, 4.0) is None and ap.over(5.0, 0.0) is None and ap.over(5.0, None) is None
