@@ -45,8 +45,24 @@ minutes, and the oracle's best configuration is still probed afresh beside the a
 (`Settings().campaign_mode`, what users get); with `both`, both campaigns run on
 the same oracle and the adaptive row adds `agrees` (OPM and OCC equal to the grid's, OBS within
 max(0.1 MiB, 10 %), measured goodput >= (1 - delta) x the oracle's best) and
-`probe_seconds_ratio` (adaptive / grid). Every row also has `linux_default_mbps`: FullMesh, cubic
-and autotuned buffers, what users keep when they change nothing.
+`probe_seconds_ratio` (adaptive / grid).
+
+**What users keep and what the operator gets** (`benchmarks/applied.py`). Every row has
+`linux_default_mbps` (and `linux_default`, its runs and settings): what users keep when they
+change nothing, a plain MPTCP application that sets no socket buffer, on the in-kernel FullMesh
+path manager, the kernel's own default CC (`net.ipv4.tcp_congestion_control` of the testbed
+namespace: bbr on this host) and stock tcp_rmem / tcp_wmem (`--baseline-buffers`: the host's
+root-namespace values, or Debian's `4096 131072 6291456` / `4096 16384 4194304`) set in the
+testbed's namespaces in place of their 64 MiB ceilings for its probes only. And per campaign:
+the answer applied with `mpcoa apply ID --no-confirm --no-watch` onto the testbed's namespaces
+(holding the stock values, as an operator's hosts would), `--applied-runs` fresh probes of that
+plain application on the hosts as the plan left them, then `mpcoa apply ID --rollback`:
+`applied_ratio` (their mean over the oracle best's fresh mean), `applied_inside` (the share of
+them inside the interval the answer states for that regime: `autotune_interval_mbps` when it
+has one, else the locked-buffer interval; `applied_interval_regime` says which),
+`applied_runs`, `applied_settings`, and `applied_rollback_ok` (every namespace value as before;
+`applied_not_restored` lists any that is not); `over_linux_default` and
+`applied_over_linux_default` are the answer's fresh mean and its applied one over the baseline.
 
 Prints a table and one JSON line per scenario and mode (`scenario`, `mode`, `oracle_best`,
 `recommended`, `recommended_measured_mbps`, `oracle_best_fresh_mbps`, `ratio`,
@@ -78,6 +94,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import applied
 from benchmarks.oracle import (
     best_subset_of,
     capped,
@@ -88,6 +105,7 @@ from benchmarks.oracle import (
     timed,
 )
 from benchmarks.scratch import scratch_dir
+from probes.netns import sysctl_get
 
 JUDGE_CONFIDENCE = 0.9  # of the fresh ratio's interval, as the answer's own intervals
 
@@ -244,10 +262,19 @@ class PhasedBed:
         self.spec = bed.spec
         self._rng = random.Random(seed)
 
-    def measure(self, request, **kw):
+    def pause(self) -> None:
+        """The random wait every measurement starts with (the plain application's too)."""
         if self.jitter_s > 0:
             time.sleep(self._rng.uniform(0, self.jitter_s))
+
+    def measure(self, request, **kw):
+        self.pause()
         return self.bed.measure(request, **kw)
+
+    def __getattr__(self, name: str):
+        if name == "bed":
+            raise AttributeError(name)
+        return getattr(self.bed, name)  # the testbed's own (ns, lock, tcp_memory, ...)
 
 
 def field_conditions(spec) -> list[str]:
@@ -304,12 +331,11 @@ def scenario(path: Path, args, log) -> dict:
             log(f"  oracle best: {arm.pm}/{arm.cc} on {'+'.join(arm.subflows)} {bs:g} MiB, "
                 f"{mbps:.2f} Mbit/s ({oracle.probe_seconds:.0f} probe-s)")
             return []
-        # What users keep when they do nothing: FullMesh, the kernel's default CC, autotuning.
-        default = statistics.fmean(
-            probe(bed, sender, receiver, "FullMesh", "cubic", names, names, 0.0,
-                  args.oracle_duration)
-            for _ in range(args.oracle_runs)
-        )
+        # What users keep when they do nothing: the in-kernel FullMesh, the kernel's default
+        # CC, stock buffers, an application that sets none (`benchmarks.applied`)
+        stock = applied.stock_buffers(args.baseline_buffers, lambda key: sysctl_get(None, key))
+        default = applied.linux_default(bed, sender, receiver, stock, args.oracle_runs,
+                                        args.oracle_duration, log)
         rows = []
         best_arm, best_bs, _ = oracle.best()
         for mode in (["grid", "adaptive"] if args.mode == "both" else [args.mode]):
@@ -340,7 +366,14 @@ def scenario(path: Path, args, log) -> dict:
                     f"({'confirmed' if c['confirmed'] else 'not within delta: passed over'})")
             row = report(path, oracle, rec, verify, args, time.monotonic() - t0, mode,
                          fresh_best=fresh_best, grid=grid, minimum=minimum)
-            row["linux_default_mbps"] = round(default, 3)
+            row["linux_default_mbps"] = default["mbps"]
+            row["linux_default"] = default
+            row.update(_applied(bed, sender, receiver, rec, stock, fresh_best, args, log))
+            # the "N x Linux default" figures: the answer, fresh and as applied, over the baseline
+            row["over_linux_default"] = applied.over(row["recommended_measured_mbps"],
+                                                     default["mbps"])
+            row["applied_over_linux_default"] = applied.over(row.get("applied_measured_mbps"),
+                                                             default["mbps"])
             row["field_conditions"] = conditions
             row["phase_jitter_s"] = round(jitter, 3)
             rows.append(row)
@@ -350,6 +383,20 @@ def scenario(path: Path, args, log) -> dict:
     for row in rows:
         row["wall_s_scenario"] = round(time.monotonic() - started, 1)
     return rows
+
+
+def _applied(bed, sender, receiver, rec, stock, fresh_best, args, log) -> dict:
+    """The answer as the operator gets it (`benchmarks.applied`): applied, probed afresh by an
+    application that sets no buffer, rolled back; a step that fails says why in its row."""
+    try:
+        got = applied.applied_answer(
+            bed, sender, receiver, rec, stock, args.applied_runs or args.oracle_runs,
+            args.oracle_duration, Path(os.environ["MPCOA_DATA_DIR"]), log,
+            lower_ceilings=args.apply_lower_ceilings)
+    except Exception as exc:  # the rest of the row stands; this part says what failed
+        log(f"  applied: {exc}")
+        got = {"applied_runs": [], "applied_error": str(exc), "applied_rollback_ok": None}
+    return {**applied.applied_figures(got, fresh_best, rec.get("outputs") or {}), **got}
 
 
 def _compare_modes(rows: list[dict], delta: float) -> None:
@@ -480,7 +527,8 @@ def report(path, oracle, rec, verify, args, wall_s, mode="grid", *, fresh_best=N
 def print_table(rows: list[dict]) -> None:
     print(f"{'scenario':<14} {'mode':<8} {'oracle best':<34} {'recommended':<34} "
           f"{'measured':>9} {'fresh best':>10} {'ratio':>6} {'OBS/oracle min':>16} "
-          f"{'probe-s o/c':>14} {'overhead':>8} {'linux':>6} {'agrees':>6}")
+          f"{'probe-s o/c':>14} {'overhead':>8} {'linux':>6} {'applied':>7} {'inside':>6} "
+          f"{'agrees':>6}")
     for r in rows:
         o, c = r["oracle_best"], r["recommended"]
         best = f"{o['pm']}/{o['cc']} {o['bs_mib']:g} MiB {o['mbps']:.2f}"
@@ -491,7 +539,12 @@ def print_table(rows: list[dict]) -> None:
               f"{c['obs_mib']:>7.3g}/{r['oracle_min_bs_within_delta_mib']:<8.3g} "
               f"{r['probe_seconds_oracle']:>6.0f}/{r['probe_seconds_campaign']:<6.0f} "
               f"{r['orchestration_overhead'] or math.nan:>8.3f} "
-              f"{r['linux_default_mbps']:>6.2f} {r.get('agrees', '')!s:>6}")
+              f"{r['linux_default_mbps']:>6.2f} {_num(r.get('applied_ratio')):>7} "
+              f"{_num(r.get('applied_inside')):>6} {r.get('agrees', '')!s:>6}")
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def stream_objective(argv: list[str]) -> list[str] | None:
@@ -545,6 +598,14 @@ def main() -> int:
     ap.add_argument("--phase-jitter", type=float, default=None,
                     help="on a scenario with field conditions, each probe waits 0..this many s "
                     "first (default: the shortest schedule period, at most --oracle-duration)")
+    ap.add_argument("--baseline-buffers", choices=applied.BUFFER_SOURCES, default="host",
+                    help="the stock tcp_rmem/tcp_wmem Linux's default and the applied answer "
+                    "run under, in place of the testbed's 64 MiB ceilings: the host's own "
+                    "(root namespace) or Debian's (4096 131072 6291456 / 4096 16384 4194304)")
+    ap.add_argument("--applied-runs", type=int, default=None,
+                    help="fresh probes of the applied answer (default: the oracle's runs)")
+    ap.add_argument("--apply-lower-ceilings", action="store_true",
+                    help="apply with --lower-ceilings (the stock ceilings may be lowered)")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     data = scratch_dir("mpcoa-accuracy-")

@@ -204,7 +204,7 @@ def run_campaign(spec, sender, receiver, ccs, grid, runs, duration, delta, mode=
             "spent": state_of(c).budget.to_dict()["spent"] or None,
             "t_star_runs": getattr(getattr(state_of(c).sweep_decision, "decision", None),
                                    "t_star_runs", None),
-            "mode": c.mode,
+            "mode": c.mode, "topology_id": c.topology_id,
         }
 
 

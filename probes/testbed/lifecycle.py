@@ -461,6 +461,25 @@ class Testbed:
             for s in sites:
                 sysctl_set(self.ns(s), {k: v for k, v in found[s].items() if v})
 
+    @contextlib.contextmanager
+    def tcp_memory(self, sites: tuple[str, ...],
+                   values: dict[str, str]) -> Iterator[dict[str, dict[str, str | None]]]:
+        """The sites' namespaces with these whole tcp_rmem / tcp_wmem triples (stock values in
+        place of the testbed's 64 MiB ceilings: what a host nobody tuned has) for the block,
+        then as they were, also on an error; what was found, per site. The caller holds the
+        testbed (`lock`) or is its only user: a probe meanwhile would run under them."""
+        unknown = sorted(set(values) - {"net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"})
+        if unknown:
+            raise TestbedError(f"tcp_memory: only tcp_rmem / tcp_wmem, not {unknown}")
+        found = {s: {k: sysctl_get(self.ns(s), k) for k in values} for s in sites}
+        try:
+            for s in sites:
+                sysctl_set(self.ns(s), dict(values))
+            yield found
+        finally:
+            for s in sites:
+                sysctl_set(self.ns(s), {k: v for k, v in found[s].items() if v})
+
     def delayline_stats(self) -> dict[str, Any]:
         try:
             return json.loads((self.state_dir / "delayline.stats.json").read_text())
