@@ -20,7 +20,7 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 from itertools import combinations  # noqa: E402
 
-from service.flows.applying.site_plan import largest_product  # noqa: E402
+from service.flows.applying.largest_product import largest_product  # noqa: E402
 
 
 def shapes(n: int, seed: int = 0) -> dict[str, list[str]]:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service.flows.applying import site_plan as ap
+from service.flows.applying import largest_product as ap
 
 
 def exhaustive(used: list[str], local: list[str], remote: list[str]):
