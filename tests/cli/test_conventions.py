@@ -9,13 +9,10 @@ import json
 import logging
 import os
 
-import pytest
 import typer
 from typer.testing import CliRunner
 
 from cli.main import app
-from service.db import _engines
-from service.settings import get_settings
 
 
 def _commands(group, path=()):
@@ -23,26 +20,6 @@ def _commands(group, path=()):
     yield path
     for name, sub in sorted(getattr(group, "commands", {}).items()):
         yield from _commands(sub, (*path, name))
-
-
-@pytest.fixture
-def mpcoa(database_url, tmp_path, monkeypatch):
-    for key in [k for k in os.environ if k.startswith("MPCOA_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("MPCOA_DATABASE_URL", database_url)
-    monkeypatch.setenv("MPCOA_DATA_DIR", str(tmp_path))
-    monkeypatch.setenv("MPCOA_RUN_CAMPAIGNS", "false")
-    get_settings.cache_clear()
-
-    def run(*args: str):
-        r = CliRunner().invoke(app, list(args), catch_exceptions=False)
-        return r.exit_code, r.stdout, r.stderr
-
-    yield run
-    get_settings.cache_clear()
-    engine = _engines.pop(database_url, None)
-    if engine is not None:
-        engine.dispose()
 
 
 def test_no_help_shows_a_type_for_a_flag():

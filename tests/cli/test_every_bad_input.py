@@ -4,39 +4,13 @@ this process (Typer's runner), on a migrated SQLite copy; the files are made her
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from cli.main import app
 from probes.base import ProbeError
 from probes.site import apply as siteapply
 from probes.testbed.spec import SpecError, load_spec
-from service.db import _engines
-from service.settings import get_settings
-
-
-@pytest.fixture
-def mpcoa(database_url, tmp_path, monkeypatch):
-    """Run `mpcoa ARGS...` on the test's database; (status, stdout, stderr)."""
-    for key in [k for k in os.environ if k.startswith("MPCOA_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("MPCOA_DATABASE_URL", database_url)
-    monkeypatch.setenv("MPCOA_DATA_DIR", str(tmp_path))
-    monkeypatch.setenv("MPCOA_RUN_CAMPAIGNS", "false")
-    get_settings.cache_clear()
-
-    def run(*args: str) -> tuple[int, str, str]:
-        r = CliRunner().invoke(app, list(args), catch_exceptions=False)
-        return r.exit_code, r.stdout, r.stderr
-
-    yield run
-    get_settings.cache_clear()
-    engine = _engines.pop(database_url, None)
-    if engine is not None:
-        engine.dispose()
 
 
 def one_error(stderr: str) -> str:
