@@ -48,7 +48,7 @@ def _in_process(env, *args: str) -> Ran:
     os.environ.update({k: v for k, v in env.items() if k.startswith("MPCOA_")})
     get_settings.cache_clear()
     try:
-        r = CliRunner().invoke(app, list(args), catch_exceptions=False)
+        r = CliRunner().invoke(app, list(args), prog_name="mpcoa", catch_exceptions=False)
         return Ran(r.exit_code, r.stdout, r.stderr)
     finally:
         for key in [k for k in os.environ if k.startswith("MPCOA_")]:
@@ -204,7 +204,7 @@ def test_version_and_usage_errors(tmp_path):
         (["calibrate", "--rnus", "3"], "No such option: --rnus"),
         (["site", "list", "--limit", "0"], "--limit"),
     ):
-        out = _mpcoa(env, *args)
+        out = _in_process(env, *args)  # the command's own handling, without a process each
         _refused(out, 2, needle)
         assert "pydantic" not in out.stderr and "http" not in out.stderr, out.stderr
         assert out.stderr.startswith("Usage: mpcoa"), out.stderr
@@ -212,6 +212,6 @@ def test_version_and_usage_errors(tmp_path):
 
 def test_an_unreachable_or_unmigrated_database_is_status_4(tmp_path):
     bare = _env(f"sqlite:///{tmp_path / 'never-migrated.db'}", tmp_path)
-    _refused(_mpcoa(bare, "site", "list"), 4, "database:", "mpcoa db upgrade")
+    _refused(_in_process(bare, "site", "list"), 4, "database:", "mpcoa db upgrade")
     gone = _env("postgresql+psycopg://nobody@127.0.0.1:1/none", tmp_path)
     _refused(_mpcoa(gone, "campaign", "list"), 4, "database:")
