@@ -105,6 +105,8 @@ def main() -> int:
                                 phased[label(names, p.allowed)].append(p.goodput_mbps)
                             leaks.extend(f"rep {rep} {label(names, p.allowed)}: {s} "
                                          f"{p.subflow_bytes.get(s)} B" for s in p.leaks)
+                            if not p.sampled:  # no leak check ran for this window
+                                leaks.append(f"rep {rep} {label(names, p.allowed)}: unsampled")
                     else:
                         vals = []
                         for p in phases:

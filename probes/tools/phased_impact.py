@@ -99,6 +99,9 @@ class PhaseResult:
     subflow_bytes: dict[str, int] = field(default_factory=dict)
     #: excluded subflows that carried more than ``excluded_max_bytes`` in the window
     leaks: list[str] = field(default_factory=list)
+    #: both of the window's samples saw the data connection's subflows; when False,
+    #: ``subflow_bytes`` is empty and ``leaks`` says nothing
+    sampled: bool = False
 
 
 @dataclass
@@ -166,11 +169,19 @@ class _WindowSampler(threading.Thread):
             time.sleep(0.01)
         return None
 
-    def _sample(self) -> dict[tuple[str, str, str], int]:
-        text = run_ns(self.pair.sender_ns, ["ss", "-tinmH", "state", "established"],
-                      check=False).stdout
-        return {(sf["token"], sf["local"], sf["remote"]): sf["bytes_acked"]
-                for sf in parse_ss_subflows(text) if sf["rport"] == self.dport and sf["token"]}
+    def _sample(self, tries: int = 3) -> dict[tuple[str, str, str], int]:
+        # a loaded machine can make `ip netns exec ss` fail or print nothing: an empty sample
+        # would turn the window's bytes into {} and the leak check into a vacuous pass
+        found: dict[tuple[str, str, str], int] = {}
+        for _ in range(tries):
+            res = run_ns(self.pair.sender_ns, ["ss", "-tinmH", "state", "established"],
+                         check=False)
+            found = {(sf["token"], sf["local"], sf["remote"]): sf["bytes_acked"]
+                     for sf in parse_ss_subflows(res.stdout)
+                     if sf["rport"] == self.dport and sf["token"]}
+            if res.returncode == 0 and found:
+                break
+        return found
 
     def run(self) -> None:
         t0 = self._anchor()
@@ -277,13 +288,13 @@ def measure_phased(bed: Any, request: PhasedRequest, *, binary: str = "iperf3",
     for k, allowed in enumerate(request.phases):
         lo, hi = request.window(k)
         mean, n = _mean_in(srv["series"], lo, hi, interval)
-        moved = (_window_bytes(pair, samples[2 * k], samples[2 * k + 1])
-                 if len(samples) >= 2 * k + 2 else {})
+        sampled = len(samples) >= 2 * k + 2 and bool(samples[2 * k]) and bool(samples[2 * k + 1])
+        moved = _window_bytes(pair, samples[2 * k], samples[2 * k + 1]) if sampled else {}
         excluded = [s for s in all_sf if s not in allowed]
         leaks = [s for s in excluded if moved.get(s, 0) > excluded_max_bytes]
         phases.append(PhaseResult(allowed=list(allowed), excluded=excluded, window_s=(lo, hi),
                                   goodput_mbps=mean, intervals=n, subflow_bytes=moved,
-                                  leaks=leaks))
+                                  leaks=leaks, sampled=sampled))
     errors = [f"{e.get('local')}-{e.get('remote')} phase {e.get('phase')}: {e['errors']}"
               for e in out.upm_events if e.get("action") == "phase_flags" and e.get("errors")]
     return PhasedResult(request=request, phases=phases, series=srv["series"],
