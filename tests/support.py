@@ -69,6 +69,12 @@ def require(marker: str, what: str) -> None:
         )
 
 
+#: how long a test waits for `mpcoa serve` (or the image's command) to answer: its processes
+#: import the whole service, which takes over a minute when the suite and a benchmark share two
+#: cores
+SERVE_START_S = 180
+
+
 def wait_for(
     predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.2
 ) -> T:

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from service.settings import Settings
 from tests.processes import stop_group
-from tests.support import free_port, wait_for
+from tests.support import SERVE_START_S, free_port, wait_for
 
 pytestmark = pytest.mark.slow  # starts server processes or subprocesses (docs/testing.md)
 
@@ -47,7 +47,7 @@ def served(tmp_path):
                 assert proc.poll() is None, proc.stdout.read().decode()
                 return False
 
-        wait_for(up, 60, "mpcoa serve to answer")
+        wait_for(up, SERVE_START_S, "mpcoa serve to answer")
         yield port, token
     finally:
         stop_group(proc)

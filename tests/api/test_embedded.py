@@ -16,7 +16,7 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from service import db
-from tests.support import free_port, wait_for
+from tests.support import SERVE_START_S, free_port, wait_for
 
 from .conftest import HU as PAPER_HU
 from .conftest import SRL as PAPER_SRL
@@ -58,7 +58,7 @@ def test_serve_with_no_configuration_uses_sqlite(tmp_path):
                 assert proc.poll() is None, proc.stdout.read().decode()
                 return None
 
-        health = wait_for(health, 60, "mpcoa serve to answer")
+        health = wait_for(health, SERVE_START_S, "mpcoa serve to answer")
         assert health.json() == {"status": "ok", "database": "sqlite", "executor": "inprocess",
                                  "reads_need_token": False}
         auth = {"Authorization": f"Bearer {token}"}

@@ -17,7 +17,7 @@ from sqlalchemy import text
 
 from service import db
 from service.upgrade_guard import UpgradeFailed
-from tests.support import free_port, wait_for
+from tests.support import SERVE_START_S, free_port, wait_for
 
 from ..conftest import create_database, drop_database, pg_url
 from .migration_walk import MOVED, lost, populate, restrict, revisions, snapshot
@@ -132,7 +132,7 @@ def test_serve_on_a_populated_database_at_the_first_revision_keeps_every_row(tmp
                 assert proc.poll() is None, proc.stdout.read()
                 return None
 
-        assert wait_for(health, 90, "mpcoa serve to answer").status_code == 200
+        assert wait_for(health, SERVE_START_S, "mpcoa serve to answer").status_code == 200
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from service.settings import Settings
-from tests.support import free_port, wait_for
+from tests.support import SERVE_START_S, free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -120,7 +120,7 @@ def test_the_images_command_serves_nothing_without_a_token(tmp_path):
                 assert proc.poll() is None, proc.stdout.read()
                 return None
 
-        assert wait_for(health, 60, "the image's command to answer").json()[
+        assert wait_for(health, SERVE_START_S, "the image's command to answer").json()[
             "reads_need_token"] is True
         for path in ("/sites", "/campaigns/1/bundle", "/openapi.json", "/measurements"):
             assert httpx.get(base + path, timeout=5).status_code == 401, path

@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.support import free_port, wait_for
+from tests.support import SERVE_START_S, free_port, wait_for
 
 pytestmark = pytest.mark.slow  # a server process
 
@@ -65,7 +65,7 @@ def server(tmp_path_factory) -> Iterator[Server]:
             except httpx.TransportError:
                 return False
 
-        wait_for(up, 60, "mpcoa serve to answer")
+        wait_for(up, SERVE_START_S, "mpcoa serve to answer")
         yield Server(base, token)
     finally:
         proc.terminate()

@@ -20,7 +20,7 @@ from probes.tools.ports import choose_port_triple
 from service.flows.applying import site_plan as ap
 from tests.apply import livebed
 from tests.apply.sitestate import holds, site_state
-from tests.support import wait_for
+from tests.support import SERVE_START_S, wait_for
 
 pytestmark = pytest.mark.netns
 ROOT_DIR = Path(__file__).resolve().parents[2]
@@ -333,7 +333,7 @@ def test_an_apply_over_http_watches_fails_over_and_its_watchers_stop(bed, tmp_pa
         return [e["kind"] for e in apply["events"] if e["site"] == site]
 
     try:
-        wait_for(lambda: livebed.up(port, server), 60, "mpcoa serve to answer")
+        wait_for(lambda: livebed.up(port, server), SERVE_START_S, "mpcoa serve to answer")
         # bounded numbers, a clear 4xx
         for bad in ({"hold_s": 0}, {"hold_s": 10_000}, {"hold_s": -1}, {"hold_s": "soon"},
                     {"watch": "maybe"}):

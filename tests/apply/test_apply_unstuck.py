@@ -16,7 +16,7 @@ from service.settings import get_settings
 from service.store import applied
 from tests.apply import livebed
 from tests.apply.sitestate import holds, site_state
-from tests.support import free_port, wait_for
+from tests.support import SERVE_START_S, free_port, wait_for
 
 pytestmark = pytest.mark.netns
 PARTS = ("sysctls", "endpoints", "limits", "available_ccs")
@@ -43,7 +43,7 @@ def test_a_server_killed_mid_apply_resumes_it_when_it_starts_again(bed, tmp_path
     c = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30,
                      headers={"Authorization": f"Bearer {token}"})
     try:
-        wait_for(lambda: livebed.up(port, server), 60, "mpcoa serve to answer")
+        wait_for(lambda: livebed.up(port, server), SERVE_START_S, "mpcoa serve to answer")
         r = c.post(f"/topologies/{tid}/apply", json={"seconds": 5, "watch": False})
         assert r.status_code == 202, r.text
         apply_id = r.json()["id"]
@@ -54,7 +54,7 @@ def test_a_server_killed_mid_apply_resumes_it_when_it_starts_again(bed, tmp_path
         assert [st["done"] for st in journal["steps"]][:3] == [True, True, False]
 
         server = livebed.serve(env, tmp_path, port)  # the same server again, without the hold
-        wait_for(lambda: livebed.up(port, server), 60, "mpcoa serve to answer again")
+        wait_for(lambda: livebed.up(port, server), SERVE_START_S, "mpcoa serve to answer again")
 
         def latest() -> dict:
             return c.get(f"/topologies/{tid}/applied", params={"limit": 1}).json()[0]

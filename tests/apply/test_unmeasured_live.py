@@ -11,7 +11,7 @@ import pytest
 
 from probes.site import config as sc
 from tests.apply import livebed
-from tests.support import wait_for
+from tests.support import SERVE_START_S, wait_for
 
 pytestmark = pytest.mark.netns
 
@@ -51,7 +51,7 @@ def test_a_provisional_answer_is_applied_only_when_asked_for(bed, tmp_path):
     c = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30,
                      headers={"Authorization": f"Bearer {token}"})
     try:
-        wait_for(lambda: livebed.up(port, server), 60, "mpcoa serve to answer")
+        wait_for(lambda: livebed.up(port, server), SERVE_START_S, "mpcoa serve to answer")
         ans = c.post("/recommendations", json={"topology_id": tid})
         assert ans.status_code == 202 and ans.json()["provisional"], ans.text
         obs = ans.json()["obs_mib"]

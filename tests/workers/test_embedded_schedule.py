@@ -32,7 +32,7 @@ from service.store.leases import lease_holder
 from tests.builders import post_topology
 from tests.conftest import migrated_database, new_campaign
 from tests.processes import kill_group, stop_group, tail_logs
-from tests.support import ago, free_port, wait_for
+from tests.support import SERVE_START_S, ago, free_port, wait_for
 
 from .conftest import BIN, topology_body
 
@@ -86,7 +86,7 @@ class Serve:
             except httpx.TransportError:
                 return False
 
-        wait_for(healthy, 60, "mpcoa serve to answer", interval=0.2)
+        wait_for(healthy, SERVE_START_S, "mpcoa serve to answer", interval=0.2)
         return proc, base
 
     def client(self, base: str) -> httpx.Client:
@@ -292,7 +292,7 @@ def test_serve_workers_on_postgresql_run_one_scheduler(tmp_path):
                 except httpx.TransportError:
                     return False
 
-            wait_for(healthy, 60, "mpcoa serve --workers 2", interval=0.2)
+            wait_for(healthy, SERVE_START_S, "mpcoa serve --workers 2", interval=0.2)
 
             def holder() -> str | None:
                 with session_scope(engine) as s:

@@ -15,7 +15,7 @@ from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.processes import stop_group
-from tests.support import free_port, wait_for
+from tests.support import SERVE_START_S, free_port, wait_for
 
 from .conftest import BIN, embedded_database
 
@@ -55,7 +55,7 @@ def test_metrics_move_during_a_campaign_then_report_and_bundle(sites, testbed, t
                     assert serve.poll() is None, (tmp_path / "serve.log").read_text()
                     return False
 
-            wait_for(up, 60, "mpcoa serve to answer")
+            wait_for(up, SERVE_START_S, "mpcoa serve to answer")
             r = c.post("/campaigns", json={
                 "topology_id": topology_id, "ccs": ["reno", "cubic"], "runs": 1,
                 "duration_s": 2, "mode": "adaptive", "probe_seconds_budget": 70,
