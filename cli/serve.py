@@ -11,6 +11,11 @@ from cli.output import never, result_stream, say, show, table
 
 LogLevel = Literal["critical", "error", "warning", "info", "debug", "trace"]
 MAX_TOKEN_DAYS = 36_600  # a century: past it a date no longer fits in a datetime for long
+# With several workers uvicorn's supervisor kills a worker that does not answer its ping in
+# time and spawns another. A spawned worker answers only once it has imported the CLI (a second
+# of CPU when quiet); uvicorn's 5 s default then kills every worker of a host whose cores are
+# busy, over and over, and the API never answers.
+WORKER_HEALTHCHECK_S = 60
 db_app = typer.Typer(help="Database schema migrations (Alembic).", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens for the REST API's writes.", no_args_is_help=True)
 
@@ -54,6 +59,7 @@ def run_uvicorn(
         access_log=access_log,
         factory=factory,
         forwarded_allow_ips=forwarded_allow_ips,
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_S,
     )
     if config.workers > 1:
         sock = config.bind_socket()

@@ -76,17 +76,19 @@ SERVE_START_S = 180
 
 
 def wait_for(
-    predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.2
+    predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.2,
+    detail: Callable[[], str] | None = None,
 ) -> T:
     """Call `predicate` until it returns something true, and return that; fail after
-    `timeout` seconds naming `what` was awaited."""
+    `timeout` seconds naming `what` was awaited, and what `detail` says (e.g. a server's log)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            said = f"\n{detail()}" if detail is not None else ""
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}{said}")
         time.sleep(interval)
 
 

@@ -85,7 +85,8 @@ def test_an_adaptive_campaign_settles_on_the_real_testbed(sites, testbed, tmp_pa
     # the top and a bisection over the 7 largest of 2 x the grid: 4 points, more only where a
     # point measured later moved the best (and so the target) the earlier verdicts read. Two
     # runs at each, a failed run among them (a loaded machine can stall a probe) counted as
-    # run: the phase does not try again, it reads the point off the run that passed
+    # run: the phase does not try again, it reads the point off the run that passed. A point
+    # the budget cannot finish (a loaded machine's probes cost more) is never begun
     assert ceilings.get(64.0) == 2, ceilings
     assert all(n == 2 for n in ceilings.values()) and len(ceilings) <= 8, ceilings
     assert all(ok.values()) and sum(ceilings.values()) - sum(ok.values()) <= 1, ok

@@ -285,14 +285,20 @@ def test_serve_workers_on_postgresql_run_one_scheduler(tmp_path):
         try:
             base = f"http://127.0.0.1:{port}"
 
+            last = ["no answer yet"]
+
             def healthy() -> bool:
                 assert proc.poll() is None, log_path.read_text()
                 try:
-                    return httpx.get(f"{base}/health", timeout=2).status_code == 200
-                except httpx.TransportError:
+                    r = httpx.get(f"{base}/health", timeout=2)
+                except httpx.TransportError as exc:
+                    last[0] = repr(exc)
                     return False
+                last[0] = f"{r.status_code} {r.text[:300]}"
+                return r.status_code == 200
 
-            wait_for(healthy, SERVE_START_S, "mpcoa serve --workers 2", interval=0.2)
+            wait_for(healthy, SERVE_START_S, "mpcoa serve --workers 2", interval=0.2,
+                     detail=lambda: f"last /health: {last[0]}\n{log_path.read_text()[-4000:]}")
 
             def holder() -> str | None:
                 with session_scope(engine) as s:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from models import NO_EXCLUSION, MeasurementPhase
 from probes.vocabulary import PCDC
 
-from ....algorithm.autotune_ceiling import next_ceiling
+from ....algorithm.autotune_ceiling import CEILING_RUNS, next_ceiling
 from ....state import BulkSweepOutcome, state_of
 from ....store import artifacts
 from .. import budget
@@ -56,7 +56,9 @@ def advance(ctx: Context) -> PhaseVerdict:
                 samples.setdefault(m.bs_mib, []).append(m.mean_goodput_mbps)
     candidates = budget.autotune_ceilings(campaign.buffer_grid_mib or [])
     ceiling = next_ceiling(candidates, samples, tried, campaign.delta)
-    if ceiling is None or not budget.affords(campaign):
+    # A point is begun only when the budget covers all its runs: one run has no spread of its
+    # own, and a point left half-measured would be judged on less than the others.
+    if ceiling is None or not budget.affords(campaign, CEILING_RUNS - tried.get(ceiling, 0)):
         return DONE
     step = ProbeStep(MeasurementPhase.AUTOTUNE, d.opm, d.occ, ceiling, tried.get(ceiling, 0) + 1,
                      NO_EXCLUSION, allowed)
