@@ -197,12 +197,26 @@ def main(argv: list[str]) -> int:
     return run(config)
 
 
+#: the delay line's real-time priority (SCHED_RR, 1-99): above every ordinary process, low
+#: among real-time ones (the kernel's own threads that use the class stay ahead of it)
+RT_PRIORITY = 10
+
+
 def _before_the_hosts() -> None:
     """The emulated network runs before the emulated hosts' programs: on a loaded machine a
-    delay line that waits for the CPU adds delay and bursts no real path has. Raising the
-    priority needs root (the testbed runs as root); without it the default stands."""
+    delay line that waits for the CPU adds delay and bursts no real path has (an allowed
+    subflow that stalls past its RTO has its data reinjected on a backup one).
+
+    A nice value is not enough: with autogroup scheduling it ranks a process within its own
+    session only, and every session gets an equal share, so a busy session elsewhere (a server
+    started in a session of its own) still delays it. The real-time class runs before every
+    ordinary process; the delay line sleeps in `select` between packets, and the kernel's
+    real-time throttling keeps a share of each second for the others whatever it does. Both
+    need root (the testbed runs as root); without it the default stands."""
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, 0, -10)
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(0, os.SCHED_RR, os.sched_param(RT_PRIORITY))
 
 
 if __name__ == "__main__":
