@@ -20,8 +20,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import maximum_flow
 
 from .topology import TopologySpec
 
@@ -88,6 +86,10 @@ class LinkCapacity:
             local, remote = self.ends[n]
             edges[(lid[local], rid[remote])] = _kbps(min(self.up_kbps[local],
                                                          self.down_kbps[remote]))
+        # here: scipy.sparse costs every CLI start a third of a second
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import maximum_flow
+
         rows, cols = zip(*edges, strict=True)
         graph = csr_matrix((np.fromiter(edges.values(), dtype=np.int32), (rows, cols)),
                            shape=(sink + 1, sink + 1))
