@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from probes.base import MeasurementRequest, TrafficProfile
-from probes.frames import read_frames_csv
+from probes.frames import one_way_trusted, read_frames_csv
 from probes.testbed import lifecycle as tbmod
 from probes.tools.paced import PacedBackend
 from tests.probes.conftest import assert_nothing_left, small_spec, unique_name
@@ -145,16 +145,28 @@ def test_a_receiver_clock_offset_by_a_known_amount_is_estimated_and_taken_out(de
         allowed_subflows=["U-D"], path_manager="PCDC", profile=TrafficProfile.paced(50.0, 1200))
     backend = PacedBackend(delay_bed.context(request), shared_clock=False,
                            receiver_wrapper=("unshare", "--time", f"--monotonic={shift_s}"))
-    with delay_bed.lock():
-        delay_bed.set_direction("A", "B")
-        r = backend.measure(request)
-    assert r.failure_reason() is None, r.failure_reason()
-    f = r.frames
-    est = r.raw["clock_offset"]
-    print(f"offset {est['offset_ms']:.3f} ms (true {shift_s * 1000} ms), uncertainty "
-          f"{est['uncertainty_ms']:.3f} ms, rtt {est['rtt_ms']:.2f} ms; one-way min "
-          f"{f.delay_min_ms:.2f} p50 {f.delay_p50_ms:.2f} ms")
-    assert est["applied"] is True and est["exchanges"] == 10
+    # A busy host can deschedule either end during the exchanges: the estimate then says how
+    # unsure it is, and the frames are reported relative, as the rule says. That is right, but
+    # not what this test is about, so the probe is run again, at most twice more.
+    for attempt in range(3):
+        with delay_bed.lock():
+            delay_bed.set_direction("A", "B")
+            r = backend.measure(request)
+        assert r.failure_reason() is None, r.failure_reason()
+        f = r.frames
+        est = r.raw["clock_offset"]
+        print(f"offset {est['offset_ms']:.3f} ms (true {shift_s * 1000} ms), uncertainty "
+              f"{est['uncertainty_ms']:.3f} ms, rtt {est['rtt_ms']:.2f} ms; one-way min "
+              f"{f.delay_min_ms:.2f} p50 {f.delay_p50_ms:.2f} ms ({f.clock})")
+        assert est["applied"] is True and est["exchanges"] == 10
+        if f.clock == "offset" or attempt == 2:
+            break
+        # relative only where the offset's own uncertainty says so: more than DELTA of the
+        # least corrected delay (a relative minimum reads 0)
+        receiver = json.loads(r.artifacts["paced-receiver.json"])
+        corrected_min = min(rx - tx for _, tx, rx, _ in receiver["frames"]) / 1000 - (
+            est["offset_ms"])
+        assert not one_way_trusted(corrected_min, est["uncertainty_ms"]), (corrected_min, est)
     # the control path is 30 ms each way: the quickest exchange of each batch is symmetric
     # within what the delay line and a busy host's scheduling add (a few ms at worst)
     assert est["offset_ms"] == pytest.approx(shift_s * 1000, abs=3.0), est
