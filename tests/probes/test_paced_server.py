@@ -8,9 +8,13 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from probes.netns import pid_alive
 from probes.tools import paced_server
 from probes.tools.paced import TOOL, clock_offset
+
+pytestmark = pytest.mark.slow  # processes of its own
 
 
 def probe(port: int, buffer: int) -> dict:

@@ -7,7 +7,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from probes import pidfile
+
+pytestmark = pytest.mark.slow  # processes of its own
 
 
 def _sleeper() -> subprocess.Popen:

@@ -34,6 +34,7 @@ def test_no_preexec_fn_anywhere() -> None:
     assert offenders == []
 
 
+@pytest.mark.slow  # processes of its own
 def test_the_server_dies_with_the_thread_that_started_it() -> None:
     """A worker (here a Python process starting the server from a thread, as Celery's threads
     do) that is SIGKILLed leaves no server: setpriv's PR_SET_PDEATHSIG reaches the exec'd tool,
@@ -78,12 +79,14 @@ def iperf3_server():
         proc.wait()
 
 
+@pytest.mark.slow  # processes of its own
 def test_kill_leftover_ends_the_server_it_names(iperf3_server) -> None:
     identity = ts.server_identity(iperf3_server.pid)
     assert ts.kill_leftover(identity) is True
     assert iperf3_server.wait(timeout=10) == -signal.SIGKILL
 
 
+@pytest.mark.slow  # processes of its own
 def test_kill_leftover_spares_a_process_that_got_the_pid_since(iperf3_server) -> None:
     """The database names a pid whose server died; the kernel gave the pid to another process
     since (here: an iperf3 of somebody else, started at another time): it lives on."""
@@ -96,6 +99,7 @@ def test_kill_leftover_spares_a_process_that_got_the_pid_since(iperf3_server) ->
     assert iperf3_server.poll() is None
 
 
+@pytest.mark.slow  # processes of its own
 def test_kill_leftover_spares_a_process_that_is_not_a_server() -> None:
     proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
