@@ -33,6 +33,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .student_t import t_critical
+
 CEILING_RUNS = 2  # probes per candidate ceiling: one run has no spread of its own
 CONFIDENCE = 0.9
 MAX_CANDIDATES = 8  # the sweep's cost stays within a grid's worth of one arm's probes
@@ -137,10 +139,8 @@ def decide(samples: Mapping[float, Sequence[float]], delta: float,
     best_c = max(sorted(means), key=lambda c: means[c])
     best = means[best_c]
     target = (1 - delta) * best
-    from scipy import stats  # here: scipy.stats costs every CLI start half a second
-
     sd, dof = _pooled_sd(points)
-    t = float(stats.t.ppf(0.5 + confidence / 2, dof)) if dof else 0.0
+    t = t_critical(confidence, dof) if dof else 0.0
 
     def lower(c: float) -> float:
         return means[c] if c == best_c else means[c] - t * sd / math.sqrt(len(points[c]))

@@ -16,6 +16,7 @@ what was measured, and the selection ignores them once a measurement exceeds its
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -86,14 +87,8 @@ class LinkCapacity:
             local, remote = self.ends[n]
             edges[(lid[local], rid[remote])] = _kbps(min(self.up_kbps[local],
                                                          self.down_kbps[remote]))
-        # here: scipy.sparse costs every CLI start a third of a second
-        from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import maximum_flow
-
-        rows, cols = zip(*edges, strict=True)
-        graph = csr_matrix((np.fromiter(edges.values(), dtype=np.int32), (rows, cols)),
-                           shape=(sink + 1, sink + 1))
-        return float(maximum_flow(graph, 0, sink).flow_value) / 1000.0
+        return _max_flow_kbps(tuple(sorted((a, b, c) for (a, b), c in edges.items())),
+                              sink) / 1000.0
 
     def gain_bound_mbps(self, subset: Iterable[str], added: str, reached_mbps: float) -> float:
         """The most adding `added` to `subset`, which reached `reached_mbps`, can add."""
@@ -108,6 +103,21 @@ class LinkCapacity:
             for subset, mean in measured.items()
             if subset and set(subset) <= set(self.ends)
         )
+
+
+@functools.lru_cache(maxsize=4096)
+def _max_flow_kbps(edges: tuple[tuple[int, int, int], ...], sink: int) -> float:
+    """The maximum flow from node 0 to `sink` over `edges` (from, to, kbit/s). Cached: a
+    campaign asks the same few subsets' bounds at every step, and a flow computation costs
+    a millisecond of sparse-matrix set-up for a graph of a handful of nodes."""
+    # here: scipy.sparse costs every CLI start a third of a second
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_flow
+
+    rows, cols, caps = zip(*edges, strict=True)
+    graph = csr_matrix((np.array(caps, dtype=np.int32), (rows, cols)),
+                       shape=(sink + 1, sink + 1))
+    return float(maximum_flow(graph, 0, sink).flow_value)
 
 
 def _kbps(rate: float) -> int:

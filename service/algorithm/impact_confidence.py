@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .impact import ImpactResult, impact_factor, pcdc_subset
+from .student_t import t_critical
 
 DEFAULT_CONFIDENCE = 0.95
 
@@ -96,8 +97,6 @@ def omega_estimate(
     subflow: str, omegas: Sequence[float], confidence: float = DEFAULT_CONFIDENCE
 ) -> OmegaEstimate:
     """Mean Omega and its Student-t confidence interval; settled iff the interval excludes 0."""
-    from scipy import stats
-
     _check_confidence(confidence)
     values = [float(v) for v in omegas]
     if not values:
@@ -116,7 +115,7 @@ def omega_estimate(
             "one run: no confidence interval, sign unsettled",
         )
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
+    half = t_critical(confidence, n - 1) * sd / math.sqrt(n)
     low, high = mean - half, mean + half
     settled = low > 0 or high < 0
     reason = (
@@ -157,8 +156,6 @@ def runs_to_settle(
     0 if already settled; None if even max_runs would not (or the spread is unknown with one run:
     then one more run is asked for, which gives a spread). Solves t_{n-1} * s / sqrt(n) < |mean|.
     """
-    from scipy import stats
-
     level = estimate.confidence if confidence is None else confidence
     if estimate.settled:
         return 0
@@ -167,9 +164,9 @@ def runs_to_settle(
         return 2 if max_runs >= 2 else None
     mean = abs(estimate.mean)
     sd = (estimate.ci_high - estimate.ci_low) / 2 * math.sqrt(n)
-    sd /= float(stats.t.ppf(0.5 + estimate.confidence / 2, n - 1))
+    sd /= t_critical(estimate.confidence, n - 1)
     for total in range(n + 1, max_runs + 1):
-        if float(stats.t.ppf(0.5 + level / 2, total - 1)) * sd / math.sqrt(total) < mean:
+        if t_critical(level, total - 1) * sd / math.sqrt(total) < mean:
             return total
     return None
 

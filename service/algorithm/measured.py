@@ -11,6 +11,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .student_t import t_critical
+
 DEFAULT_CONFIDENCE = 0.95
 RELATIVE_TOLERANCE = 0.005  # 0.5 %: below the run-to-run spread of any real goodput measurement
 
@@ -67,8 +69,6 @@ def smallest_measured_buffer(
 def measured_ceiling(
     points: Iterable[tuple[float, float]], confidence: float = DEFAULT_CONFIDENCE
 ) -> MeasuredCeiling:
-    from scipy import stats
-
     means = buffer_means(points)
     top = max(means, key=lambda m: (m.mean_mbps, -m.bs_mib))
     # The arm's pooled within-buffer spread: with 2 runs per buffer, the top buffer's own
@@ -78,5 +78,5 @@ def measured_ceiling(
     if dof == 0:
         return MeasuredCeiling(top.mean_mbps, top.bs_mib, 0.0)
     sd = math.sqrt(ss / dof)
-    half = float(stats.t.ppf(0.5 + confidence / 2, dof)) * sd / math.sqrt(top.runs)
+    half = t_critical(confidence, dof) * sd / math.sqrt(top.runs)
     return MeasuredCeiling(top.mean_mbps, top.bs_mib, half)

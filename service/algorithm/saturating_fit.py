@@ -7,12 +7,14 @@ linearised, asymptotic ones), p-values from a two-sided t-test on n - 3 degrees 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from .saturating_curve import soft_min_tp
+from .student_t import t_critical
 
 N_PARAMS = 3
 PARAM_NAMES = ("plateau_mbps", "knee_mib", "sharpness")
@@ -41,9 +43,21 @@ def _starts(bs: np.ndarray, y: np.ndarray) -> list[tuple[float, float, float]]:
 
 
 def fit_saturating(bs: np.ndarray, y: np.ndarray) -> SaturatingFit:
+    """The best of the starts' least-squares fits; ValueError when none converged."""
+    bs, y = np.asarray(bs, dtype=float), np.asarray(y, dtype=float)
+    if bs.shape != y.shape or bs.ndim != 1:
+        raise ValueError(f"saturating model: {bs.shape} buffers against {y.shape} goodputs")
+    return _fit_samples(tuple(bs.tolist()), tuple(y.tolist()))
+
+
+@functools.lru_cache(maxsize=1024)
+def _fit_samples(bs_values: tuple[float, ...], y_values: tuple[float, ...]) -> SaturatingFit:
+    """`fit_saturating` of these samples, cached: a campaign refits every arm after each probe,
+    and all arms but the probed one have the same samples as before (the fit is a pure function
+    of them; its nine starts cost most of a flow's CPU)."""
     from scipy.optimize import curve_fit
 
-    bs, y = np.asarray(bs, dtype=float), np.asarray(y, dtype=float)
+    bs, y = np.array(bs_values, dtype=float), np.array(y_values, dtype=float)
     top = max(float(np.max(y)), 1e-9)
     lower = (1e-12, float(np.min(bs)) * 1e-3, SHARPNESS_BOUNDS[0])
     upper = (10.0 * top, float(np.max(bs)) * 100.0, SHARPNESS_BOUNDS[1])
@@ -79,6 +93,6 @@ def _inference(params, cov, n: int):
             continue
         se = math.sqrt(var)
         p_values[name] = float(2 * stats.t.sf(abs(params[j]) / se, dof))
-        half = float(stats.t.ppf(0.975, dof)) * se
+        half = t_critical(0.95, dof) * se
         cis[name] = (float(params[j] - half), float(params[j] + half))
     return p_values, cis

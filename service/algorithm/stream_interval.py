@@ -28,6 +28,8 @@ import math
 from collections.abc import Iterable, Sequence
 from statistics import median, stdev
 
+from .student_t import t_critical
+
 #: the sd of ln p99 by which a fresh probe's level moves from the campaign's (module doc)
 DRIFT_REL_SD = 0.04
 
@@ -61,8 +63,7 @@ def fresh_p99_half_width(mean_ms: float, n: int, spread: tuple[float, int], conf
         return None
     if not 0 < confidence < 1 or drift < 0:
         raise ValueError("0 < confidence < 1 and drift >= 0")
-    from scipy import stats
 
-    t = float(stats.t.ppf(0.5 + confidence / 2, dof))
+    t = t_critical(confidence, dof)
     h = t * math.sqrt(sd * sd * (1 + 1 / n) + drift * drift)
     return mean_ms * (math.exp(h) - 1)

@@ -30,6 +30,7 @@ from statistics import fmean, median
 from typing import Any, ClassVar
 
 from .stored_form import OTHER, PRESENT, StoredForm, count, flag, names, number
+from .student_t import t_critical
 
 FLOOR_MBPS = 1e-3  # 1 kbit/s: a stalled run counts as this, so its logarithm is finite
 
@@ -103,7 +104,7 @@ class SubsetEstimate(StoredForm):
     def half_width_log(self) -> float:
         if self.runs == 0 or self.dof <= 0 or not math.isfinite(self.log_variance):
             return math.inf
-        return _t(self.confidence, self.dof) * math.sqrt(self.log_variance / self.runs)
+        return t_critical(self.confidence, self.dof) * math.sqrt(self.log_variance / self.runs)
 
     def overlaps(self, other: SubsetEstimate) -> bool:
         """The two intervals share a point: the measurements do not tell them apart."""
@@ -244,13 +245,7 @@ def _welch(va, na, da, vb, nb, db, confidence) -> float:
     if se2 == 0:
         return 0.0
     dof = se2**2 / (ea**2 / da + eb**2 / db)
-    return _t(confidence, dof) * math.sqrt(se2)
-
-
-@lru_cache(maxsize=4096)
-def _t(confidence: float, dof: float) -> float:
-    from scipy import stats  # here, not at the top: half a second every CLI start would pay
-    return float(stats.t.ppf(0.5 + confidence / 2, dof))
+    return t_critical(confidence, dof) * math.sqrt(se2)
 
 
 @lru_cache(maxsize=64)

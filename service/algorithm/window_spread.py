@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from .probe_duration import DEFAULT_WINDOW, steady_state
 from .stored_form import OTHER, PRESENT, StoredForm, number
+from .student_t import t_critical
 
 #: a (interval end s, Mbit/s) series, warm-up included, as the probes record it
 Series = Sequence[tuple[float, float]]
@@ -51,9 +52,7 @@ class WindowSpread(StoredForm):
         alone gives; None when too few intervals were measured to say."""
         if self.dof < 1 or not self.intervals_per_run or self.intervals_per_run <= 0:
             return None
-        from scipy import stats  # here: scipy.stats costs every CLI start half a second
-
-        t = float(stats.t.ppf(0.5 + confidence / 2, self.dof))
+        t = t_critical(confidence, self.dof)
         return t * self.interval_sd_mbps / math.sqrt(self.intervals_per_run)
 
     def at(self, confidence: float) -> WindowSpread:

@@ -13,6 +13,7 @@ from probes.vocabulary import PathManager
 from ..alternative import Alternative
 from ..arm import Arm
 from ..stored_form import OTHER, PRESENT, StoredForm, count, each, flag, names, number, text
+from ..student_t import t_critical
 from .noise import DEFAULT_CONFIDENCE, PointNoise, Samples
 
 MAX_RUNS = 4
@@ -92,8 +93,7 @@ class BulkDecision(StoredForm):
             return None
         if self.noise_dof == 0:
             return math.inf
-        from scipy import stats  # here, not at the top: half a second every CLI start would pay
-        t = float(stats.t.ppf(0.5 + self.confidence / 2, self.noise_dof))
+        t = t_critical(self.confidence, self.noise_dof)
         return t * self.noise_sd_mbps * math.sqrt(1 / self.otp_runs + 1 / fresh_runs)
 
 

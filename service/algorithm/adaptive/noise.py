@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from statistics import fmean
 
 from ..arm import Arm
+from ..student_t import t_critical
 
 # keys may be Arm or plain (pm, cc) tuples: an Arm equals and hashes like its tuple
 Samples = Mapping[Arm, Mapping[float, Sequence[float]]]
@@ -37,8 +38,7 @@ class Noise:
             return math.inf
         if self.dof == 0:
             return 0.0 if n >= MIN_RUNS else math.inf
-        from scipy import stats  # here, not at the top: half a second every CLI start would pay
-        return float(stats.t.ppf(0.5 + confidence / 2, self.dof)) * self.sd / math.sqrt(n)
+        return t_critical(confidence, self.dof) * self.sd / math.sqrt(n)
 
 
 def pooled_noise(samples: Samples) -> Noise:

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from models import NO_EXCLUSION, Campaign
 from probes.vocabulary import PCDC, PathManager
 
+from ...algorithm.student_t import t_critical
 from ...state import Warm, WarmCheck, state_of
 from ...state.selected import selected_subsets
 from ...store import campaigns as campaign_store
@@ -116,10 +117,7 @@ def drifted(samples: list[float], promised: float, delta: float) -> tuple[bool, 
     the samples' t-interval half-width)."""
     half = 0.0
     if len(samples) >= 2:
-        from scipy import stats  # here, not at the top: half a second every CLI start would pay
-        half = stats.t.ppf(0.5 + CONFIDENCE / 2, len(samples) - 1) * stdev(samples) / (
-            len(samples) ** 0.5
-        )
+        half = t_critical(CONFIDENCE, len(samples) - 1) * stdev(samples) / len(samples) ** 0.5
     tolerance = max(delta * promised, half)
     return bool(abs(fmean(samples) - promised) > tolerance), float(tolerance)
 
