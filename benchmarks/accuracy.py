@@ -392,7 +392,7 @@ def _applied(bed, sender, receiver, rec, stock, fresh_best, args, log) -> dict:
         got = applied.applied_answer(
             bed, sender, receiver, rec, stock, args.applied_runs or args.oracle_runs,
             args.oracle_duration, Path(os.environ["MPCOA_DATA_DIR"]), log,
-            lower_ceilings=args.apply_lower_ceilings)
+            lower_ceilings=args.apply_lower_ceilings, allow_cc=args.apply_allows_cc)
     except Exception as exc:  # the rest of the row stands; this part says what failed
         log(f"  applied: {exc}")
         got = {"applied_runs": [], "applied_error": str(exc), "applied_rollback_ok": None}
@@ -606,6 +606,11 @@ def main() -> int:
                     help="fresh probes of the applied answer (default: the oracle's runs)")
     ap.add_argument("--apply-lower-ceilings", action="store_true",
                     help="apply with --lower-ceilings (the stock ceilings may be lowered)")
+    ap.add_argument("--apply-allows-cc", action="store_true",
+                    help="the operator's step an apply asks for: an answer's CC outside the "
+                    "host's tcp_allowed_congestion_control added to it for the apply (a "
+                    "namespace may default only to those), the list put back after; host-wide "
+                    "for that minute, so not beside a test suite that reads the list")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     data = scratch_dir("mpcoa-accuracy-")

@@ -22,6 +22,7 @@ interval: `applied_interval_regime` says which).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -216,9 +217,33 @@ def _plan_of(apply_id: int) -> dict[str, Any]:
         return applied.get_apply(s, apply_id=apply_id).plan
 
 
+ALLOWED_CCS = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+
+
+@contextlib.contextmanager
+def host_allows(cc: str | None, out: dict[str, Any], log):
+    """The operator's step the apply asks for when the answer's CC is not in the host's
+    `tcp_allowed_congestion_control` (a namespace may default only to one of those): added for
+    the apply's duration, the list as it was afterwards (`applied_host_changes` says so)."""
+    before = ALLOWED_CCS.read_text().split()
+    if not cc or cc in before:
+        yield
+        return
+    ALLOWED_CCS.write_text(" ".join([*before, cc]))
+    out["applied_host_changes"] = [{"key": "net.ipv4.tcp_allowed_congestion_control",
+                                    "before": " ".join(before),
+                                    "during": " ".join([*before, cc])}]
+    log(f"  applied: {cc} added to the host's allowed congestion controls for the apply")
+    try:
+        yield
+    finally:
+        ALLOWED_CCS.write_text(" ".join(before))
+        out["applied_host_changes"][0]["restored"] = ALLOWED_CCS.read_text().split() == before
+
+
 def applied_answer(bed, sender: str, receiver: str, rec: dict[str, Any], stock: dict[str, Any],
                    runs: int, duration: float, scratch: Path, log, *,
-                   lower_ceilings: bool = False) -> dict[str, Any]:
+                   lower_ceilings: bool = False, allow_cc: bool = False) -> dict[str, Any]:
     """The answer applied by `mpcoa apply` onto the testbed's namespaces (under the stock
     buffers, as an operator's hosts have them), `runs` fresh plain-application probes on the
     hosts as it left them, rolled back; the figures and whether every value came back."""
@@ -228,7 +253,8 @@ def applied_answer(bed, sender: str, receiver: str, rec: dict[str, Any], stock: 
     tid = str(rec["topology_id"])
     out: dict[str, Any] = {"applied_runs": [], "applied_state": None}
     found = _sites_state(bed, sites)
-    with bed.tcp_memory(sites, stock["values"]):
+    cc = rec.get("cc") if allow_cc else None
+    with host_allows(cc, out, log), bed.tcp_memory(sites, stock["values"]):
         before = _sites_state(bed, sites)
         flags = ["--no-confirm", "--no-watch", *(["--lower-ceilings"] if lower_ceilings else [])]
         done = _mpcoa(env, "apply", tid, *flags)
@@ -245,7 +271,7 @@ def applied_answer(bed, sender: str, receiver: str, rec: dict[str, Any], stock: 
             back = _mpcoa(env, "apply", tid, "--rollback") if done.get("apply") else {}
             out["rollback_state"] = back.get("state")
             differs = state_differences(before, _sites_state(bed, sites))
-    differs += [f"after the stock buffers: {d}"
+    differs += [f"after the stock buffers and the host's list: {d}"
                 for d in state_differences(found, _sites_state(bed, sites))]
     out["applied_rollback_ok"] = not differs
     out["applied_not_restored"] = differs
