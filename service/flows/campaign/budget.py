@@ -8,7 +8,8 @@ Every count the campaign reports comes from here, by one formula each:
   (`CampaignState.budget`, shown by GET /campaigns and kept with the answer's provenance);
 - `charge`: a stored probe's cost, the one place the progress counters move;
 - `affords`: whether the probe-seconds budget (None: unbounded) covers more probes, and
-  `sweep_reserve_s` the one share an earlier phase leaves to the sweep;
+  `sweep_reserve_s` the one share an earlier phase leaves to the sweep, `autotune_reserve_s`
+  what the sweep leaves to the autotune phase;
 - `progress` and `remaining_s`: what the API, the dashboard and the fleet policy show and order by.
 """
 
@@ -203,6 +204,16 @@ def sweep_reserve_s(campaign: Campaign) -> float:
     probes = (adaptive_sweep_estimate(campaign) if campaign.mode == "adaptive"
               else grid_sweep_probes(campaign))
     return probes * probe_cost_s(campaign)
+
+
+def autotune_reserve_s(campaign: Campaign) -> float:
+    """What an adaptive bulk sweep leaves to the autotune phase: its first point (the top
+    ceiling's `CEILING_RUNS` probes, the reference the answer's ceiling is judged against), so
+    a sweep that took more probes than planned (a noisy path, a busy host) still leaves the
+    answer a ceiling measured in the autotuned regime."""
+    if campaign.mode != "adaptive" or objective_of(campaign.objective).is_stream:
+        return 0.0
+    return CEILING_RUNS * probe_cost_s(campaign)
 
 
 def affords(campaign: Campaign, probes: int = 1, *, reserve_s: float = 0.0) -> bool:

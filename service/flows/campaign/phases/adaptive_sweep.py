@@ -22,6 +22,7 @@ from ....state.selected import measured_selection, merged_into_fullmesh, sweep_a
 from .. import budget
 from ..plan import ProbeStep
 from ..timing import observed_rtts, step_timing
+from . import autotune_sweep
 from .answer_spread import spread_probe, variation_at, widened
 from .base import Context, PhaseVerdict, probe
 from .fitting import MAX_GRID_EXTENSIONS, buffer_samples, fit, grid_extensions, grow_grid
@@ -40,10 +41,12 @@ def advance(ctx: Context) -> PhaseVerdict:
     runs = buffer_samples(ctx)
     samples, tried = runs.samples, runs.tried
     cap = budget.adaptive_sweep_cap(campaign)
+    reserve_s = budget.autotune_reserve_s(campaign) if autotune_sweep.measured_here(ctx) else 0.0
     decision = None
     links = _links_ceiling(ctx, FULLMESH, campaign.ccs[0]) if campaign.ccs else None
     while True:
-        spent = state_of(campaign).budget.exhausted or sum(tried.values()) >= cap
+        spent = (state_of(campaign).budget.exhausted or sum(tried.values()) >= cap
+                 or (reserve_s > 0 and not budget.affords(campaign, reserve_s=reserve_s)))
         # Where a measured point already carries (1 - delta) of every link's rate, a larger
         # buffer cannot show a T* it is not within delta of: the grid grows only if the answer
         # on this grid is not such a point (harmful.yaml: PCDC on F-U read 18.8 of the links'

@@ -32,14 +32,20 @@ from .base import DONE, Context, PhaseVerdict, probe
 name = budget.AUTOTUNE
 
 
+def measured_here(ctx: Context) -> bool:
+    """The phase runs: the campaign's sites are the emulated testbed's, not hosts that report
+    through their workers."""
+    topology = ctx.campaign.topology
+    return not any(artifacts.worker_report(ctx.session, site_name=s.name) is not None
+                   for s in (topology.local_site, topology.remote_site))
+
+
 def advance(ctx: Context) -> PhaseVerdict:
     campaign = ctx.campaign
     outcome = state_of(campaign).sweep_decision
     if not isinstance(outcome, BulkSweepOutcome) or outcome.decision.opm is None:
         return DONE  # nothing decided: no arm to measure autotuned
-    topology = campaign.topology
-    if any(artifacts.worker_report(ctx.session, site_name=s.name) is not None
-           for s in (topology.local_site, topology.remote_site)):
+    if not measured_here(ctx):
         return DONE  # real sites: their ceiling is every connection's (the module's docstring)
     d = outcome.decision
     allowed = None
