@@ -13,8 +13,10 @@ Only on the emulated testbed: a probe sets the ceiling inside the testbed's name
 own duration (`Testbed.autotune_ceiling`); at a real site the ceiling is every connection's, so
 a campaign whose sites report through their workers skips the phase (the answer then has no
 `autotune_max_mib` and the apply plan says the ceiling is unmeasured). The probes are charged
-to the budget's "autotune" phase; the plan counts them from the start (`budget.planned`), and
-a budget that cannot cover the rest stops the phase where it is.
+to the budget's "autotune" phase; the plan counts them from the start (`budget.planned`). The
+adaptive sweep before it leaves the phase its first point (`budget.autotune_reserve_s`); after
+that, a point is begun only when the budget covers all its runs, and one it cannot cover ends
+the phase.
 """
 
 from __future__ import annotations
