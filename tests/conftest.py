@@ -128,26 +128,36 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 
 #: the modules that took longest in the whole suite (`--durations`, docs/testing.md), longest
-#: first: scheduled before the rest
+#: first: scheduled before the rest (pyproject's `--no-loadscope-reorder` keeps this order)
 LONG_MODULES = {path: rank for rank, path in enumerate([
     "tests/sites/test_three_hosts.py",
-    "tests/workers/test_reapply_live.py",
-    "tests/workers/test_apply_embedded.py",
-    "tests/workers/test_dashboard_after_a_campaign.py",
     "tests/workers/test_campaigns_celery.py",
+    "tests/workers/test_apply_embedded.py",
+    "tests/workers/test_reapply_live.py",
     "tests/workers/test_apply_kills.py",
-    "tests/sites/test_deploy_guide.py",
-    "tests/workers/test_calibrate_embedded.py",
-    "tests/workers/test_takeaway_live.py",
+    "tests/workers/test_dashboard_after_a_campaign.py",
     "tests/workers/test_embedded_schedule.py",
+    "tests/workers/test_calibrate_embedded.py",
     "tests/test_stopping.py",
-    "tests/sites/test_localsite.py",
-    "tests/apply/test_apply_live.py",
-    "tests/workers/test_toy_tool_live.py",
-    "tests/probes/test_field_live.py",
-    "tests/api/test_migration_walk.py",
     "tests/api/test_schemathesis.py",
+    "tests/workers/test_takeaway_live.py",
+    "tests/sites/test_deploy_guide.py",
     "tests/dashboard/test_dashboard.py",
+    "tests/apply/test_apply_live.py",
+    "tests/probes/test_field_live.py",
+    "tests/api/test_bundle_fuzz.py",
+    "tests/sites/test_site_role.py",
+    "tests/api/test_migration_walk.py",
+    "tests/probes/test_bpf_coupled.py",
+    "tests/workers/test_toy_tool_live.py",
+    "tests/apply/test_journal_sequences.py",
+    "tests/workers/test_apply_celery.py",
+    "tests/probes/test_bpf_cc.py",
+    "tests/probes/test_testbed_live.py",
+    "tests/probes/test_paced_live.py",
+    "tests/probes/test_stream_selection_live.py",
+    "tests/probes/test_ipv6_live.py",
+    "tests/workers/test_outages.py",
 ])}
 
 

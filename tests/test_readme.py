@@ -10,7 +10,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
 DEMO = "./scripts/bootstrap && .venv/bin/mpcoa demo"
-TESTS = "./scripts/bootstrap && .venv/bin/pytest -n 4 --dist loadfile"
+TESTS = "./scripts/bootstrap && .venv/bin/pytest -n 5 --dist loadfile"
 
 
 def test_short_with_short_lines():

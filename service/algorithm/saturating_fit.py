@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -47,7 +47,9 @@ def fit_saturating(bs: np.ndarray, y: np.ndarray) -> SaturatingFit:
     bs, y = np.asarray(bs, dtype=float), np.asarray(y, dtype=float)
     if bs.shape != y.shape or bs.ndim != 1:
         raise ValueError(f"saturating model: {bs.shape} buffers against {y.shape} goodputs")
-    return _fit_samples(tuple(bs.tolist()), tuple(y.tolist()))
+    fit = _fit_samples(tuple(bs.tolist()), tuple(y.tolist()))
+    # the cached fit is shared between callers: each gets dicts of its own
+    return replace(fit, p_values=dict(fit.p_values), ci95=dict(fit.ci95))
 
 
 @functools.lru_cache(maxsize=1024)
