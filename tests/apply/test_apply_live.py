@@ -300,16 +300,19 @@ def test_a_cut_link_fails_over_to_the_standby_and_comes_back(bed, root, tmp_path
 
 # ---- the apply over HTTP (`mpcoa serve`, embedded): its watchers, started and stopped -----------
 def _watcher_pids(ns: str) -> list[int]:
-    """Every failover watcher process of the namespace on this host, whoever started it."""
-    pids = []
+    """Every failover watcher process of the namespace on this host, whoever started it. A
+    watcher's `ip` child, forked and not yet exec'd, still shows the watcher's command line: a
+    process whose parent is a watcher is that, not a second watcher."""
+    parents = {}
     for proc in Path("/proc").iterdir():
         try:
             cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            stat = (proc / "stat").read_text()
         except OSError:
             continue
         if b"probes.site.failover" in cmd and ns.encode() in cmd:
-            pids.append(int(proc.name))
-    return pids
+            parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return [pid for pid, parent in parents.items() if parent not in parents]
 
 
 def test_an_apply_over_http_watches_fails_over_and_its_watchers_stop(bed, tmp_path):
