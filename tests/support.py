@@ -165,6 +165,17 @@ def free_port_pair() -> int:
     raise RuntimeError("no two free ports side by side on 127.0.0.1")
 
 
+def parent_pid(pid: int) -> int:
+    """The parent of process `pid`, from /proc (OSError once it is gone). The command name in
+    `stat` may hold spaces and parentheses: the fields after its last ")" are the kernel's."""
+    return parent_in_stat(Path(f"/proc/{pid}/stat").read_text())
+
+
+def parent_in_stat(stat: str) -> int:
+    """The parent pid field of a /proc/PID/stat line."""
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
 def listening(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as s:
         return s.connect_ex((host, port)) == 0

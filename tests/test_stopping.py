@@ -23,7 +23,7 @@ import pytest
 from probes.netns import list_netns, netns_pids, pid_alive
 from probes.testbed.spec import load_spec, scenario_path
 from tests.processes import kill_group, tail_logs
-from tests.support import free_port, wait_for
+from tests.support import free_port, parent_in_stat, wait_for
 
 # The demo's campaign uses every congestion control the kernel offers at that moment: like every
 # netns test it runs in the one live group, never beside a test that registers BPF controls.
@@ -48,7 +48,7 @@ def _tree(root: int) -> set[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        ppid = parent_in_stat(stat)
         children.setdefault(ppid, []).append(int(entry.name))
     found, todo = set(), [root]
     while todo:

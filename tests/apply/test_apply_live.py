@@ -20,7 +20,7 @@ from probes.tools.ports import choose_port_triple
 from service.flows.applying import site_plan as ap
 from tests.apply import livebed
 from tests.apply.sitestate import holds, site_state
-from tests.support import SERVE_START_S, wait_for
+from tests.support import SERVE_START_S, parent_in_stat, parent_pid, wait_for
 
 pytestmark = pytest.mark.netns
 ROOT_DIR = Path(__file__).resolve().parents[2]
@@ -311,7 +311,7 @@ def _watcher_pids(ns: str) -> list[int]:
         except OSError:
             continue
         if b"probes.site.failover" in cmd and ns.encode() in cmd:
-            parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            parents[int(proc.name)] = parent_in_stat(stat)
     return [pid for pid, parent in parents.items() if parent not in parents]
 
 
@@ -353,7 +353,7 @@ def test_an_apply_over_http_watches_fails_over_and_its_watchers_stop(bed, tmp_pa
         pids = _watcher_pids(bed.ns("A"))
         assert len(pids) == 1
         # the watcher is the server's own child
-        assert int(Path(f"/proc/{pids[0]}/stat").read_text().rsplit(")", 1)[1].split()[1]) \
+        assert parent_pid(pids[0]) \
             == server.pid
 
         result, cut_at, back_at = _transfer_with_a_cut(bed, first["plan"]["connect"])
@@ -417,7 +417,7 @@ def test_an_apply_over_http_watches_fails_over_and_its_watchers_stop(bed, tmp_pa
                              start_new_session=True)
     try:
         pid = wait_for(lambda: _watcher_pids(bed.ns("A")), 60, "the CLI's watcher")[0]
-        assert int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) \
+        assert parent_pid(pid) \
             == watch.pid
         os.kill(watch.pid, signal.SIGINT)
         out, err = watch.communicate(timeout=30)

@@ -12,6 +12,7 @@ from service.algorithm.topology import TopologySpec
 from service.db import make_engine, session_scope
 from service.store import applied
 from service.store.inventory import ensure_topology
+from tests.support import parent_pid
 
 from .conftest import BIN, site_names, topology_body, worker_env
 
@@ -104,12 +105,6 @@ def _three_isp_testbed(name: str, local: str, remote: str):
     return spec, topo
 
 
-def _parent(pid: int) -> int:
-    from pathlib import Path
-
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
 def _events(database_url: str, tid: int) -> tuple[int, list[dict]]:
     engine = make_engine(database_url)
     try:
@@ -168,7 +163,7 @@ def test_each_site_worker_watches_its_own_site(committed_db, broker_url, worker_
         first = wait_for(watching, 60, "both sites' watchers")
         for n, worker in workers.items():  # each watcher is its own site worker's child
             record = pidfile.read(state / bed.ns(n) / "watcher.json")
-            assert pidfile.alive(record) and _parent(record["pid"]) == worker.pid, n
+            assert pidfile.alive(record) and parent_pid(record["pid"]) == worker.pid, n
 
         back = subprocess.run([str(BIN / "mpcoa"), "apply", str(tid), "--rollback",
                                "--timeout", "120"], env=env, capture_output=True, text=True,
