@@ -33,14 +33,15 @@ class KernelOffers:
         raise AssertionError("next_step never measures")
 
 
-def record_step(session, campaign_id: int, step, tp: float, subflows=("U-C",)) -> None:
-    """Store `step`'s probe with goodput `tp` (Mbit/s)."""
+def record_step(session, campaign_id: int, step, tp: float, subflows=("U-C",),
+                duration_s: float = 2) -> None:
+    """Store `step`'s probe with goodput `tp` (Mbit/s), charged `duration_s` probe-seconds."""
     recording.record(
         session, MeasurementRecord(
             campaign_id=campaign_id, phase=step.phase, pm=step.pm, cc=step.cc,
         bs_mib=step.bs_mib, run=step.run, excluded_subflow=step.excluded_subflow,
-        subflows=list(subflows), duration_s=2, goodput_mbps=[tp, tp], tool="test",
-        **probe_times()),
+        subflows=list(subflows), duration_s=duration_s, goodput_mbps=[tp, tp], tool="test",
+        **probe_times(duration_s)),
     )
 
 

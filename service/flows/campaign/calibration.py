@@ -73,7 +73,8 @@ def next_step(
 ) -> NextStep:
     """Do every piece of work that needs no probe, and say what the campaign needs next.
 
-    A probe the budget cannot cover ends the campaign in the impact phase (it cannot be
+    A probe the budget cannot cover (one a phase committed to is covered: `PhaseVerdict`)
+    ends the campaign in the impact phase (it cannot be
     answered without one); later, it marks the budget exhausted and the phases are asked again
     (they then answer from what was measured)."""
     campaign = campaign_store.get_campaign(session, campaign_id=campaign_id)
@@ -94,7 +95,7 @@ def next_step(
                 return FINISH
             if verdict.step is None:
                 continue
-            if budget.affords(campaign):
+            if verdict.committed or budget.affords(campaign):
                 return NextStep(step=verdict.step)
             if verdict.step.phase == "impact" or state_of(campaign).budget.exhausted:
                 _fail(session, campaign, f"probe-seconds budget spent before the {phase.name} "

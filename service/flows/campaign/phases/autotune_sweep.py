@@ -15,8 +15,8 @@ a campaign whose sites report through their workers skips the phase (the answer 
 `autotune_max_mib` and the apply plan says the ceiling is unmeasured). The probes are charged
 to the budget's "autotune" phase; the plan counts them from the start (`budget.planned`). The
 adaptive sweep before it leaves the phase its first point (`budget.autotune_reserve_s`); after
-that, a point is begun only when the budget covers all its runs, and one it cannot cover ends
-the phase.
+that, a point is begun only when the budget covers all its runs, one it cannot cover ends
+the phase, and a begun point is finished.
 """
 
 from __future__ import annotations
@@ -64,11 +64,18 @@ def advance(ctx: Context) -> PhaseVerdict:
                 samples.setdefault(m.bs_mib, []).append(m.mean_goodput_mbps)
     candidates = budget.autotune_ceilings(campaign.buffer_grid_mib or [])
     ceiling = next_ceiling(candidates, samples, tried, campaign.delta)
-    # A point is begun only when the budget covers all its runs: one run has no spread of its
-    # own, and a point left half-measured would be judged on less than the others.
-    if ceiling is None or not budget.affords(campaign, CEILING_RUNS - tried.get(ceiling, 0)):
+    if ceiling is None:
+        return DONE
+    # A point is begun only when the budget covers all its runs, and a begun point is finished:
+    # one run has no spread of its own, and a point left half-measured would be judged on less
+    # than the others. The check is made once, at its first run, because a probe's expected
+    # cost is the mean so far: probes that ran long raise it, and a point the budget covered
+    # could fail the check half-way (at most CEILING_RUNS - 1 probes past the budget).
+    begun = tried.get(ceiling, 0) > 0
+    if not begun and not budget.affords(campaign, CEILING_RUNS):
         return DONE
     step = ProbeStep(MeasurementPhase.AUTOTUNE, d.opm, d.occ, ceiling, tried.get(ceiling, 0) + 1,
                      NO_EXCLUSION, allowed)
     left = budget.autotune_probes(campaign.buffer_grid_mib or []) - sum(tried.values())
-    return probe(step, budget.asked(campaign, state_of(campaign), name, max(1, left)))
+    return probe(step, budget.asked(campaign, state_of(campaign), name, max(1, left)),
+                 committed=begun)

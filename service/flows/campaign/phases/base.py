@@ -33,12 +33,15 @@ class PhaseVerdict:
     """A probe to run (`step`); or `failed` (the phase failed the campaign); or `enough` (nothing
     more to measure: later phases are skipped and the campaign finishes, `calibration.FINISH`);
     or none: done. `state`: the campaign's new state, as the phase decided it (None: unchanged);
-    `calibration.next_step` saves it before it acts on the rest of the verdict."""
+    `calibration.next_step` saves it before it acts on the rest of the verdict. `committed`: the
+    step finishes a unit of probes the budget covered in full when its first probe ran, so it
+    runs without a budget check of its own (the expected cost may have risen since)."""
 
     step: ProbeStep | None = None
     failed: bool = False
     enough: bool = False
     state: CampaignState | None = None
+    committed: bool = False
 
 
 DONE = PhaseVerdict()
@@ -47,8 +50,9 @@ FAILED = PhaseVerdict(failed=True)
 ENOUGH = PhaseVerdict(enough=True)
 
 
-def probe(step: ProbeStep, state: CampaignState | None = None) -> PhaseVerdict:
-    return PhaseVerdict(step=step, state=state)
+def probe(step: ProbeStep, state: CampaignState | None = None, *,
+          committed: bool = False) -> PhaseVerdict:
+    return PhaseVerdict(step=step, state=state, committed=committed)
 
 
 @dataclass
