@@ -36,9 +36,11 @@ def test_apply_confirm_and_rollback_from_the_cli(sites, testbed, tmp_path):
     no_answer = _mpcoa(env, "apply", str(topology_id), "--dry-run")
     assert no_answer.returncode == 2 and "has no answer yet" in no_answer.stderr
 
+    # the flow is under test, not the figures: the budget ends the sweep after its first round
+    # (6 impact and 6 sweep probes), where a noisy plateau would add rounds and extensions
     cal = _mpcoa(env, "calibrate", str(topology_id), "--cc", "reno", "--buffer", "0.0625",
-                 "--buffer", "0.125", "--buffer", "0.25", "--runs", "1", "--duration", "3",
-                 "--mode", "grid")
+                 "--buffer", "0.125", "--buffer", "0.25", "--runs", "1", "--duration-s", "3",
+                 "--mode", "grid", "--budget", "40")
     assert cal.returncode == 0, cal.stdout + cal.stderr
     original = {s: _site_values(testbed, s) for s in sites}
 

@@ -152,9 +152,10 @@ def test_a_schedule_fires_in_mpcoa_serve_and_its_campaign_runs(serve, sites, tes
     in the in-process executor, like a campaign POSTed by a user."""
     proc, base = serve.start()
     body = topology_body(*sites)
-    # The schedule is under test, not the calibration: the paper's small grid, 9 probes.
+    # The schedule is under test, not the calibration: the paper's small grid, 9 probes, and a
+    # budget of those (no extra rounds).
     plan = {"ccs": ["reno"], "buffer_grid_mib": [0.03125, 0.125, 0.5], "runs": 1,
-            "duration_s": 2, "mode": "grid"}
+            "duration_s": 2, "mode": "grid", "probe_seconds_budget": 9 * 2}
     with serve.client(base) as c:
         topology_id = post_topology(c, None, body["local"], body["remote"])["id"]
         r = c.put(f"/topologies/{topology_id}/schedule",
